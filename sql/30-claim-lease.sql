@@ -1,0 +1,142 @@
+-- Claim and lease: workers lease the head of each scope, renew it while the
+-- handler runs, and end it with complete or release. Every write after the
+-- claim names the lease epoch and is a no-op under any other epoch.
+
+-- Leases up to p_max rows, each the oldest QUEUED row of its scope, due now,
+-- in a scope with no LEASED row and an ACTIVE (or no) workspace. Increments
+-- attempt and lease_epoch. Concurrent claimers pass over each other.
+CREATE OR REPLACE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1)
+RETURNS SETOF wharf.provider_event
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_now   timestamptz := clock_timestamp();
+  v_lease interval := wharf.setting_interval('lease');
+BEGIN
+  IF p_worker IS NULL OR p_worker = '' THEN
+    RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
+  END IF;
+  IF p_max IS NULL OR p_max < 0 THEN
+    RAISE EXCEPTION 'wharf.claim: max must be zero or more, not %', coalesce(p_max::text, 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+
+  RETURN QUERY
+  WITH due_heads AS (
+    SELECT e.id
+      FROM wharf.scope s
+      JOIN wharf.provider_event e ON e.id = s.head_id
+     WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+       AND s.head_due_at <= v_now
+       AND e.state = 'QUEUED'
+     ORDER BY s.head_due_at, s.head_id
+     LIMIT p_max
+     FOR UPDATE OF s, e SKIP LOCKED
+  )
+  UPDATE wharf.provider_event e
+     SET state        = 'LEASED',
+         attempt      = e.attempt + 1,
+         lease_epoch  = e.lease_epoch + 1,
+         leased_until = v_now + v_lease,
+         leased_by    = p_worker
+    FROM due_heads
+   WHERE e.id = due_heads.id
+  RETURNING e.*;
+END $$;
+
+-- Extends the lease of a row LEASED under p_epoch to now + lease, also when it
+-- expired but was not reaped yet. False when the lease is gone.
+CREATE OR REPLACE FUNCTION wharf.renew(p_id bigint, p_epoch bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL THEN
+    RAISE EXCEPTION 'wharf.renew: id and epoch are required' USING ERRCODE = '22004';
+  END IF;
+  UPDATE wharf.provider_event
+     SET leased_until = clock_timestamp() + wharf.setting_interval('lease')
+   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+  RETURN FOUND;
+END $$;
+
+-- Ends a lease with success: DONE with p_outcome ('handled', 'ignored', ...).
+-- False when the row is not LEASED under p_epoch.
+CREATE OR REPLACE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAULT 'handled')
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL OR p_outcome IS NULL OR p_outcome = '' THEN
+    RAISE EXCEPTION 'wharf.complete: id, epoch and outcome are required' USING ERRCODE = '22004';
+  END IF;
+  UPDATE wharf.provider_event
+     SET state = 'DONE', outcome = p_outcome, handled_at = clock_timestamp(), leased_until = NULL
+   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+  RETURN FOUND;
+END $$;
+
+-- A stopping worker gives the row back: QUEUED, due at once, attempt as it
+-- was before the claim. False when the row is not LEASED under p_epoch.
+CREATE OR REPLACE FUNCTION wharf.release(p_id bigint, p_epoch bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL THEN
+    RAISE EXCEPTION 'wharf.release: id and epoch are required' USING ERRCODE = '22004';
+  END IF;
+  UPDATE wharf.provider_event
+     SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(),
+         leased_until = NULL
+   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+  RETURN FOUND;
+END $$;
+
+-- Takes back every lease past leased_until: QUEUED after the retry delay with
+-- failures + 1 and error_class 'LeaseExpired', or DEAD once failures reach
+-- max_attempts. Skips rows under a fenced write. Returns how many it reaped.
+-- Also forgets idle listeners whose session has ended.
+CREATE OR REPLACE FUNCTION wharf.reap() RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_now          timestamptz := clock_timestamp();
+  v_max_attempts integer := wharf.setting_integer('max_attempts');
+  v_reaped       integer;
+BEGIN
+  WITH expired AS (
+    SELECT id FROM wharf.provider_event
+     WHERE state = 'LEASED' AND leased_until < v_now
+     FOR UPDATE SKIP LOCKED
+  )
+  UPDATE wharf.provider_event e
+     SET failures        = e.failures + 1,
+         error_class     = 'LeaseExpired',
+         leased_until    = NULL,
+         state           = CASE WHEN e.failures + 1 >= v_max_attempts THEN 'DEAD' ELSE 'QUEUED' END,
+         dead_at         = CASE WHEN e.failures + 1 >= v_max_attempts THEN v_now END,
+         next_attempt_at = CASE WHEN e.failures + 1 >= v_max_attempts THEN e.next_attempt_at
+                                ELSE v_now + wharf.retry_delay(e.attempt) END
+    FROM expired
+   WHERE e.id = expired.id;
+  GET DIAGNOSTICS v_reaped = ROW_COUNT;
+
+  DELETE FROM wharf.idle_listener l
+   WHERE NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = l.backend_pid);
+  RETURN v_reaped;
+END $$;
+
+-- A claimer's listener says it has nothing to do and waits on LISTEN
+-- wharf_event: admit notifies only while such a listener exists. The lock
+-- waits for admissions already past their check, so the claim the caller
+-- makes after this commits sees their rows: no wake-up is lost.
+CREATE OR REPLACE FUNCTION wharf.mark_idle(p_listener text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_listener IS NULL OR p_listener = '' THEN
+    RAISE EXCEPTION 'wharf.mark_idle: listener must be named' USING ERRCODE = '22004';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN SHARE ROW EXCLUSIVE MODE;
+  INSERT INTO wharf.idle_listener (listener, backend_pid) VALUES (p_listener, pg_backend_pid())
+  ON CONFLICT (listener) DO UPDATE SET backend_pid = excluded.backend_pid, since = now();
+END $$;
+
+-- The listener's host is busy again: admissions stop paying for pg_notify.
+CREATE OR REPLACE FUNCTION wharf.mark_busy(p_listener text) RETURNS void
+LANGUAGE sql AS $$
+  DELETE FROM wharf.idle_listener WHERE listener = p_listener
+$$;

@@ -1,0 +1,66 @@
+-- Failure and dead letters: a failed lease goes back to the queue after a
+-- bounded exponential delay, or ends DEAD keeping its payload. A failed row
+-- stays the head of its scope, so later rows of that scope wait for it.
+
+-- The wait before attempt p_attempt + 1: d = least(max_delay, base_delay *
+-- 2^(attempt-1)), then d/2 + random() * d/2 (equal jitter).
+CREATE OR REPLACE FUNCTION wharf.retry_delay(p_attempt integer) RETURNS interval
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  v_delay interval := least(
+    wharf.setting_interval('max_delay'),
+    -- The exponent is capped so that the product cannot overflow an interval.
+    wharf.setting_interval('base_delay') * power(2, least(greatest(coalesce(p_attempt, 1), 1) - 1, 30)));
+BEGIN
+  RETURN v_delay / 2 + random() * (v_delay / 2);
+END $$;
+
+-- Records a failed attempt of a row LEASED under p_epoch and returns its new
+-- state; NULL when the lease is gone. p_kind:
+--   transient  back to QUEUED after the delay; failures unchanged
+--   unknown    failures + 1; DEAD at max_attempts, else QUEUED after the delay
+--   permanent  DEAD at once
+--   uncertain  DEAD with outcome 'uncertain', never retried automatically
+-- p_error_class is a class name (e.g. 'TypeError'), never a message: 22023
+-- for anything else, 22023 for an unknown kind.
+CREATE OR REPLACE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text)
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_now   timestamptz := clock_timestamp();
+  v_row   record;
+  v_dead  boolean;
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL OR p_kind IS NULL OR p_error_class IS NULL THEN
+    RAISE EXCEPTION 'wharf.fail: id, epoch, kind and error_class are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_kind NOT IN ('transient', 'unknown', 'permanent', 'uncertain') THEN
+    RAISE EXCEPTION 'wharf.fail: unknown failure kind %', quote_literal(p_kind) USING ERRCODE = '22023';
+  END IF;
+  IF p_error_class !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$' THEN
+    RAISE EXCEPTION 'wharf.fail: error_class must be a class name, not free text' USING ERRCODE = '22023';
+  END IF;
+
+  SELECT attempt, failures INTO v_row
+    FROM wharf.provider_event
+   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED'
+   FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+
+  v_dead := p_kind IN ('permanent', 'uncertain')
+            OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'));
+
+  UPDATE wharf.provider_event
+     SET failures        = failures + CASE WHEN p_kind = 'unknown' THEN 1 ELSE 0 END,
+         error_class     = p_error_class,
+         leased_until    = NULL,
+         state           = CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END,
+         outcome         = CASE WHEN p_kind = 'uncertain' THEN 'uncertain' END,
+         dead_at         = CASE WHEN v_dead THEN v_now END,
+         next_attempt_at = CASE WHEN v_dead THEN next_attempt_at
+                                ELSE v_now + wharf.retry_delay(v_row.attempt) END
+   WHERE id = p_id;
+  RETURN CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
+END $$;

@@ -1,0 +1,71 @@
+-- Replay and retention: an operator sends a DEAD row back to the queue; purge
+-- forgets DONE rows after the replay window and DEAD rows after retention.
+
+-- Sends the DEAD row p_id whose workspace is p_workspace_id (NULL: an
+-- installation row) back to QUEUED, due at once, with attempt and failures at
+-- zero, keeping its id, error_class and committed steps. A row whose outcome is
+-- 'uncertain' needs p_force. False, changing nothing, for anything else.
+CREATE OR REPLACE FUNCTION wharf.requeue_dead(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_id IS NULL OR p_account IS NULL OR p_account = '' OR p_force IS NULL THEN
+    RAISE EXCEPTION 'wharf: replay needs an event id, an account and force' USING ERRCODE = '22004';
+  END IF;
+  UPDATE wharf.provider_event
+     SET state = 'QUEUED', attempt = 0, failures = 0, outcome = NULL, dead_at = NULL,
+         next_attempt_at = now(), leased_until = NULL,
+         replayed_by = p_account, replayed_at = now()
+   WHERE id = p_id
+     AND workspace_id IS NOT DISTINCT FROM p_workspace_id
+     AND state = 'DEAD'
+     AND (outcome IS DISTINCT FROM 'uncertain' OR p_force);
+  RETURN FOUND;
+END $$;
+
+-- Replays a DEAD row of workspace p_workspace_id (see requeue_dead). An
+-- installation row (NULL workspace) is never reached here.
+CREATE OR REPLACE FUNCTION wharf.replay(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean DEFAULT false)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.replay: workspace is required (installation rows: replay_installation)'
+      USING ERRCODE = '22004';
+  END IF;
+  RETURN wharf.requeue_dead(p_workspace_id, p_id, p_account, p_force);
+END $$;
+
+-- Replays a DEAD installation row (NULL workspace) and records who did it in
+-- replay_audit, in the same transaction.
+CREATE OR REPLACE FUNCTION wharf.replay_installation(p_id bigint, p_account text, p_force boolean DEFAULT false)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT wharf.requeue_dead(NULL, p_id, p_account, p_force) THEN
+    RETURN false;
+  END IF;
+  INSERT INTO wharf.replay_audit (event_id, account) VALUES (p_id, p_account);
+  RETURN true;
+END $$;
+
+-- Deletes DONE rows handled longer ago than replay_window and DEAD rows dead
+-- longer than dead_retention (never a QUEUED or LEASED row), then the scope
+-- rows left with nothing queued or leased.
+CREATE OR REPLACE FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM wharf.provider_event
+   WHERE state = 'DONE' AND handled_at < now() - wharf.setting_interval('replay_window');
+  GET DIAGNOSTICS done_deleted = ROW_COUNT;
+
+  DELETE FROM wharf.provider_event
+   WHERE state = 'DEAD' AND dead_at < now() - wharf.setting_interval('dead_retention');
+  GET DIAGNOSTICS dead_deleted = ROW_COUNT;
+
+  -- A scope row being used right now is locked: pass over it.
+  DELETE FROM wharf.scope s
+   WHERE s.scope_key IN (SELECT scope_key FROM wharf.scope
+                          WHERE head_id IS NULL AND leased_id IS NULL
+                          FOR UPDATE SKIP LOCKED);
+END $$;

@@ -1,0 +1,179 @@
+-- Connections: workspaces, the verified links between a provider and a
+-- workspace, and their subscriptions. Every change takes the lifecycle lock in
+-- exclusive mode and bumps the connection's generation, so that admission
+-- (which takes the same locks shared) sees a change either wholly before or
+-- wholly after a delivery.
+--
+-- Lifecycle locks are transaction-scoped advisory locks: unlike FOR SHARE row
+-- locks they queue fairly, so a stream of admissions cannot starve a change.
+
+-- The advisory lock key of one lifecycle object ('source', 'connection',
+-- 'workspace'). 64-bit hashes: a collision only makes two objects wait for
+-- each other, it never lets a change and an admission overlap.
+CREATE OR REPLACE FUNCTION wharf.lifecycle_key(p_kind text, p_id text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT hashtextextended('wharf:' || p_kind || ':' || p_id, 0)
+$$;
+
+-- The lifecycle object of a provider's source: its subscriptions and routes.
+CREATE OR REPLACE FUNCTION wharf.source_lock_id(p_provider text, p_source text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT p_provider || ' ' || p_source
+$$;
+
+-- Takes the lifecycle lock of one object in exclusive mode (for a change).
+CREATE OR REPLACE FUNCTION wharf.lock_lifecycle(p_kind text, p_id text) RETURNS void
+LANGUAGE sql AS $$
+  SELECT pg_advisory_xact_lock(wharf.lifecycle_key(p_kind, p_id))
+$$;
+
+-- Raises 22023 unless p_provider is one Wharf knows.
+CREATE OR REPLACE FUNCTION wharf.check_provider(p_provider text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF p_provider IS NULL OR p_provider NOT IN ('github', 'gitlab', 'slack', 'outline', 'forgejo', 'generic') THEN
+    RAISE EXCEPTION 'wharf: unknown provider %', coalesce(quote_literal(p_provider), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+END $$;
+
+-- Creates workspace p_id ACTIVE when missing; changes nothing otherwise.
+CREATE OR REPLACE FUNCTION wharf.upsert_workspace(p_id bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.upsert_workspace: id is required' USING ERRCODE = '22004';
+  END IF;
+  INSERT INTO wharf.workspace (id) VALUES (p_id) ON CONFLICT (id) DO NOTHING;
+  RETURN p_id;
+END $$;
+
+-- Sets a workspace ACTIVE, SUSPENDED or DELETING (no admission, no claim while
+-- not ACTIVE). P0002 for an unknown workspace, 22023 for an unknown state.
+CREATE OR REPLACE FUNCTION wharf.set_workspace_state(p_id bigint, p_state text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_id IS NULL OR p_state IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_workspace_state: id and state are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_state NOT IN ('ACTIVE', 'SUSPENDED', 'DELETING') THEN
+    RAISE EXCEPTION 'wharf: unknown workspace state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  PERFORM wharf.lock_lifecycle('workspace', p_id::text);
+  UPDATE wharf.workspace SET state = p_state WHERE id = p_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
+  END IF;
+END $$;
+
+-- Creates a connection (ACTIVE) or gives an existing one, found by its natural
+-- key (workspace, provider, source, kind, external_id), the route p_route.
+-- Returns the connection id. P0002 for an unknown workspace.
+CREATE OR REPLACE FUNCTION wharf.upsert_connection(
+  p_workspace_id bigint, p_provider text, p_source text, p_kind text, p_external_id text,
+  p_route jsonb DEFAULT '{}')
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id    bigint;
+  v_route jsonb;
+BEGIN
+  IF p_workspace_id IS NULL OR p_source IS NULL OR p_source = '' OR p_kind IS NULL OR p_kind = ''
+     OR p_route IS NULL THEN
+    RAISE EXCEPTION 'wharf.upsert_connection: workspace, provider, source, kind and route are required'
+      USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.check_provider(p_provider);
+  IF jsonb_typeof(p_route) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.upsert_connection: route must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  IF NOT EXISTS (SELECT FROM wharf.workspace WHERE id = p_workspace_id) THEN
+    RAISE EXCEPTION 'wharf: unknown workspace %', p_workspace_id USING ERRCODE = 'P0002';
+  END IF;
+
+  PERFORM wharf.lock_lifecycle('source', wharf.source_lock_id(p_provider, p_source));
+  SELECT id, route INTO v_id, v_route
+    FROM wharf.connection
+   WHERE workspace_id = p_workspace_id AND provider = p_provider AND source = p_source
+     AND kind = p_kind AND external_id IS NOT DISTINCT FROM p_external_id;
+  IF NOT FOUND THEN
+    INSERT INTO wharf.connection (workspace_id, provider, source, kind, external_id, route)
+    VALUES (p_workspace_id, p_provider, p_source, p_kind, p_external_id, p_route)
+    RETURNING id INTO v_id;
+  ELSIF v_route IS DISTINCT FROM p_route THEN
+    PERFORM wharf.lock_lifecycle('connection', v_id::text);
+    UPDATE wharf.connection
+       SET route = p_route, generation = generation + 1, updated_at = now()
+     WHERE id = v_id;
+  END IF;
+  RETURN v_id;
+END $$;
+
+-- Sets a connection ACTIVE, SUSPENDED or REVOKED. P0002 for an unknown one.
+CREATE OR REPLACE FUNCTION wharf.set_connection_state(p_id bigint, p_state text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_id IS NULL OR p_state IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_connection_state: id and state are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_state NOT IN ('ACTIVE', 'SUSPENDED', 'REVOKED') THEN
+    RAISE EXCEPTION 'wharf: unknown connection state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  PERFORM wharf.lock_lifecycle('connection', p_id::text);
+  UPDATE wharf.connection
+     SET state = p_state, generation = generation + 1, updated_at = now()
+   WHERE id = p_id AND state IS DISTINCT FROM p_state;
+  IF NOT FOUND AND NOT EXISTS (SELECT FROM wharf.connection WHERE id = p_id) THEN
+    RAISE EXCEPTION 'wharf: unknown connection %', p_id USING ERRCODE = 'P0002';
+  END IF;
+END $$;
+
+-- Locks a connection's source and the connection for a subscription change;
+-- P0002 for an unknown connection.
+CREATE OR REPLACE FUNCTION wharf.lock_connection_for_change(p_connection_id bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_provider text;
+  v_source   text;
+BEGIN
+  SELECT provider, source INTO v_provider, v_source FROM wharf.connection WHERE id = p_connection_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown connection %', p_connection_id USING ERRCODE = 'P0002';
+  END IF;
+  PERFORM wharf.lock_lifecycle('source', wharf.source_lock_id(v_provider, v_source));
+  PERFORM wharf.lock_lifecycle('connection', p_connection_id::text);
+END $$;
+
+-- The connection's workspace receives events about p_subject. True when the
+-- subscription is new.
+CREATE OR REPLACE FUNCTION wharf.subscribe(p_connection_id bigint, p_subject text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_connection_id IS NULL OR p_subject IS NULL OR p_subject = '' THEN
+    RAISE EXCEPTION 'wharf.subscribe: connection and subject are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.lock_connection_for_change(p_connection_id);
+  INSERT INTO wharf.subscription (connection_id, subject) VALUES (p_connection_id, p_subject)
+  ON CONFLICT DO NOTHING;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  UPDATE wharf.connection SET generation = generation + 1, updated_at = now() WHERE id = p_connection_id;
+  RETURN true;
+END $$;
+
+-- Ends a subscription. True when there was one.
+CREATE OR REPLACE FUNCTION wharf.unsubscribe(p_connection_id bigint, p_subject text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_connection_id IS NULL OR p_subject IS NULL THEN
+    RAISE EXCEPTION 'wharf.unsubscribe: connection and subject are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.lock_connection_for_change(p_connection_id);
+  DELETE FROM wharf.subscription WHERE connection_id = p_connection_id AND subject = p_subject;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  UPDATE wharf.connection SET generation = generation + 1, updated_at = now() WHERE id = p_connection_id;
+  RETURN true;
+END $$;

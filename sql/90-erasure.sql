@@ -1,0 +1,72 @@
+-- Person erasure: delete every event of a source whose payload names a
+-- person, in every state, with its steps. A handler still holding such an
+-- event finds it gone at its next fence (WH410) and stops writing.
+
+-- The places where each provider's payloads name a person, as jsonpath
+-- queries (at any depth) and whether they hold an id or a login.
+CREATE OR REPLACE FUNCTION wharf.person_paths(p_provider text)
+RETURNS TABLE (path jsonpath, holds text)
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT ('lax $.**.' || k.key || '.' || f.field)::jsonpath, f.holds
+    FROM unnest(ARRAY['sender', 'user', 'author', 'committer', 'assignee', 'member']) AS k(key),
+         (VALUES ('id', 'id'), ('login', 'login')) AS f(field, holds)
+   WHERE p_provider IN ('github', 'forgejo')
+  UNION ALL
+  SELECT p.path::jsonpath, p.holds
+    FROM (VALUES ('gitlab', 'lax $.**.user.id', 'id'), ('gitlab', 'lax $.**.user.username', 'login'),
+                 ('gitlab', 'lax $.**.author.id', 'id'), ('gitlab', 'lax $.**.author.username', 'login'),
+                 ('gitlab', 'lax $.**.user_id', 'id'), ('gitlab', 'lax $.**.user_username', 'login'),
+                 ('slack', 'lax $.**.user', 'id'), ('slack', 'lax $.**.user.id', 'id'),
+                 ('outline', 'lax $.**.actorId', 'id'), ('outline', 'lax $.**.user.id', 'id'))
+         AS p(provider, path, holds)
+   WHERE p.provider = p_provider
+$$;
+
+-- True when p_payload of provider p_provider names one of the ids or logins
+-- (compared as text) at one of the provider's person paths.
+CREATE OR REPLACE FUNCTION wharf.payload_names_person(
+  p_provider text, p_payload jsonb, p_ids text[], p_logins text[])
+RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT EXISTS (
+    SELECT FROM wharf.person_paths(p_provider) pp,
+           LATERAL jsonb_path_query(p_payload, pp.path) v
+     WHERE jsonb_typeof(v) IN ('string', 'number')
+       AND (v #>> '{}') = ANY (CASE pp.holds WHEN 'id' THEN p_ids ELSE p_logins END))
+$$;
+
+-- Deletes the events of p_source (installation rows included, every state,
+-- LEASED too) whose payload names the person p_identities =
+-- {"ids": [...], "logins": [...]}, with their steps. Returns how many.
+CREATE OR REPLACE FUNCTION wharf.erase_person(p_source text, p_identities jsonb) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_ids     text[];
+  v_logins  text[];
+  v_deleted bigint;
+BEGIN
+  IF p_source IS NULL OR p_identities IS NULL THEN
+    RAISE EXCEPTION 'wharf.erase_person: source and identities are required' USING ERRCODE = '22004';
+  END IF;
+  IF jsonb_typeof(p_identities) <> 'object'
+     OR jsonb_typeof(coalesce(p_identities->'ids', '[]')) <> 'array'
+     OR jsonb_typeof(coalesce(p_identities->'logins', '[]')) <> 'array' THEN
+    RAISE EXCEPTION 'wharf.erase_person: identities must be {"ids": [...], "logins": [...]}'
+      USING ERRCODE = '22023';
+  END IF;
+  SELECT coalesce(array_agg(v #>> '{}'), '{}') INTO v_ids
+    FROM jsonb_array_elements(coalesce(p_identities->'ids', '[]')) v
+   WHERE jsonb_typeof(v) IN ('string', 'number');
+  SELECT coalesce(array_agg(v #>> '{}'), '{}') INTO v_logins
+    FROM jsonb_array_elements(coalesce(p_identities->'logins', '[]')) v
+   WHERE jsonb_typeof(v) IN ('string', 'number');
+  IF cardinality(v_ids) + cardinality(v_logins) = 0 THEN
+    RAISE EXCEPTION 'wharf.erase_person: name at least one id or login' USING ERRCODE = '22023';
+  END IF;
+
+  DELETE FROM wharf.provider_event
+   WHERE source = p_source
+     AND wharf.payload_names_person(provider, payload, v_ids, v_logins);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
+END $$;
