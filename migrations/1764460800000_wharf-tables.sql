@@ -146,8 +146,9 @@ CREATE INDEX ix_provider_event_purge_dead ON wharf.provider_event (dead_at)
 CREATE INDEX ix_provider_event_workspace_list ON wharf.provider_event
   (workspace_id, state, id DESC);
 
--- erase_person: the events of one source.
-CREATE INDEX ix_provider_event_source ON wharf.provider_event (source);
+-- No index on source: erase_person reads every event of a source, which is
+-- most of the inbox for the usual single-source install, and each index costs
+-- every state change (none of them is HOT: state is in the partial indexes).
 
 CREATE TABLE wharf.provider_event_step (
   event_id     bigint NOT NULL REFERENCES wharf.provider_event (id) ON DELETE CASCADE,
