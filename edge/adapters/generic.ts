@@ -1,0 +1,85 @@
+// Standard Webhooks (https://www.standardwebhooks.com): `webhook-signature` =
+// space-separated `v1,<base64 HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`,
+// key = base64 after `whsec_`, timestamp (seconds) within five minutes.
+// Subjects come from the connection's `route.subject_pointers`: JSON pointers
+// into the body, most specific first, each giving `<last pointer token>:<value>`
+// (`/data/customer_id` → `customer_id:cus_42`).
+import { bytesOf, concatBytes, fromBase64, hmacSha256, toBase64, utf8, type Bytes } from '../crypto.js';
+import {
+  badSignature, hmacMatches, missingField, missingSignature, signingKeyOf, staleTimestamp,
+  timestampToleranceMs, verified, type Adapter, type Verification,
+} from './adapter.js';
+import { atPointer, pointerTokens, textAt } from './payload.js';
+import type { JsonObject } from '../request-body.js';
+
+function keyOf(secret: string): Bytes | undefined {
+  return fromBase64(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret);
+}
+
+function signedContent(id: string, timestamp: string, body: Bytes | string): Bytes {
+  return concatBytes(utf8(`${id}.${timestamp}.`), bytesOf(body));
+}
+
+/** One `v1,<base64>` signature; `timestamp` in seconds. */
+export async function signStandardWebhook(
+  secret: string, id: string, timestamp: number | string, body: Bytes | string,
+): Promise<string> {
+  const key = keyOf(secret);
+  if (!key) throw new Error('a Standard Webhooks key is whsec_<base64>');
+  return `v1,${toBase64(await hmacSha256(key, signedContent(id, String(timestamp), body)))}`;
+}
+
+export async function verifyStandardWebhook(
+  secret: string, body: Bytes, headers: Headers, nowMs: number,
+): Promise<Verification> {
+  const id = headers.get('webhook-id');
+  const timestamp = headers.get('webhook-timestamp');
+  const signatures = headers.get('webhook-signature');
+  if (!id || !timestamp || !signatures) return missingSignature;
+  const key = keyOf(secret);
+  if (!key || !/^\d{1,12}$/.test(timestamp)) return badSignature;
+  if (Math.abs(nowMs - Number(timestamp) * 1000) > timestampToleranceMs) return staleTimestamp;
+  const content = signedContent(id, timestamp, body);
+  // Several signatures while the sender rotates its key: any v1 one may match.
+  for (const signature of signatures.split(' ')) {
+    if (!signature.startsWith('v1,')) continue;
+    const result = await hmacMatches(key, content, fromBase64(signature.slice(3)));
+    if (result.ok) return verified;
+  }
+  return badSignature;
+}
+
+function subjectsFromPointers(payload: JsonObject, route: Record<string, unknown>): string[] {
+  const pointers = Array.isArray(route.subject_pointers) ? route.subject_pointers : [];
+  return pointers.flatMap((pointer) => {
+    if (typeof pointer !== 'string') return [];
+    const value = textAt(atPointer(payload, pointer));
+    const name = pointerTokens(pointer).at(-1);
+    return value === undefined || !name ? [] : [`${name}:${value}`];
+  });
+}
+
+export const generic: Adapter = {
+  provider: 'generic',
+  endpointKind: 'connection',
+  keptHeaders: ['content-type', 'user-agent', 'webhook-id', 'webhook-timestamp'],
+  verify({ headers, body, endpoint, nowMs }) {
+    const secret = signingKeyOf(endpoint);
+    if (!secret) return Promise.resolve(badSignature);
+    return verifyStandardWebhook(secret, body, headers, nowMs);
+  },
+  async read({ headers, payload, endpoint }) {
+    // webhook-id is part of the signed content.
+    const deliveryKey = headers.get('webhook-id');
+    const eventType = textAt(payload, 'type');
+    if (!deliveryKey || endpoint.kind !== 'connection') return missingField('the webhook-id header');
+    if (!eventType) return missingField('type');
+    return {
+      kind: 'delivery',
+      deliveryKey,
+      eventType,
+      route: { connection_id: endpoint.connection.connectionId },
+      subjects: subjectsFromPointers(payload, endpoint.connection.route),
+    };
+  },
+};

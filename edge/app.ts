@@ -1,0 +1,45 @@
+// The edge receiver as one Hono app, the same on Node and on Workers: the
+// entry points give it a Database, the environment, a logger and metrics.
+import { Hono } from 'hono';
+import { createConnectionCache } from './connection-cache.js';
+import type { Database } from './database.js';
+import { createWebhookReceiver } from './receive-webhook.js';
+import { createReject } from './rejection.js';
+import { readEdgeSettings, type EdgeEnv } from './settings.js';
+import type { EdgeLogger, EdgeMetrics } from './telemetry.js';
+
+export interface EdgeAppOptions {
+  database: Database;
+  /** Worker bindings or process.env: app secrets and settings (edge/settings.ts). */
+  env: EdgeEnv;
+  logger: EdgeLogger;
+  metrics: EdgeMetrics;
+}
+
+export function createApp(options: EdgeAppOptions): Hono {
+  const { database, env, logger, metrics } = options;
+  const settings = readEdgeSettings(env);
+  const reject = createReject(logger, metrics);
+  const receiveWebhook = createWebhookReceiver({
+    database,
+    env,
+    settings,
+    logger,
+    metrics,
+    reject,
+    connections: createConnectionCache(database, { ttlMs: settings.secretCacheMs }),
+  });
+
+  const app = new Hono();
+  app.post('/hooks/:provider/:endpoint', receiveWebhook);
+  app.all('/hooks/:provider/:endpoint', (c) =>
+    reject(c, 405, 'method-not-allowed', 'Use POST.', { method: c.req.method }, { Allow: 'POST' }));
+  // Sub-apps mount here, one line each, e.g. app.route('/api', operatorApi(...)).
+
+  app.notFound((c) => c.json({ error: 'not-found', message: 'No such route.' }, 404));
+  app.onError((error, c) => {
+    logger.error({ event: 'edge_error', error: error.name }, 'unhandled error');
+    return c.json({ error: 'internal', message: 'Internal error.' }, 500);
+  });
+  return app;
+}

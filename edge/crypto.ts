@@ -1,0 +1,76 @@
+// WebCrypto and byte helpers shared by the adapters. Only `crypto.subtle`,
+// TextEncoder and atob/btoa: the same code runs in Node and in workerd.
+
+const encoder = new TextEncoder();
+
+export type Bytes = Uint8Array<ArrayBuffer>;
+
+export function utf8(text: string): Bytes {
+  return encoder.encode(text);
+}
+
+export function bytesOf(data: Bytes | string): Bytes {
+  return typeof data === 'string' ? utf8(data) : data;
+}
+
+export function concatBytes(...parts: Bytes[]): Bytes {
+  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
+}
+
+export async function hmacSha256(key: Bytes | string, message: Bytes | string): Promise<Bytes> {
+  const cryptoKey = await crypto.subtle.importKey(
+    'raw', bytesOf(key), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign'],
+  );
+  return new Uint8Array(await crypto.subtle.sign('HMAC', cryptoKey, bytesOf(message)));
+}
+
+export async function sha256(data: Bytes | string): Promise<Bytes> {
+  return new Uint8Array(await crypto.subtle.digest('SHA-256', bytesOf(data)));
+}
+
+/**
+ * Compares in time that depends only on the lengths, which are public (a
+ * digest's length is fixed by its algorithm).
+ */
+export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let difference = 0;
+  for (let i = 0; i < a.length; i++) difference |= a[i]! ^ b[i]!;
+  return difference === 0;
+}
+
+export function toHex(bytes: Uint8Array): string {
+  let hex = '';
+  for (const byte of bytes) hex += byte.toString(16).padStart(2, '0');
+  return hex;
+}
+
+/** undefined for anything that is not an even-length hex string. */
+export function fromHex(hex: string): Bytes | undefined {
+  if (hex.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(hex)) return undefined;
+  const out = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  return out;
+}
+
+export function toBase64(bytes: Uint8Array): string {
+  let binary = '';
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary);
+}
+
+/** undefined for anything that is not valid base64. */
+export function fromBase64(text: string): Bytes | undefined {
+  try {
+    const binary = atob(text);
+    return Uint8Array.from(binary, (char) => char.charCodeAt(0));
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,125 @@
+// POST /hooks/:provider/:endpoint — verify, validate, admit once, answer after
+// the commit. Every refusal to store is logged with its reason and counted.
+import type { Context } from 'hono';
+import type { Adapter, Endpoint } from './adapters/adapter.js';
+import { adapters } from './adapters/index.js';
+import type { ConnectionCache } from './connection-cache.js';
+import { classifyDatabaseError, type Database } from './database.js';
+import { parseJsonBody, readBodyWithin } from './request-body.js';
+import { readAppSecret, type EdgeEnv, type EdgeSettings } from './settings.js';
+import { admit, type Receipt } from './sql/admit.js';
+import type { Reject } from './rejection.js';
+import type { EdgeLogger, EdgeMetrics } from './telemetry.js';
+
+export interface ReceiverDeps {
+  database: Database;
+  connections: ConnectionCache;
+  env: EdgeEnv;
+  settings: EdgeSettings;
+  logger: EdgeLogger;
+  metrics: EdgeMetrics;
+  reject: Reject;
+}
+
+export function createWebhookReceiver(deps: ReceiverDeps) {
+  const { logger, metrics, reject } = deps;
+
+  function rejectDatabaseError(c: Context, error: unknown, facts: Record<string, unknown>): Response {
+    const failure = classifyDatabaseError(error);
+    // The SQLSTATE only: a server message may quote the payload.
+    const sqlstate = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
+    if (failure === 'route-changed') {
+      return reject(c, 503, failure, 'A route changed while the delivery was admitted; retry.', facts, { 'Retry-After': '1' });
+    }
+    if (failure === 'database-unavailable') {
+      return reject(c, 503, failure, 'The inbox is unavailable; retry later.', { ...facts, sqlstate }, { 'Retry-After': '10' });
+    }
+    metrics.rejected(failure);
+    logger.error({ event: 'webhook_failed', reason: failure, sqlstate, ...facts }, 'admission failed');
+    return c.json({ error: 'internal', message: 'The delivery could not be stored.' }, 500);
+  }
+
+  /** The endpoint the route names, or a rejection. */
+  async function resolveEndpoint(c: Context, adapter: Adapter, param: string): Promise<Endpoint | Response> {
+    const facts = { provider: adapter.provider, endpoint: param };
+    if (adapter.endpointKind === 'app') {
+      const app = readAppSecret(deps.env, adapter.provider as 'github' | 'slack', param);
+      if (!app) return reject(c, 404, 'unknown-app', 'No such app.', facts);
+      return { kind: 'app', app: param, ...app };
+    }
+    if (!/^[1-9][0-9]{0,17}$/.test(param)) return reject(c, 404, 'unknown-connection', 'No such connection.', facts);
+    let connection;
+    try {
+      connection = await deps.connections.get(Number(param));
+    } catch (error) {
+      return rejectDatabaseError(c, error, facts);
+    }
+    if (!connection || connection.provider !== adapter.provider) {
+      return reject(c, 404, 'unknown-connection', 'No such connection.', facts);
+    }
+    if (!connection.tokenSha256 && !connection.signingKey) {
+      return reject(c, 404, 'connection-without-secret', 'No such connection.', facts);
+    }
+    return { kind: 'connection', connection };
+  }
+
+  function keptHeaders(adapter: Adapter, headers: Headers): Record<string, string> {
+    const kept: Record<string, string> = {};
+    for (const name of adapter.keptHeaders) {
+      const value = headers.get(name);
+      if (value !== null) kept[name] = value;
+    }
+    return kept;
+  }
+
+  function reportReceipt(receipt: Receipt, facts: Record<string, unknown>): void {
+    const reasons = [...receipt.refused.map((refusal) => refusal.reason), ...(receipt.dropped ? [receipt.dropped] : [])];
+    for (const reason of reasons) metrics.rejected(reason);
+    const outcome = { ...facts, delivery_key: receipt.delivery_key, events: receipt.events.length };
+    if (reasons.length > 0) logger.warn({ event: 'webhook_not_admitted', ...outcome, reasons }, 'delivery refused or dropped');
+    else logger.info({ event: 'webhook_admitted', ...outcome }, 'delivery admitted');
+  }
+
+  return async function receiveWebhook(c: Context): Promise<Response> {
+    const adapter = adapters.get(c.req.param('provider') ?? '');
+    if (!adapter) return reject(c, 404, 'unknown-route', 'No such route.', { path: c.req.path });
+    const param = c.req.param('endpoint') ?? '';
+    const endpoint = await resolveEndpoint(c, adapter, param);
+    if (endpoint instanceof Response) return endpoint;
+    const facts = { provider: adapter.provider, endpoint: param };
+
+    const body = await readBodyWithin(c.req.raw, deps.settings.maxBodyBytes);
+    if (!body) {
+      return reject(c, 413, 'body-too-large', `The body is over ${deps.settings.maxBodyBytes} bytes.`, facts);
+    }
+    const headers = c.req.raw.headers;
+    const verification = await adapter.verify({ headers, body, endpoint, nowMs: Date.now() });
+    if (!verification.ok) {
+      return reject(c, 401, verification.reason, 'The delivery is not signed by this endpoint.', facts);
+    }
+    const parsed = parseJsonBody(body);
+    if (!parsed.ok) return reject(c, 400, parsed.reason, parsed.message, facts);
+    const reading = await adapter.read({ headers, text: parsed.text, payload: parsed.value, endpoint });
+    if (reading.kind === 'invalid') return reject(c, 400, 'missing-field', reading.message, facts);
+    if (reading.kind === 'handshake') return c.json(reading.body, 200);
+
+    let receipt: Receipt;
+    try {
+      receipt = await admit(deps.database, {
+        provider: adapter.provider,
+        source: endpoint.kind === 'app' ? endpoint.source : endpoint.connection.source,
+        deliveryKey: reading.deliveryKey,
+        eventType: reading.eventType,
+        route: reading.route,
+        subjects: reading.subjects,
+        payloadText: parsed.text,
+        headers: keptHeaders(adapter, headers),
+      });
+    } catch (error) {
+      return rejectDatabaseError(c, error, { ...facts, delivery_key: reading.deliveryKey });
+    }
+    reportReceipt(receipt, facts);
+    const { delivery_key, ...outcome } = receipt;
+    return c.json({ status: 'accepted', delivery_id: delivery_key, ...outcome }, 202);
+  };
+}

@@ -1,0 +1,87 @@
+// The raw body, read under a size limit, and its validation as UTF-8 JSON
+// that PostgreSQL's jsonb accepts (no NUL, no unpaired surrogate escape).
+import type { Bytes } from './crypto.js';
+
+export const defaultMaxBodyBytes = 25 * 1024 * 1024;
+
+/** The body's bytes, or undefined when it is over `limit` (declared or read). */
+export async function readBodyWithin(request: Request, limit: number): Promise<Bytes | undefined> {
+  const declared = request.headers.get('content-length');
+  if (declared !== null && Number(declared) > limit) return undefined;
+  if (!request.body) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  const reader = request.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    length += value.length;
+    if (length > limit) {
+      await reader.cancel();
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  const body = new Uint8Array(length);
+  let offset = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return body;
+}
+
+export type JsonObject = { [key: string]: unknown };
+
+export type ParsedBody =
+  | { ok: true; text: string; value: JsonObject }
+  | { ok: false; reason: 'invalid-utf8' | 'contains-nul' | 'invalid-json'; message: string };
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+// A lone surrogate (from a \ud800-style escape) is valid in JSON.parse and
+// invalid in jsonb, like NUL: reject both here rather than fail in admit.
+const unpairedSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+export function parseJsonBody(body: Bytes): ParsedBody {
+  let text: string;
+  try {
+    text = decoder.decode(body);
+  } catch {
+    return { ok: false, reason: 'invalid-utf8', message: 'The body is not valid UTF-8.' };
+  }
+  if (text.includes('\u0000')) return nulInBody;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { ok: false, reason: 'invalid-json', message: 'The body is not JSON.' };
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return { ok: false, reason: 'invalid-json', message: 'The body is not a JSON object.' };
+  }
+  // Escapes decode only now: `\u0000` in a string or a key.
+  const bad = findUnstorableString(value);
+  if (bad === 'nul') return nulInBody;
+  if (bad === 'surrogate') {
+    return { ok: false, reason: 'invalid-json', message: 'The body holds an unpaired surrogate escape.' };
+  }
+  return { ok: true, text, value: value as JsonObject };
+}
+
+const nulInBody = { ok: false, reason: 'contains-nul', message: 'The body holds a NUL character.' } as const;
+
+function findUnstorableString(value: unknown): 'nul' | 'surrogate' | undefined {
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (typeof next === 'string') {
+      if (next.includes('\u0000')) return 'nul';
+      if (unpairedSurrogate.test(next)) return 'surrogate';
+    } else if (Array.isArray(next)) {
+      for (const item of next) pending.push(item);
+    } else if (typeof next === 'object' && next !== null) {
+      for (const [key, child] of Object.entries(next)) pending.push(key, child);
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,50 @@
+// The edge's configuration, read from the Worker's bindings or process.env.
+//
+//   GITHUB_APP_<APP>_WEBHOOK_SECRET  secret of the GitHub App posting to /hooks/github/<app>
+//   GITHUB_APP_<APP>_SOURCE          its server (default https://github.com; GHES: its URL)
+//   SLACK_APP_<APP>_SIGNING_SECRET   signing secret of the Slack app posting to /hooks/slack/<app>
+//   SLACK_APP_<APP>_SOURCE           default https://slack.com
+//   WHARF_MAX_BODY_BYTES             body size limit (default 25 MiB)
+//   WHARF_SECRET_CACHE_SECONDS       how long an isolate keeps a connection's secret (default 30)
+//
+// <APP> is the route's :app upper-cased, every character outside [A-Z0-9] as `_`.
+import { defaultMaxBodyBytes } from './request-body.js';
+
+export type EdgeEnv = Record<string, unknown>;
+
+export interface EdgeSettings {
+  maxBodyBytes: number;
+  secretCacheMs: number;
+}
+
+export function readEdgeSettings(env: EdgeEnv): EdgeSettings {
+  return {
+    maxBodyBytes: positiveInteger(env.WHARF_MAX_BODY_BYTES) ?? defaultMaxBodyBytes,
+    secretCacheMs: (positiveInteger(env.WHARF_SECRET_CACHE_SECONDS) ?? 30) * 1000,
+  };
+}
+
+const appName = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
+
+const appSecretNames = {
+  github: { secret: 'WEBHOOK_SECRET', prefix: 'GITHUB_APP_', defaultSource: 'https://github.com' },
+  slack: { secret: 'SIGNING_SECRET', prefix: 'SLACK_APP_', defaultSource: 'https://slack.com' },
+} as const;
+
+/** The app's secret and source, or undefined when no such app is configured. */
+export function readAppSecret(
+  env: EdgeEnv, provider: keyof typeof appSecretNames, app: string,
+): { secret: string; source: string } | undefined {
+  if (!appName.test(app)) return undefined;
+  const names = appSecretNames[provider];
+  const stem = `${names.prefix}${app.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`;
+  const secret = env[`${stem}${names.secret}`];
+  if (typeof secret !== 'string' || secret === '') return undefined;
+  const source = env[`${stem}SOURCE`];
+  return { secret, source: typeof source === 'string' && source !== '' ? source : names.defaultSource };
+}
+
+function positiveInteger(value: unknown): number | undefined {
+  const number = typeof value === 'string' ? Number(value) : typeof value === 'number' ? value : NaN;
+  return Number.isSafeInteger(number) && number > 0 ? number : undefined;
+}
