@@ -73,18 +73,24 @@ BEGIN
 END $$;
 
 -- A stopping worker gives the row back: QUEUED, due at once, attempt as it
--- was before the claim. False when the row is not LEASED under p_epoch.
+-- was before the claim, and idle claimers woken. False when the row is not
+-- LEASED under p_epoch.
 CREATE OR REPLACE FUNCTION wharf.release(p_id bigint, p_epoch bigint) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL THEN
     RAISE EXCEPTION 'wharf.release: id and epoch are required' USING ERRCODE = '22004';
   END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   UPDATE wharf.provider_event
      SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(),
          leased_until = NULL
    WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
-  RETURN FOUND;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM wharf.notify_idle_claimers();
+  RETURN true;
 END $$;
 
 -- Takes back every lease past leased_until: QUEUED after the retry delay with
@@ -118,6 +124,18 @@ BEGIN
   DELETE FROM wharf.idle_listener l
    WHERE NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = l.backend_pid);
   RETURN v_reaped;
+END $$;
+
+-- Wakes idle claimers (delivered at commit), and only while one is idle: a
+-- busy inbox pays no pg_notify. Callers lock idle_listener in ROW EXCLUSIVE
+-- mode before their first row lock (mark_idle then orders after them, and no
+-- lock cycle can form with a mark_idle waiting in the queue).
+CREATE OR REPLACE FUNCTION wharf.notify_idle_claimers() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT FROM wharf.idle_listener) THEN
+    PERFORM pg_notify('wharf_event', '');
+  END IF;
 END $$;
 
 -- A claimer's listener says it has nothing to do and waits on LISTEN

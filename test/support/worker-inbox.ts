@@ -1,0 +1,112 @@
+// Inbox rows for worker tests: settings, direct inserts (the scope trigger
+// keeps heads right), a subscribed connection for wharf.admit, and polling.
+import type pg from 'pg';
+
+type Db = Pick<pg.Pool | pg.Client, 'query'>;
+
+export const testWorkspace = 1;
+export const testSource = 'https://hooks.example.test';
+
+/** Sets wharf.setting values, e.g. { lease: '1 second' }. */
+export async function setSettings(db: Db, settings: Record<string, string>): Promise<void> {
+  for (const [key, value] of Object.entries(settings)) {
+    await db.query('SELECT wharf.set_setting($1, $2)', [key, value]);
+  }
+}
+
+export interface NewEvent {
+  scope: string;
+  eventType?: string;
+  provider?: string;
+  payload?: unknown;
+}
+
+let deliveries = 0;
+
+/** Inserts events in the given order (so ids follow it) into the test workspace; returns their ids. */
+export async function insertEvents(db: Db, events: NewEvent[]): Promise<string[]> {
+  await db.query('SELECT wharf.upsert_workspace($1)', [testWorkspace]);
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO wharf.provider_event
+       (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, payload)
+     SELECT $1::bigint, e.provider, e.delivery_key, e.event_type, e.scope, $1::bigint || ':' || e.provider || ':' || e.scope, $2::text, e.payload
+       FROM jsonb_to_recordset($3::jsonb)
+            AS e(provider text, delivery_key text, event_type text, scope text, payload jsonb, n int)
+      ORDER BY e.n
+     RETURNING id`,
+    [
+      testWorkspace,
+      testSource,
+      JSON.stringify(
+        events.map((event, n) => ({
+          n,
+          provider: event.provider ?? 'generic',
+          delivery_key: `delivery-${process.pid}-${(deliveries += 1)}`,
+          event_type: event.eventType ?? 'test',
+          scope: event.scope,
+          payload: event.payload ?? {},
+        })),
+      ),
+    ],
+  );
+  return rows.map((row) => row.id);
+}
+
+/** A generic connection of the test workspace subscribed to `subject`; returns its id for route.connection_id. */
+export async function subscribedConnection(db: Db, subject: string): Promise<string> {
+  await db.query('SELECT wharf.upsert_workspace($1)', [testWorkspace]);
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT wharf.upsert_connection($1, 'generic', $2, 'webhook', NULL) AS id`,
+    [testWorkspace, testSource],
+  );
+  const id = rows[0]!.id;
+  await db.query('SELECT wharf.subscribe($1, $2)', [id, subject]);
+  return id;
+}
+
+/** Admits one generic delivery through wharf.admit; returns the stored event id. */
+export async function admitEvent(db: Db, connectionId: string, subject: string, eventType = 'test'): Promise<string> {
+  const { rows } = await db.query<{ receipt: { events: Array<{ event_id: number }> } }>(
+    `SELECT wharf.admit('generic', $1, $2, $3, $4, $5, '{}', '{}') AS receipt`,
+    [testSource, `admitted-${process.pid}-${(deliveries += 1)}`, eventType, { connection_id: Number(connectionId) }, [subject]],
+  );
+  const id = rows[0]?.receipt.events[0]?.event_id;
+  if (id === undefined) throw new Error('admit stored nothing');
+  return String(id);
+}
+
+export interface EventState {
+  state: string;
+  attempt: number;
+  failures: number;
+  error_class: string | null;
+  outcome: string | null;
+  lease_epoch: string;
+}
+
+export async function eventState(db: Db, id: string): Promise<EventState | undefined> {
+  const { rows } = await db.query<EventState>(
+    'SELECT state, attempt, failures, error_class, outcome, lease_epoch FROM wharf.provider_event WHERE id = $1',
+    [id],
+  );
+  return rows[0];
+}
+
+/** Polls `probe` until it returns something other than undefined/false, or throws after `timeout` ms. */
+export async function waitFor<T>(probe: () => Promise<T | undefined | false>, timeout = 10_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeout} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Waits until event `id` is in `state`, and returns its row. */
+export function waitForState(db: Db, id: string, state: string, timeout = 10_000): Promise<EventState> {
+  return waitFor(async () => {
+    const row = await eventState(db, id);
+    return row?.state === state ? row : undefined;
+  }, timeout, `event ${id} to be ${state}`);
+}

@@ -1,0 +1,70 @@
+// Keeps up to `concurrency` handlers busy. It claims as many rows as it has
+// free slots and loops at once while claims fill them; when a claim comes
+// back short it marks the listener idle, claims once more (mark_idle waited
+// for admissions in flight, so their rows are visible now) and only then
+// sleeps, until a notification, a finished handler, or poll_every.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { classOf } from './classify.js';
+import type { Listener } from './listener.js';
+import { claimedTotal } from './metrics.js';
+import { claimEvents } from './sql/claimEvents.js';
+import type { ProviderEventRow } from './sql/event-row.js';
+import type { Wakeup } from './wakeup.js';
+
+export interface ClaimLoopOptions {
+  pool: pg.Pool;
+  workerId: string;
+  concurrency: number;
+  listener: Listener;
+  wakeup: Wakeup;
+  logger: Logger;
+  pollEvery: () => number;
+  runningCount: () => number;
+  stopping: () => boolean;
+  startRun: (row: ProviderEventRow) => void;
+  onIdle: () => void;
+}
+
+const firstErrorBackoff = 100;
+
+export async function runClaimLoop(options: ClaimLoopOptions): Promise<void> {
+  const { listener, wakeup } = options;
+  let errorBackoff = firstErrorBackoff;
+  while (!options.stopping()) {
+    const free = options.concurrency - options.runningCount();
+    if (free <= 0) {
+      // A finishing handler wakes the loop.
+      wakeup.reset();
+      if (options.concurrency - options.runningCount() <= 0) await wakeup.sleep(options.pollEvery());
+      continue;
+    }
+    wakeup.reset();
+    let claimed: number;
+    try {
+      // While idle the listener's connection serves the claims too: the host
+      // then holds that one connection and no other.
+      const rows = await claimEvents(listener.connection ?? options.pool, options.workerId, free);
+      claimed = rows.length;
+      if (claimed > 0) claimedTotal.inc(claimed);
+      for (const row of rows) options.startRun(row);
+      if (claimed === free) await listener.markBusy();
+      errorBackoff = firstErrorBackoff;
+    } catch (error) {
+      options.logger.error({ error_class: classOf(error), retry_in_ms: errorBackoff }, 'claim failed');
+      await wakeup.sleep(errorBackoff);
+      errorBackoff = Math.min(options.pollEvery(), errorBackoff * 2);
+      continue;
+    }
+    if (claimed === free || options.stopping()) continue;
+    if (!listener.isIdle) {
+      try {
+        if (await listener.markIdle()) continue;
+      } catch (error) {
+        options.logger.warn({ error_class: classOf(error) }, 'could not mark the listener idle');
+      }
+    }
+    if (claimed === 0) options.onIdle();
+    await wakeup.sleep(options.pollEvery());
+  }
+}

@@ -1,0 +1,24 @@
+// `wharf migrate`: brings the database up to date with migrations/.
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { migrate } from '../migrate.js';
+
+export function migrateCommand(): Command {
+  return new Command('migrate')
+    .description('apply pending migrations (or roll back with --down)')
+    .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL'))
+    .option('--down', 'roll back instead of applying')
+    .option('--count <n>', 'how many migrations to run (default: all pending up, one down)', (value) => {
+      const count = Number(value);
+      if (!Number.isInteger(count) || count < 1) throw new InvalidArgumentError('--count takes a positive integer');
+      return count;
+    })
+    .action(async (options: { databaseUrl?: string; down?: boolean; count?: number }) => {
+      if (!options.databaseUrl) throw new Error('set DATABASE_URL or pass --database-url');
+      await migrate({
+        databaseUrl: options.databaseUrl,
+        direction: options.down ? 'down' : 'up',
+        ...(options.count !== undefined ? { count: options.count } : {}),
+        log: (message) => process.stderr.write(`${message}\n`),
+      });
+    });
+}

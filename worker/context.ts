@@ -1,0 +1,57 @@
+// Builds the ctx a handler receives for one leased event.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { runFencedTransaction } from './fenced-transaction.js';
+import type { HandlerContext, InboxEvent } from './handlers.js';
+import { retryTotal } from './metrics.js';
+import { claimStep } from './sql/claimStep.js';
+import type { Lease, ProviderEventRow } from './sql/event-row.js';
+import { fenceEvent } from './sql/fenceEvent.js';
+
+export function toInboxEvent(row: ProviderEventRow): InboxEvent {
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    provider: row.provider,
+    eventType: row.event_type,
+    deliveryKey: row.delivery_key,
+    subject: row.subject,
+    scopeKey: row.scope_key,
+    source: row.source,
+    connectionId: row.connection_id,
+    payload: row.payload,
+    headers: row.headers,
+    receivedAt: row.received_at,
+    attempt: row.attempt,
+    failures: row.failures,
+    replayedAt: row.replayed_at,
+  };
+}
+
+export function createHandlerContext(options: {
+  pool: pg.Pool;
+  row: ProviderEventRow;
+  signal: AbortSignal;
+  logger: Logger;
+}): HandlerContext {
+  const { pool, row, signal, logger } = options;
+  const lease: Lease = { id: row.id, epoch: row.lease_epoch };
+  const transactionOptions = {
+    pool,
+    signal,
+    onBusyRetry: () => retryTotal.inc({ outcome: 'retried' }),
+  };
+  return {
+    event: toInboxEvent(row),
+    signal,
+    logger,
+    step: (name, fn) =>
+      runFencedTransaction(transactionOptions, async (tx) => ((await claimStep(tx, lease, name)) ? fn(tx) : undefined)),
+    transaction: (fn) =>
+      runFencedTransaction(transactionOptions, async (tx) => {
+        const result = await fn(tx);
+        await fenceEvent(tx, lease);
+        return result;
+      }),
+  };
+}

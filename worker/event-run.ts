@@ -1,0 +1,211 @@
+// One leased event from claim to its single closing write: complete, fail,
+// release, or nothing at all when the lease is gone or the event was erased.
+// While the handler runs, the lease is renewed every renew_every, up to
+// handler_timeout, after which the handler is abandoned.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { classifyFailure, classOf, type Classification } from './classify.js';
+import { createHandlerContext } from './context.js';
+import { HandlerTimeoutError, LeaseLostError, WorkerStoppingError } from './errors.js';
+import type { Handler } from './handlers.js';
+import {
+  completedTotal,
+  deadTotal,
+  droppedTotal,
+  handlerDuration,
+  leaseLostTotal,
+  releasedTotal,
+  retryTotal,
+} from './metrics.js';
+import { sanitizeCauses } from './sanitize.js';
+import { completeEvent } from './sql/completeEvent.js';
+import type { Lease, ProviderEventRow } from './sql/event-row.js';
+import { failEvent } from './sql/failEvent.js';
+import { releaseEvent } from './sql/releaseEvent.js';
+import { renewLease } from './sql/renewLease.js';
+
+/** How an attempt ended, as the worker's events and metrics name it. */
+export type RunOutcome =
+  | 'handled'
+  | 'ignored'
+  | 'retried'
+  | 'dead'
+  | 'released'
+  | 'dropped'
+  | 'lease-lost'
+  | 'write-failed';
+
+export interface EventRunOptions {
+  pool: pg.Pool;
+  row: ProviderEventRow;
+  handler: Handler | undefined;
+  renewEvery: number;
+  handlerTimeout: number;
+  logger: Logger;
+  onSettled: (outcome: RunOutcome) => void;
+}
+
+type Ending =
+  | { by: 'success' }
+  | { by: 'no-handler' }
+  | { by: 'error'; error: unknown }
+  | { by: 'timeout' }
+  | { by: 'release' };
+
+export class EventRun {
+  readonly lease: Lease;
+  /** Resolves once the closing write is done: the slot is free again. */
+  readonly settled: Promise<RunOutcome>;
+  private resolveSettled!: (outcome: RunOutcome) => void;
+  private ending: Ending | undefined;
+  private readonly controller = new AbortController();
+  private readonly started = performance.now();
+  private readonly logger: Logger;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private timeoutTimer: NodeJS.Timeout | undefined;
+  private renewing = false;
+  private leaseLost = false;
+
+  constructor(private readonly options: EventRunOptions) {
+    this.lease = { id: options.row.id, epoch: options.row.lease_epoch };
+    this.settled = new Promise((resolve) => {
+      this.resolveSettled = resolve;
+    });
+    // Ids and types only: payloads and headers never reach a log.
+    this.logger = options.logger.child({
+      event_id: options.row.id,
+      provider: options.row.provider,
+      event_type: options.row.event_type,
+      attempt: options.row.attempt,
+    });
+  }
+
+  start(): void {
+    const { handler, row, pool, renewEvery, handlerTimeout } = this.options;
+    if (!handler) {
+      this.end({ by: 'no-handler' });
+      return;
+    }
+    this.renewTimer = setInterval(() => void this.renew(), renewEvery);
+    this.timeoutTimer = setTimeout(() => this.end({ by: 'timeout' }), handlerTimeout);
+    const ctx = createHandlerContext({ pool, row, signal: this.controller.signal, logger: this.logger });
+    // A handler that throws synchronously is a failure like any other.
+    Promise.resolve()
+      .then(() => handler(ctx))
+      .then(
+        () => this.end({ by: 'success' }),
+        (error: unknown) => this.end({ by: 'error', error }),
+      );
+  }
+
+  /** The worker is stopping: tell the handler, let it finish within the drain. */
+  abort(): void {
+    if (!this.controller.signal.aborted) this.controller.abort(new WorkerStoppingError('worker stopping'));
+  }
+
+  /** The drain is over: give the row back unless the handler already ended. */
+  release(): Promise<RunOutcome> {
+    this.end({ by: 'release' });
+    return this.settled;
+  }
+
+  private async renew(): Promise<void> {
+    if (this.renewing || this.ending) return;
+    this.renewing = true;
+    try {
+      if (!(await renewLease(this.options.pool, this.lease)) && !this.ending) {
+        this.leaseLost = true;
+        this.controller.abort(new LeaseLostError('lease lost'));
+      }
+    } catch (error) {
+      // The next renewal tries again; the lease outlasts a few misses.
+      this.logger.warn({ error_class: classOf(error) }, 'lease renewal failed');
+    } finally {
+      this.renewing = false;
+    }
+  }
+
+  private end(ending: Ending): void {
+    if (this.ending) return;
+    this.ending = ending;
+    clearInterval(this.renewTimer);
+    clearTimeout(this.timeoutTimer);
+    if (ending.by === 'timeout') this.controller.abort(new HandlerTimeoutError('handler timeout'));
+    this.close(ending).then(
+      (outcome) => this.finish(outcome),
+      (error: unknown) => {
+        // The database is unreachable: the lease expires and the reaper
+        // hands the row out again.
+        this.logger.error({ error_class: classOf(error) }, 'could not record the end of an attempt');
+        this.finish('write-failed');
+      },
+    );
+  }
+
+  private finish(outcome: RunOutcome): void {
+    handlerDuration.observe({ outcome }, (performance.now() - this.started) / 1000);
+    this.options.onSettled(outcome);
+    this.resolveSettled(outcome);
+  }
+
+  private async close(ending: Ending): Promise<RunOutcome> {
+    const { pool } = this.options;
+    switch (ending.by) {
+      case 'success':
+        return this.complete('handled');
+      case 'no-handler':
+        return this.complete('ignored');
+      case 'release':
+        if (!(await releaseEvent(pool, this.lease))) return this.lost();
+        releasedTotal.inc();
+        this.logger.info('released');
+        return 'released';
+      case 'timeout':
+        return this.fail(
+          { action: 'fail', kind: 'unknown', errorClass: 'HandlerTimeout' },
+          new HandlerTimeoutError('handler timeout'),
+        );
+      case 'error': {
+        const classification = classifyFailure(ending.error);
+        if (classification.action === 'drop') {
+          droppedTotal.inc({ reason: classification.reason });
+          this.logger.warn({ reason: classification.reason, error_class: classification.errorClass }, 'dropped');
+          return 'dropped';
+        }
+        if (classification.action === 'lease-lost' || this.leaseLost) return this.lost();
+        // Stopped mid-way: the row goes back as if never tried.
+        if (this.controller.signal.reason instanceof WorkerStoppingError) return this.close({ by: 'release' });
+        return this.fail(classification, ending.error);
+      }
+    }
+  }
+
+  private async complete(outcome: 'handled' | 'ignored'): Promise<RunOutcome> {
+    if (this.leaseLost || !(await completeEvent(this.options.pool, this.lease, outcome))) return this.lost();
+    completedTotal.inc({ outcome });
+    return outcome;
+  }
+
+  private async fail(classification: Classification & { action: 'fail' }, error: unknown): Promise<RunOutcome> {
+    const state = await failEvent(this.options.pool, this.lease, classification.kind, classification.errorClass);
+    if (state === null) return this.lost();
+    const facts = { kind: classification.kind, error_class: classification.errorClass, state };
+    // Cause types and frames once per event and again at its end, not on every retry.
+    const detailed = state === 'DEAD' || this.options.row.attempt === 1;
+    const fields = detailed ? { ...facts, causes: sanitizeCauses(error) } : facts;
+    if (state === 'DEAD') {
+      deadTotal.inc({ kind: classification.kind });
+      this.logger.error(fields, 'dead letter');
+      return 'dead';
+    }
+    retryTotal.inc({ outcome: classification.kind });
+    this.logger.warn(fields, 'attempt failed');
+    return 'retried';
+  }
+
+  private lost(): RunOutcome {
+    leaseLostTotal.inc();
+    this.logger.warn('lease lost: nothing written');
+    return 'lease-lost';
+  }
+}

@@ -1,0 +1,10 @@
+// The worker library: what a host application imports.
+export { createWorker, type Worker, type WorkerEvents, type WorkerOptions } from './create-worker.js';
+export type { Handler, HandlerContext, HandlerMap, InboxEvent } from './handlers.js';
+export { OutcomeUncertainError, PayloadParsingError, TransientError, HandlerTimeoutError, LeaseLostError } from './errors.js';
+export { classifyFailure, type Classification, type FailureKind } from './classify.js';
+export type { WorkerSettings } from './settings.js';
+export type { RunOutcome } from './event-run.js';
+export type { RetentionResult } from './retention.js';
+export { workerRegistry } from './metrics.js';
+export { startMetricsServer, type MetricsServer } from './metrics-server.js';

@@ -1,0 +1,121 @@
+// The host's one LISTEN wharf_event connection. Admissions notify only while
+// some listener is marked idle, so the claim loop marks it idle right before
+// it sleeps and busy again when its slots fill. A dead connection is replaced;
+// meanwhile the poll keeps finding work.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { classOf } from './classify.js';
+import { markListenerBusy } from './sql/markListenerBusy.js';
+import { markListenerIdle } from './sql/markListenerIdle.js';
+
+export interface ListenerOptions {
+  pool: pg.Pool;
+  /** Unique per host: names its wharf.idle_listener row. */
+  name: string;
+  logger: Logger;
+  onNotification: () => void;
+}
+
+const firstReconnectDelay = 100;
+const maxReconnectDelay = 5_000;
+
+export class Listener {
+  private client: pg.PoolClient | undefined;
+  private idle = false;
+  private stopped = false;
+  private reconnectDelay = firstReconnectDelay;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: ListenerOptions) {}
+
+  /** The live LISTEN connection, when there is one: the claim loop queries on it. */
+  get connection(): pg.PoolClient | undefined {
+    return this.client;
+  }
+
+  get isIdle(): boolean {
+    return this.idle;
+  }
+
+  async start(): Promise<void> {
+    await this.connect();
+  }
+
+  /** Marks this host idle; false when there is no connection to listen on. */
+  async markIdle(): Promise<boolean> {
+    const client = this.client;
+    if (!client) return false;
+    await markListenerIdle(client, this.options.name);
+    this.idle = client === this.client;
+    return this.idle;
+  }
+
+  async markBusy(): Promise<void> {
+    if (!this.idle) return;
+    this.idle = false;
+    await markListenerBusy(this.client ?? this.options.pool, this.options.name);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.reconnectTimer);
+    const client = this.client;
+    this.client = undefined;
+    if (!client) return;
+    try {
+      await markListenerBusy(client, this.options.name);
+      await client.query('UNLISTEN *');
+      client.release();
+    } catch (error) {
+      client.release(error instanceof Error ? error : true);
+    }
+    this.idle = false;
+  }
+
+  private async connect(): Promise<void> {
+    if (this.stopped) return;
+    let client: pg.PoolClient | undefined;
+    try {
+      client = await this.options.pool.connect();
+      client.on('error', (error) => this.lost(client, error));
+      client.on('notification', () => this.options.onNotification());
+      await client.query('LISTEN wharf_event');
+      if (this.stopped) {
+        client.release();
+        return;
+      }
+      this.client = client;
+      this.reconnectDelay = firstReconnectDelay;
+      this.options.logger.debug('listening');
+      // Whatever was admitted while nobody listened: look now.
+      this.options.onNotification();
+    } catch (error) {
+      if (client) this.lost(client, error);
+      else this.scheduleReconnect(error);
+    }
+  }
+
+  private lost(client: pg.PoolClient | undefined, error: unknown): void {
+    if (!client || (client !== this.client && this.client !== undefined)) return;
+    this.client = undefined;
+    this.idle = false;
+    client.removeAllListeners('notification');
+    // Destroys the connection instead of returning it to the pool.
+    try {
+      client.release(error instanceof Error ? error : true);
+    } catch {
+      // released already
+    }
+    this.scheduleReconnect(error);
+  }
+
+  private scheduleReconnect(error: unknown): void {
+    if (this.stopped || this.reconnectTimer) return;
+    this.options.logger.warn({ error_class: classOf(error), retry_in_ms: this.reconnectDelay }, 'listener connection lost');
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined;
+      void this.connect();
+    }, this.reconnectDelay);
+    this.reconnectDelay = Math.min(maxReconnectDelay, this.reconnectDelay * 2);
+  }
+}

@@ -1,0 +1,28 @@
+// Every host takes back expired leases, so a crashed worker's rows return
+// even when it never comes back.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { classOf } from './classify.js';
+import { reapedTotal } from './metrics.js';
+import { runPeriodically, type Periodic } from './periodic.js';
+import { reapExpiredLeases } from './sql/reapExpiredLeases.js';
+
+export function startReaper(options: {
+  pool: pg.Pool;
+  every: () => number;
+  logger: Logger;
+  onReaped: (count: number) => void;
+}): Periodic {
+  return runPeriodically(options.every, async () => {
+    try {
+      const reaped = await reapExpiredLeases(options.pool);
+      if (reaped > 0) {
+        reapedTotal.inc(reaped);
+        options.logger.warn({ reaped }, 'expired leases taken back');
+      }
+      options.onReaped(reaped);
+    } catch (error) {
+      options.logger.error({ error_class: classOf(error) }, 'reaper failed');
+    }
+  });
+}

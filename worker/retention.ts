@@ -1,0 +1,41 @@
+// Forgets DONE rows past the replay window and DEAD rows past retention.
+// Every host schedules it; the advisory lock lets one purge at a time.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { classOf } from './classify.js';
+import { retentionDeletedTotal, retentionFailuresTotal } from './metrics.js';
+import { runPeriodically, type Periodic } from './periodic.js';
+import { purgeExpiredEvents, type PurgeResult } from './sql/purgeExpiredEvents.js';
+
+export type RetentionResult = PurgeResult | { purged: false; failed: true };
+
+export function startRetention(options: {
+  pool: pg.Pool;
+  every: () => number;
+  logger: Logger;
+  onRun: (result: RetentionResult) => void;
+}): Periodic {
+  return runPeriodically(options.every, async () => {
+    options.onRun(await runRetention(options.pool, options.logger));
+  });
+}
+
+async function runRetention(pool: pg.Pool, logger: Logger): Promise<RetentionResult> {
+  let client: pg.PoolClient | undefined;
+  try {
+    client = await pool.connect();
+    const result = await purgeExpiredEvents(client);
+    client.release();
+    if (result.purged) {
+      retentionDeletedTotal.inc({ state: 'DONE' }, result.doneDeleted);
+      retentionDeletedTotal.inc({ state: 'DEAD' }, result.deadDeleted);
+      logger.info({ done_deleted: result.doneDeleted, dead_deleted: result.deadDeleted }, 'retention purged');
+    }
+    return result;
+  } catch (error) {
+    client?.release(error instanceof Error ? error : true);
+    retentionFailuresTotal.inc();
+    logger.error({ error_class: classOf(error) }, 'retention failed; rows left in place');
+    return { purged: false, failed: true };
+  }
+}

@@ -1,0 +1,27 @@
+// The provider_event row as claim returns it (bigint columns arrive as text).
+export interface ProviderEventRow {
+  id: string;
+  workspace_id: string | null;
+  provider: string;
+  delivery_key: string;
+  event_type: string;
+  subject: string | null;
+  scope_key: string;
+  source: string;
+  connection_id: string | null;
+  payload: unknown;
+  headers: Record<string, string>;
+  received_at: Date;
+  state: string;
+  attempt: number;
+  failures: number;
+  lease_epoch: string;
+  leased_until: Date | null;
+  replayed_at: Date | null;
+}
+
+/** Names one lease: every write after the claim acts only under its epoch. */
+export interface Lease {
+  id: string;
+  epoch: string;
+}
