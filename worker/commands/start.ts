@@ -153,7 +153,7 @@ async function runStart(options: StartOptions): Promise<void> {
       `  edge receiver   ${edge.url}/hooks/<provider>/<app or connection>`,
       `  operator API    ${edge.url}/api   (Authorization: Bearer <admin token>)`,
       `  metrics         http://127.0.0.1:${metrics.port}/metrics`,
-      `  database        ${embedded ? `embedded PostgreSQL, data in ${join(stateDir, 'pg')}` : 'DATABASE_URL'}`,
+      `  database        ${embedded ? `${databaseUrl}  (embedded, data in ${join(stateDir, 'pg')})` : 'DATABASE_URL'}`,
       `  admin token     ${adminToken}`,
       '',
       ...(embedded
