@@ -13,6 +13,7 @@ import { Registry, register } from 'prom-client';
 import { signGitHubBody } from '../../edge/adapters/github.js';
 import { startEdgeServer } from '../../edge/entry-node.js';
 import { createWorker } from '../create-worker.js';
+import { withDatabase } from '../database-url.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresServer } from '../embedded-postgres.js';
 import { exampleHandlers } from '../example-handlers.js';
 import { loadHandlers } from '../load-handlers.js';
@@ -78,9 +79,7 @@ async function ensureDatabase(serverUrl: string, name: string): Promise<string> 
   } finally {
     await client.end();
   }
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  return url.toString();
+  return withDatabase(serverUrl, name);
 }
 
 async function setUpDemo(pool: pg.Pool): Promise<void> {

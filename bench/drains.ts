@@ -1,0 +1,120 @@
+// One timed drain per system: queue a backlog (untimed), start the consumer,
+// and time until every event was handled once. Handlers are no-ops that only
+// report key and seq to a HandlingTracker.
+import type { BenchDatabase } from './databases.js';
+import { withBenchDatabase } from './databases.js';
+import { HandlingTracker, type HandlingCounts } from './handling-tracker.js';
+import { readMark } from './payload.js';
+import type { BenchSettings } from './settings.js';
+import { loadGraphileJobs, migrateGraphile, startGraphileWorker } from './systems/graphile.js';
+import { loadPgBossJobs, startPgBoss, startPgBossWorkers } from './systems/pgboss.js';
+import { createPlainQueue, loadPlainJobs, startPlainLoop } from './systems/plain-queue.js';
+import { startWharfConsumer, type RunningConsumer } from './systems/wharf-consumer.js';
+import { loadWharfBacklog, setupWharfInstallation, subjectOf } from './systems/wharf-inbox.js';
+
+export interface DrainShape {
+  events: number;
+  scopes: number;
+  concurrency: number;
+}
+
+export interface DrainSample extends HandlingCounts {
+  eventsPerSecond: number;
+  errors: number;
+}
+
+function jobsOf(shape: DrainShape): { key: string; seq: number }[] {
+  return Array.from({ length: shape.events }, (_, seq) => ({ key: subjectOf(seq % shape.scopes), seq }));
+}
+
+async function timeDrain(
+  events: number,
+  timeoutMs: number,
+  start: (tracker: HandlingTracker) => Promise<RunningConsumer>,
+): Promise<HandlingCounts & { eventsPerSecond: number }> {
+  const tracker = new HandlingTracker();
+  const began = performance.now();
+  const consumer = await start(tracker);
+  try {
+    await tracker.waitFor(events, timeoutMs);
+  } finally {
+    await consumer.stop();
+  }
+  const seconds = (performance.now() - began) / 1000;
+  // Counted after the stop, so a late second handling still shows.
+  return { ...tracker.counts(), eventsPerSecond: events / seconds };
+}
+
+export async function drainWharf(settings: BenchSettings, shape: DrainShape): Promise<DrainSample> {
+  return withBenchDatabase(settings.serverUrl, 'wharf_drain', { wharf: true, poolSize: shape.concurrency + 2 }, async (db) => {
+    const connectionId = await setupWharfInstallation(db.pool, 0);
+    await loadWharfBacklog(db.pool, connectionId, shape.events, shape.scopes);
+    const result = await timeDrain(shape.events, settings.drainTimeoutMs, (tracker) =>
+      startWharfConsumer(db, shape.concurrency, (mark) => tracker.record(mark.key, mark.seq), (error) => tracker.fail(error)),
+    );
+    return { ...result, errors: 0 };
+  });
+}
+
+export async function drainGraphile(
+  settings: BenchSettings,
+  shape: DrainShape,
+  perKeyQueue: boolean,
+): Promise<DrainSample> {
+  return withBenchDatabase(settings.serverUrl, 'graphile_drain', { wharf: false, poolSize: 4 }, async (db: BenchDatabase) => {
+    await migrateGraphile(db.url);
+    await loadGraphileJobs(db.pool, jobsOf(shape), perKeyQueue);
+    const result = await timeDrain(shape.events, settings.drainTimeoutMs, (tracker) =>
+      startGraphileWorker({
+        connectionString: db.url,
+        concurrency: shape.concurrency,
+        handle: (payload) => {
+          const mark = readMark(payload);
+          tracker.record(mark.key, mark.seq);
+        },
+      }),
+    );
+    return { ...result, errors: 0 };
+  });
+}
+
+export async function drainPgBoss(
+  settings: BenchSettings,
+  shape: DrainShape,
+  perKeySingleton: boolean,
+): Promise<DrainSample> {
+  return withBenchDatabase(settings.serverUrl, 'pgboss_drain', { wharf: false, poolSize: 2 }, async (db) => {
+    const queue = await startPgBoss({ connectionString: db.url, poolSize: shape.concurrency + 2, perKeySingleton });
+    try {
+      await loadPgBossJobs(queue, jobsOf(shape), perKeySingleton);
+      const result = await timeDrain(shape.events, settings.drainTimeoutMs, (tracker) =>
+        startPgBossWorkers(queue, shape.concurrency, (data) => {
+          const mark = readMark(data);
+          tracker.record(mark.key, mark.seq);
+        }),
+      );
+      return { ...result, errors: queue.errors() };
+    } finally {
+      await queue.stop();
+    }
+  });
+}
+
+export async function drainPlain(settings: BenchSettings, shape: DrainShape): Promise<DrainSample> {
+  return withBenchDatabase(settings.serverUrl, 'plain_drain', { wharf: false, poolSize: shape.concurrency + 2 }, async (db) => {
+    await createPlainQueue(db.pool);
+    await loadPlainJobs(db.pool, shape.events);
+    const result = await timeDrain(shape.events, settings.drainTimeoutMs, async (tracker) =>
+      startPlainLoop({
+        pool: db.pool,
+        onError: (error) => tracker.fail(error),
+        concurrency: shape.concurrency,
+        handle: (payload) => {
+          const mark = readMark(payload);
+          tracker.record(mark.key, mark.seq);
+        },
+      }),
+    );
+    return { ...result, errors: 0 };
+  });
+}

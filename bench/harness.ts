@@ -1,0 +1,31 @@
+// Runs the chosen workloads in order and collects what they measured. Shared
+// by `npm run bench` (bench/run.ts) and the smoke test.
+import { BenchResults, type Log } from './results.js';
+import type { BenchSettings, WorkloadName } from './settings.js';
+import { runAdmission } from './workloads/admission.js';
+import { runGrowth } from './workloads/growth.js';
+import { runLatency } from './workloads/latency.js';
+import { runOrderedDrain } from './workloads/ordered-drain.js';
+import { runUnorderedDrain } from './workloads/unordered-drain.js';
+
+const workloads: Record<WorkloadName, (settings: BenchSettings, results: BenchResults, log: Log) => Promise<void>> = {
+  admission: runAdmission,
+  ordered: runOrderedDrain,
+  unordered: runUnorderedDrain,
+  latency: runLatency,
+  growth: runGrowth,
+};
+
+export interface BenchRun {
+  settings: BenchSettings;
+  startedAt: Date;
+  finishedAt: Date;
+  results: BenchResults;
+}
+
+export async function runBenchmark(settings: BenchSettings, log: Log = () => {}): Promise<BenchRun> {
+  const startedAt = new Date();
+  const results = new BenchResults();
+  for (const name of settings.workloads) await workloads[name](settings, results, log);
+  return { settings, startedAt, finishedAt: new Date(), results };
+}

@@ -1,0 +1,138 @@
+// Renders a run as the console summary and as bench/RESULTS.md.
+import type { Environment } from './environment.js';
+import { heapBytesPerRow, hotBytes, judgeGoals, medianOf } from './goals.js';
+import type { BenchRun } from './harness.js';
+import type { Series } from './results.js';
+import { summarize } from './stats.js';
+import type { WorkloadName } from './settings.js';
+import { wharfConsumerKind } from './systems/wharf-consumer.js';
+
+const titles: Record<WorkloadName, string> = {
+  admission: '1. Admission',
+  ordered: '2. Ordered drain',
+  unordered: '3. Unordered drain',
+  latency: '4. Latency (admit commit → handler start)',
+  growth: '5. Growth',
+};
+
+/** The series each workload's ratios are taken against. */
+function referenceOf(run: BenchRun, workload: WorkloadName): Series | undefined {
+  const { results } = run;
+  switch (workload) {
+    case 'admission': return results.get('admission.plain');
+    case 'unordered': return results.get('unordered.plain');
+    case 'growth': return results.get('growth.small');
+    case 'ordered':
+      return results.series
+        .filter((s) => s.id.startsWith('ordered.graphile.'))
+        .sort((a, b) => (medianOf(b) ?? 0) - (medianOf(a) ?? 0))[0];
+    case 'latency': return undefined;
+  }
+}
+
+const num = (value: number, digits = 0) =>
+  Number.isFinite(value) ? value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—';
+
+interface Row {
+  label: string;
+  unit: string;
+  median: string;
+  range: string;
+  spread: string;
+  ratio: string;
+  integrity: string;
+}
+
+function rowsOf(run: BenchRun, workload: WorkloadName): Row[] {
+  const reference = referenceOf(run, workload);
+  const referenceMedian = medianOf(reference);
+  return run.results.series.filter((s) => s.workload === workload).map((series) => {
+    const summary = summarize(series.samples);
+    const digits = series.unit === 'ms' ? 2 : 0;
+    const integrity = series.integrity;
+    return {
+      label: series.label,
+      unit: series.unit,
+      median: num(summary.median, digits),
+      range: `${num(summary.min, digits)}–${num(summary.max, digits)}`,
+      spread: `${num(summary.relativeSpread * 100, 0)} %`,
+      ratio: referenceMedian && series.unit !== 'ms' ? `${num(summary.median / referenceMedian, 2)}×` : '',
+      integrity: integrity
+        ? `${integrity.orderViolations} order violations, ${integrity.duplicates} duplicates` +
+          (integrity.errors ? `, ${integrity.errors} errors` : '')
+        : '',
+    };
+  });
+}
+
+export function renderConsole(run: BenchRun): string {
+  const lines: string[] = [];
+  for (const workload of run.settings.workloads) {
+    const reference = referenceOf(run, workload);
+    lines.push('', `${titles[workload]}${reference ? ` (ratios against: ${reference.label})` : ''}`);
+    for (const row of rowsOf(run, workload)) {
+      lines.push(`  ${row.label.padEnd(72)} ${row.median.padStart(9)} ${row.unit.padEnd(10)} ` +
+        `[${row.range}] ${row.ratio.padStart(7)} ${row.integrity}`);
+    }
+  }
+  lines.push('', 'Goals');
+  for (const goal of judgeGoals(run.results)) lines.push(`  [${goal.verdict}] ${goal.goal}: ${goal.evidence}`);
+  for (const note of run.results.notes) lines.push(`  note: ${note}`);
+  return lines.join('\n');
+}
+
+export function renderMarkdown(run: BenchRun, environment: Environment): string {
+  const { settings, results } = run;
+  const out: string[] = [];
+  out.push('# Wharf benchmark results', '');
+  out.push(`Run ${run.startedAt.toISOString()} → ${run.finishedAt.toISOString()} with \`npm run bench\`.`, '');
+  out.push('## Setup', '');
+  out.push(`- Machine: ${environment.cpus}, ${environment.memory} RAM, ${environment.platform}`);
+  out.push(`- Node ${environment.node}; PostgreSQL ${environment.postgres} on the same machine ` +
+    `(${Object.entries(environment.serverSettings).filter(([k]) => k !== 'server_version').map(([k, v]) => `${k}=${v || '(empty)'}`).join(', ')})`);
+  out.push(`- Packages: ${Object.entries(environment.packages).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  out.push(`- Wharf consumer: ${wharfConsumerKind}`);
+  out.push('- Payload: a GitHub-push-shaped JSON object of about 2 KB; handlers are no-ops that record key and sequence.');
+  out.push(`- Settings: ${Object.entries(settings).filter(([k]) => k !== 'serverUrl')
+    .map(([k, v]) => `${k}=${Array.isArray(v) ? v.join('/') : String(v)}`).join(', ')}`);
+  out.push('- Each system runs in a database of its own, created and dropped per repetition, on the same server in the same run. ' +
+    'Figures are medians over the repetitions; the range is min–max; spread = (max − min) / median. ' +
+    'Order violations and duplicates are summed over every repetition.', '');
+
+  out.push('## Goals', '', '| goal | verdict | evidence |', '|---|---|---|');
+  for (const goal of judgeGoals(results)) out.push(`| ${goal.goal} | **${goal.verdict}** | ${goal.evidence} |`);
+  out.push('');
+
+  for (const workload of settings.workloads) {
+    const reference = referenceOf(run, workload);
+    out.push(`## ${titles[workload]}`, '');
+    if (reference) out.push(`Ratios against ${reference.label}.`, '');
+    out.push('| system | median | unit | range | spread | ratio | integrity |', '|---|---:|---|---|---:|---:|---|');
+    for (const row of rowsOf(run, workload)) {
+      out.push(`| ${row.label} | ${row.median} | ${row.unit} | ${row.range} | ${row.spread} | ${row.ratio} | ${row.integrity} |`);
+    }
+    out.push('');
+    if (workload === 'growth' && results.sizes.length > 0) {
+      out.push('Relation sizes around the sustained admit+drain period (KiB; heap sizes include TOAST):', '');
+      const names = [...new Set(results.sizes.flatMap((s) => s.relations.map((r) => r.relation)))];
+      out.push(`| relation | ${results.sizes.map((s) => s.phase).join(' | ')} |`, `|---|${results.sizes.map(() => '---:').join('|')}|`);
+      for (const name of names) {
+        out.push(`| ${name} | ${results.sizes.map((s) => num((s.relations.find((r) => r.relation === name)?.bytes ?? 0) / 1024)).join(' | ')} |`);
+      }
+      out.push(`| rows (queued) | ${results.sizes.map((s) => `${s.rows} (${s.queued})`).join(' | ')} |`);
+      out.push(`| queue-side structures | ${results.sizes.map((s) => num(hotBytes(s) / 1024)).join(' | ')} |`);
+      out.push(`| heap bytes per row | ${results.sizes.map((s) => num(heapBytesPerRow(s))).join(' | ')} |`, '');
+    }
+  }
+
+  if (results.evidence.length > 0) {
+    out.push('## What limits Wharf', '');
+    for (const item of results.evidence) out.push(`### ${item.title}`, '', '```', item.text, '```', '');
+  }
+  if (results.notes.length > 0) {
+    out.push('## Notes', '');
+    for (const note of results.notes) out.push(`- ${note}`);
+    out.push('');
+  }
+  return out.join('\n');
+}

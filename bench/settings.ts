@@ -1,0 +1,77 @@
+// The benchmark's sizes. `fullSettings` is what `npm run bench` measures;
+// `smokeSettings` is the few-hundred-event run that `npm test` makes so the
+// harness cannot rot. Flags and BENCH_* variables override either (bench/run.ts).
+
+export const workloadNames = ['admission', 'ordered', 'unordered', 'latency', 'growth'] as const;
+export type WorkloadName = (typeof workloadNames)[number];
+
+export interface BenchSettings {
+  /** A maintenance database URL; every workload creates and drops its own databases. */
+  serverUrl: string;
+  repetitions: number;
+  workloads: WorkloadName[];
+  /** Clients calling admit / INSERT at once. */
+  admissionClients: number;
+  admissionEvents: number;
+  /** Requests through the Node receiver (autocannon connections = admissionClients). */
+  receiverRequests: number;
+  orderedEvents: number;
+  orderedScopes: number;
+  unorderedEvents: number;
+  /** Wharf worker concurrencies in the ordered drain; the unordered drain uses the first. */
+  drainConcurrencies: number[];
+  latencyRate: number;
+  latencySeconds: number;
+  growthScopes: number;
+  growthSmallRows: number;
+  growthLargeRows: number;
+  /** Claims+completes timed at each backlog size. */
+  growthMeasuredEvents: number;
+  sustainedSeconds: number;
+  /** Admissions per second during the sustained period, below the drain rate so the backlog holds. */
+  sustainedRate: number;
+  /** Longest wait for a drain to finish before the run fails. */
+  drainTimeoutMs: number;
+}
+
+export const fullSettings: Omit<BenchSettings, 'serverUrl'> = {
+  repetitions: 3,
+  workloads: [...workloadNames],
+  admissionClients: 8,
+  admissionEvents: 20_000,
+  receiverRequests: 20_000,
+  orderedEvents: 20_000,
+  orderedScopes: 200,
+  unorderedEvents: 20_000,
+  drainConcurrencies: [8, 16],
+  latencyRate: 200,
+  latencySeconds: 10,
+  growthScopes: 10_000,
+  growthSmallRows: 10_000,
+  growthLargeRows: 1_000_000,
+  growthMeasuredEvents: 5_000,
+  sustainedSeconds: 600,
+  sustainedRate: 500,
+  drainTimeoutMs: 600_000,
+};
+
+export const smokeSettings: Omit<BenchSettings, 'serverUrl'> = {
+  repetitions: 1,
+  workloads: [...workloadNames],
+  admissionClients: 8,
+  admissionEvents: 300,
+  receiverRequests: 200,
+  orderedEvents: 300,
+  orderedScopes: 20,
+  unorderedEvents: 300,
+  drainConcurrencies: [8, 16],
+  latencyRate: 50,
+  latencySeconds: 2,
+  growthScopes: 100,
+  growthSmallRows: 200,
+  growthLargeRows: 1_000,
+  growthMeasuredEvents: 100,
+  sustainedSeconds: 3,
+  sustainedRate: 100,
+  drainTimeoutMs: 60_000,
+};

@@ -1,0 +1,148 @@
+// Workload 5: does Wharf slow down or bloat as the inbox grows? (a) the
+// claim+complete rate with a small and a large backlog over the same scopes;
+// (b) relation sizes before, halfway and after a sustained period of admits
+// drained as they come.
+import type pg from 'pg';
+import { withBenchDatabase, type BenchDatabase } from '../databases.js';
+import { HandlingTracker } from '../handling-tracker.js';
+import type { BenchResults, Log } from '../results.js';
+import type { BenchSettings } from '../settings.js';
+import { startWharfConsumer } from '../systems/wharf-consumer.js';
+import {
+  admitPush,
+  loadWharfBacklog,
+  setupWharfInstallation,
+  wharfRelationSizes,
+} from '../systems/wharf-inbox.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function queuedCount(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM wharf.provider_event WHERE state = 'QUEUED'`);
+  return Number(rows[0]?.n);
+}
+
+/** Keeps `rows` queued (topping up what earlier repetitions drained) and times `measured` claims+completes. */
+async function measureBacklog(
+  settings: BenchSettings,
+  db: BenchDatabase,
+  connectionId: number,
+  rows: number,
+  nextSeq: { value: number },
+): Promise<number> {
+  const missing = rows - (await queuedCount(db.pool));
+  if (missing > 0) {
+    await loadWharfBacklog(db.pool, connectionId, missing, settings.growthScopes, nextSeq.value);
+    nextSeq.value += missing;
+  }
+  const concurrency = settings.drainConcurrencies[0] ?? 8;
+  const tracker = new HandlingTracker();
+  const began = performance.now();
+  const consumer = await startWharfConsumer(db, concurrency, (mark) => tracker.record(mark.key, mark.seq), (error) => tracker.fail(error));
+  try {
+    await tracker.waitFor(settings.growthMeasuredEvents, settings.drainTimeoutMs);
+  } finally {
+    await consumer.stop();
+  }
+  const counts = tracker.counts();
+  if (counts.duplicates > 0 || counts.orderViolations > 0) {
+    throw new Error(`growth drain: ${counts.duplicates} duplicates, ${counts.orderViolations} order violations`);
+  }
+  return counts.handled / ((performance.now() - began) / 1000);
+}
+
+async function backlogRates(settings: BenchSettings, results: BenchResults, log: Log): Promise<void> {
+  const concurrency = settings.drainConcurrencies[0] ?? 8;
+  for (const [size, rows] of [['small', settings.growthSmallRows], ['large', settings.growthLargeRows]] as const) {
+    await withBenchDatabase(settings.serverUrl, `growth_${size}`, { wharf: true, poolSize: concurrency + 2 }, async (db) => {
+      const connectionId = await setupWharfInstallation(db.pool, 0);
+      const loadStart = performance.now();
+      const nextSeq = { value: 0 };
+      await loadWharfBacklog(db.pool, connectionId, rows, settings.growthScopes);
+      nextSeq.value = rows;
+      log(`growth: loaded ${rows} queued rows over ${settings.growthScopes} scopes in ` +
+          `${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
+      for (let rep = 1; rep <= settings.repetitions; rep += 1) {
+        const rate = await measureBacklog(settings, db, connectionId, rows, nextSeq);
+        results.add('growth', `growth.${size}`, `claim+complete with ${rows.toLocaleString('en-US')} queued rows`, 'events/s', rate);
+        log(`  ${rows} queued, repetition ${rep}: ${rate.toFixed(0)} claims+completes/s`);
+      }
+      if (size === 'large') {
+        const { rows: plan } = await db.pool.query<{ 'QUERY PLAN': string }>(
+          `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)
+           SELECT e.id FROM wharf.scope s JOIN wharf.provider_event e ON e.id = s.head_id
+            WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+              AND s.head_due_at <= clock_timestamp() AND e.state = 'QUEUED'
+            ORDER BY s.head_due_at, s.head_id LIMIT 1 FOR UPDATE OF s, e SKIP LOCKED`);
+        results.evidence.push({
+          title: `claim's head lookup with ${rows.toLocaleString('en-US')} queued rows (EXPLAIN ANALYZE)`,
+          text: plan.map((line) => line['QUERY PLAN']).join('\n'),
+        });
+      }
+    });
+  }
+}
+
+async function snapshot(results: BenchResults, pool: pg.Pool, phase: string): Promise<void> {
+  const { rows } = await pool.query<{ rows: string; queued: string }>(
+    `SELECT count(*) AS rows, count(*) FILTER (WHERE state = 'QUEUED') AS queued FROM wharf.provider_event`);
+  results.sizes.push({
+    phase,
+    rows: Number(rows[0]?.rows),
+    queued: Number(rows[0]?.queued),
+    relations: await wharfRelationSizes(pool),
+  });
+}
+
+/** Admits at `sustainedRate` into 200 scopes while the workers drain, for `sustainedSeconds`. */
+async function sustainedLoad(settings: BenchSettings, results: BenchResults, log: Log): Promise<void> {
+  const concurrency = settings.drainConcurrencies[0] ?? 8;
+  const scopes = settings.orderedScopes;
+  await withBenchDatabase(settings.serverUrl, 'growth_sustained', { wharf: true, poolSize: concurrency + 6 }, async (db) => {
+    const connectionId = await setupWharfInstallation(db.pool, scopes);
+    await loadWharfBacklog(db.pool, connectionId, settings.growthSmallRows, scopes);
+    await snapshot(results, db.pool, 'before');
+    const tracker = new HandlingTracker();
+    const consumer = await startWharfConsumer(db, concurrency, (mark) => tracker.record(mark.key, mark.seq), (error) => tracker.fail(error));
+    let admitted = 0;
+    try {
+      const interval = 1000 / settings.sustainedRate;
+      const total = Math.round(settings.sustainedRate * settings.sustainedSeconds);
+      const began = performance.now();
+      let halfway = false;
+      // One admission at a time per scope, so seq order is commit (id) order
+      // within a scope and the tracker's order check stays exact.
+      const lastOfScope = new Map<number, Promise<void>>();
+      for (let seq = 0; seq < total; seq += 1) {
+        const wait = began + seq * interval - performance.now();
+        if (wait > 0) await sleep(wait);
+        if (!halfway && seq >= total / 2) {
+          halfway = true;
+          await snapshot(results, db.pool, 'halfway');
+        }
+        const scope = seq % scopes;
+        const admission = (lastOfScope.get(scope) ?? Promise.resolve())
+          .then(() => admitPush(db.pool, `sustained-${seq}`, scope, settings.growthSmallRows + seq))
+          .then(() => {
+            admitted += 1;
+          });
+        lastOfScope.set(scope, admission);
+      }
+      const inFlight = [...lastOfScope.values()];
+      await Promise.all(inFlight);
+    } finally {
+      await consumer.stop();
+    }
+    await snapshot(results, db.pool, 'after');
+    const counts = tracker.counts();
+    log(`growth: sustained ${settings.sustainedSeconds} s at ${settings.sustainedRate}/s: ${admitted} admitted, ` +
+        `${counts.handled} handled, ${counts.orderViolations} order violations, ${counts.duplicates} duplicates`);
+    results.add('growth', 'growth.sustained_handled', `handled during ${settings.sustainedSeconds} s sustained load`,
+      'events/s', counts.handled / settings.sustainedSeconds, counts);
+  });
+}
+
+export async function runGrowth(settings: BenchSettings, results: BenchResults, log: Log): Promise<void> {
+  await backlogRates(settings, results, log);
+  await sustainedLoad(settings, results, log);
+}

@@ -1,0 +1,102 @@
+// Workload 4: a steady trickle into idle workers. Each event's latency is
+// from the moment its admission's commit was acknowledged to the moment its
+// handler started, for Wharf (admit + LISTEN wake-up) and graphile-worker
+// (add_job + its LISTEN wake-up).
+import { withBenchDatabase } from '../databases.js';
+import type { BenchResults, Log } from '../results.js';
+import type { BenchSettings } from '../settings.js';
+import { latencySummary, type LatencySummary } from '../stats.js';
+import { addGraphileJob, migrateGraphile, startGraphileWorker } from '../systems/graphile.js';
+import { startWharfConsumer, type RunningConsumer } from '../systems/wharf-consumer.js';
+import { admitPush, setupWharfInstallation, subjectOf } from '../systems/wharf-inbox.js';
+import { readMark } from '../payload.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const settleMs = 500;
+
+interface Trickle {
+  committedAt: Map<number, number>;
+  startedAt: Map<number, number>;
+}
+
+/** Produces `rate` events/s for `seconds`, paced on a fixed schedule, and waits until all started. */
+async function trickle(
+  settings: BenchSettings,
+  produce: (seq: number) => Promise<void>,
+  timing: Trickle,
+): Promise<LatencySummary> {
+  const total = Math.round(settings.latencyRate * settings.latencySeconds);
+  const interval = 1000 / settings.latencyRate;
+  const began = performance.now();
+  const inFlight: Promise<void>[] = [];
+  for (let seq = 0; seq < total; seq += 1) {
+    const due = began + seq * interval;
+    const wait = due - performance.now();
+    if (wait > 0) await sleep(wait);
+    inFlight.push(produce(seq).then(() => {
+      timing.committedAt.set(seq, performance.now());
+    }));
+  }
+  await Promise.all(inFlight);
+  const deadline = performance.now() + settings.drainTimeoutMs;
+  while (timing.startedAt.size < total && performance.now() < deadline) await sleep(20);
+  if (timing.startedAt.size < total) throw new Error(`only ${timing.startedAt.size} of ${total} handlers started`);
+  // A handler can start a hair before the producer hears its commit: count 0.
+  const latencies = [...timing.committedAt].map(([seq, committed]) =>
+    Math.max(0, (timing.startedAt.get(seq) ?? Number.NaN) - committed));
+  return latencySummary(latencies);
+}
+
+function record(results: BenchResults, system: string, label: string, summary: LatencySummary, log: Log): void {
+  for (const key of ['p50', 'p90', 'p99', 'max'] as const) {
+    results.add('latency', `latency.${system}.${key}`, `${label} ${key}`, 'ms', summary[key]);
+  }
+  log(`  ${label}: p50 ${summary.p50.toFixed(2)} ms, p90 ${summary.p90.toFixed(2)}, ` +
+      `p99 ${summary.p99.toFixed(2)}, max ${summary.max.toFixed(2)} (${summary.count} events)`);
+}
+
+async function withConsumer<T>(consumer: RunningConsumer, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } finally {
+    await consumer.stop();
+  }
+}
+
+export async function runLatency(settings: BenchSettings, results: BenchResults, log: Log): Promise<void> {
+  const concurrency = settings.drainConcurrencies[0] ?? 8;
+  const scopes = settings.orderedScopes;
+  for (let rep = 1; rep <= settings.repetitions; rep += 1) {
+    log(`latency, repetition ${rep}/${settings.repetitions} (${settings.latencyRate}/s for ${settings.latencySeconds} s)`);
+
+    const wharf = await withBenchDatabase(settings.serverUrl, 'latency_wharf', { wharf: true, poolSize: concurrency + 4 }, async (db) => {
+      await setupWharfInstallation(db.pool, scopes);
+      const timing: Trickle = { committedAt: new Map(), startedAt: new Map() };
+      const consumer = await startWharfConsumer(db, concurrency, (mark) => {
+        timing.startedAt.set(mark.seq, performance.now());
+      });
+      return withConsumer(consumer, async () => {
+        await sleep(settleMs);
+        return trickle(settings, (seq) => admitPush(db.pool, `delivery-${seq}`, seq % scopes, seq), timing);
+      });
+    });
+    record(results, 'wharf', 'Wharf', wharf, log);
+
+    const graphile = await withBenchDatabase(settings.serverUrl, 'latency_graphile', { wharf: false, poolSize: 4 }, async (db) => {
+      await migrateGraphile(db.url);
+      const timing: Trickle = { committedAt: new Map(), startedAt: new Map() };
+      const consumer = await startGraphileWorker({
+        connectionString: db.url,
+        concurrency,
+        handle: (payload) => {
+          timing.startedAt.set(readMark(payload).seq, performance.now());
+        },
+      });
+      return withConsumer(consumer, async () => {
+        await sleep(settleMs);
+        return trickle(settings, (seq) => addGraphileJob(db.pool, { key: subjectOf(seq % scopes), seq }), timing);
+      });
+    });
+    record(results, 'graphile', 'graphile-worker', graphile, log);
+  }
+}

@@ -1,0 +1,24 @@
+// Workload 3: every event in its own scope, so nothing waits on order: Wharf
+// against graphile-worker and pg-boss defaults and the plain SKIP LOCKED loop.
+import { drainGraphile, drainPgBoss, drainPlain, drainWharf, type DrainSample } from '../drains.js';
+import type { BenchResults, Log } from '../results.js';
+import type { BenchSettings } from '../settings.js';
+
+function record(results: BenchResults, id: string, label: string, sample: DrainSample, log: Log): void {
+  results.add('unordered', id, label, 'events/s', sample.eventsPerSecond, { duplicates: sample.duplicates, errors: sample.errors });
+  log(`  ${label}: ${sample.eventsPerSecond.toFixed(0)} events/s, ${sample.duplicates} duplicates`);
+}
+
+export async function runUnorderedDrain(settings: BenchSettings, results: BenchResults, log: Log): Promise<void> {
+  const concurrency = settings.drainConcurrencies[0] ?? 8;
+  const shape = { events: settings.unorderedEvents, scopes: settings.unorderedEvents, concurrency };
+  for (let rep = 1; rep <= settings.repetitions; rep += 1) {
+    log(`unordered drain, repetition ${rep}/${settings.repetitions} (concurrency ${concurrency})`);
+    record(results, 'unordered.wharf', `Wharf, concurrency ${concurrency}`, await drainWharf(settings, shape), log);
+    record(results, 'unordered.plain', `plain SKIP LOCKED loop, concurrency ${concurrency}`, await drainPlain(settings, shape), log);
+    record(results, 'unordered.graphile', `graphile-worker defaults, concurrency ${concurrency}`,
+      await drainGraphile(settings, shape, false), log);
+    record(results, 'unordered.pgboss', `pg-boss standard queue, concurrency ${concurrency}`,
+      await drainPgBoss(settings, shape, false), log);
+  }
+}
