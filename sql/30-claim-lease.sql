@@ -15,9 +15,11 @@ BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
   END IF;
-  IF p_max IS NULL OR p_max < 0 THEN
-    RAISE EXCEPTION 'wharf.claim: max must be zero or more, not %', coalesce(p_max::text, 'NULL')
-      USING ERRCODE = '22023';
+  IF p_max IS NULL THEN
+    RAISE EXCEPTION 'wharf.claim: max is required' USING ERRCODE = '22004';
+  END IF;
+  IF p_max < 0 THEN
+    RAISE EXCEPTION 'wharf.claim: max must be zero or more, not %', p_max USING ERRCODE = '22023';
   END IF;
 
   RETURN QUERY
@@ -30,7 +32,11 @@ BEGIN
        AND e.state = 'QUEUED'
      ORDER BY s.head_due_at, s.head_id
      LIMIT p_max
-     FOR UPDATE OF s, e SKIP LOCKED
+     -- NO KEY UPDATE: a claimer that locks a head another claimer has just
+     -- leased (its snapshot was older) must not make the winner's fence
+     -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scope, purge and
+     -- erasure take FOR UPDATE and still conflict.
+     FOR NO KEY UPDATE OF s, e SKIP LOCKED
   )
   UPDATE wharf.provider_event e
      SET state        = 'LEASED',

@@ -44,7 +44,7 @@ BEGIN
   SELECT attempt, failures INTO v_row
     FROM wharf.provider_event
    WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED'
-   FOR UPDATE;
+   FOR NO KEY UPDATE;  -- the lock the UPDATE below takes anyway
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;

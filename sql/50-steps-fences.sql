@@ -33,12 +33,15 @@ BEGIN
   END IF;
 END $$;
 
--- Fences the event, then claims step p_step_name: true when the caller must
--- run the step's writes, false when the step committed earlier.
+-- Fences the event (raising like fence, never false for a lost lease), then claims
+-- step p_step_name: true when the caller must run its writes, false when it committed earlier.
 CREATE OR REPLACE FUNCTION wharf.step(p_id bigint, p_epoch bigint, p_step_name text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  IF p_step_name IS NULL OR p_step_name = '' OR length(p_step_name) > 200 THEN
+  IF p_id IS NULL OR p_epoch IS NULL OR p_step_name IS NULL THEN
+    RAISE EXCEPTION 'wharf.step: id, epoch and step name are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_step_name = '' OR length(p_step_name) > 200 THEN
     RAISE EXCEPTION 'wharf.step: step name must be 1 to 200 characters' USING ERRCODE = '22023';
   END IF;
   PERFORM wharf.fence(p_id, p_epoch);

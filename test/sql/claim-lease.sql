@@ -1,0 +1,159 @@
+-- wharf.claim, renew, complete, release and reap: who gets which row, and
+-- every later write acting only under the epoch of the claim.
+BEGIN;
+SELECT plan(53);
+
+-- Fixture: workspace 1 (scopes repo:a, repo:b, repo:c, repo:d, repo:e),
+-- workspace 2 (repo:z), each with its own generic connection, and one
+-- installation row. Rows are admitted through wharf.admit, in id order.
+SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
+SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
+SELECT wharf.upsert_connection(2, 'generic', 'https://hooks.example/2', 'webhook', 'two');
+
+CREATE FUNCTION pg_temp.admit_event(p_workspace bigint, p_subject text, p_key text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = p_workspace);
+BEGIN
+  PERFORM wharf.subscribe(v_connection, p_subject);
+  RETURN (wharf.admit('generic', 'https://hooks.example/' || p_workspace, p_key, 'ping',
+                      jsonb_build_object('connection_id', v_connection), ARRAY[p_subject],
+                      '{"n": 1}', '{}') -> 'events' -> 0 ->> 'event_id')::bigint;
+END $$;
+
+-- The row admitted under delivery key p_key.
+CREATE FUNCTION pg_temp.event(p_key text) RETURNS wharf.provider_event
+LANGUAGE sql AS $$ SELECT * FROM wharf.provider_event WHERE delivery_key = p_key $$;
+
+SELECT pg_temp.admit_event(1, 'repo:a', k) FROM unnest(ARRAY['a1', 'a2', 'a3']) k;
+SELECT pg_temp.admit_event(1, 'repo:b', 'b1');
+SELECT pg_temp.admit_event(1, 'repo:c', k) FROM unnest(ARRAY['c1', 'c2']) k;
+SELECT pg_temp.admit_event(2, 'repo:z', k) FROM unnest(ARRAY['z1', 'z2']) k;
+SELECT wharf.admit('github', 'https://github.com', 'i1', 'installation',
+                   '{"control": true, "installation_id": "7"}', NULL,
+                   '{"action": "created", "installation": {"id": 7}}', '{}');
+SELECT wharf.set_workspace_state(2, 'SUSPENDED');
+
+-- Bad input.
+SELECT throws_ok($$SELECT * FROM wharf.claim(NULL)$$, '22004', NULL, 'claim rejects a NULL worker');
+SELECT throws_ok($$SELECT * FROM wharf.claim('')$$, '22004', NULL, 'claim rejects an empty worker name');
+SELECT throws_ok($$SELECT * FROM wharf.claim('w', -1)$$, '22023', NULL, 'claim rejects a negative max');
+SELECT throws_ok($$SELECT * FROM wharf.claim('w', NULL)$$, '22004', NULL, 'claim rejects a NULL max');
+SELECT is_empty($$SELECT * FROM wharf.claim('w', 0)$$, 'claim with max 0 leases nothing');
+SELECT is((SELECT count(*) FROM wharf.provider_event WHERE state = 'LEASED'), 0::bigint,
+          'no rejected or empty claim leased a row');
+
+-- One head per scope, active workspaces and installation rows only.
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w1', 10)$$,
+              ARRAY['a1', 'b1', 'c1', 'i1'],
+              'claim leases the oldest row of each scope, installation rows included, never a suspended workspace''s');
+SELECT results_eq(
+  $$SELECT state, attempt, lease_epoch, leased_by FROM wharf.provider_event
+     WHERE delivery_key IN ('a1', 'b1', 'c1', 'i1') ORDER BY id$$,
+  $$VALUES ('LEASED', 1, 1::bigint, 'w1'), ('LEASED', 1, 1::bigint, 'w1'),
+           ('LEASED', 1, 1::bigint, 'w1'), ('LEASED', 1, 1::bigint, 'w1')$$,
+  'claim increments attempt and lease_epoch and names the worker');
+SELECT ok((SELECT bool_and(leased_until BETWEEN now() + interval '2 minutes' AND clock_timestamp() + interval '2 minutes')
+             FROM wharf.provider_event WHERE state = 'LEASED'),
+          'leased_until is the claim''s clock time plus the lease');
+SELECT is_empty($$SELECT * FROM wharf.claim('w2', 10)$$,
+                'no row is leased in a scope that already has a LEASED row');
+SELECT is((pg_temp.event('z1')).state, 'QUEUED', 'the suspended workspace''s row stays QUEUED');
+
+-- max bounds the batch.
+SELECT ok(wharf.complete((pg_temp.event('a1')).id, 1), 'complete ends a1''s lease');
+SELECT ok(wharf.complete((pg_temp.event('c1')).id, 1), 'complete ends c1''s lease');
+SELECT is((SELECT count(*) FROM wharf.claim('w2', 1)), 1::bigint, 'claim leases at most max rows');
+SELECT is((SELECT count(*) FROM wharf.claim('w2', 1)), 1::bigint, 'the next claim takes the other free scope');
+SELECT set_eq($$SELECT delivery_key FROM wharf.provider_event WHERE state = 'LEASED'$$,
+              ARRAY['a2', 'b1', 'c2', 'i1'], 'the next row of each freed scope was leased, in id order');
+
+-- renew
+SELECT throws_ok($$SELECT wharf.renew(NULL, 1)$$, '22004', NULL, 'renew rejects a NULL id');
+SELECT throws_ok($$SELECT wharf.renew(1, NULL)$$, '22004', NULL, 'renew rejects a NULL epoch');
+SELECT wharf.set_setting('lease', '10 minutes');
+SELECT ok(wharf.renew((pg_temp.event('a2')).id, 1), 'renew under the current epoch succeeds');
+SELECT ok((pg_temp.event('a2')).leased_until BETWEEN now() + interval '10 minutes'
+                                                AND clock_timestamp() + interval '10 minutes',
+          'renew sets leased_until to the clock time plus the (new) lease');
+SELECT is(wharf.renew((pg_temp.event('a2')).id, 2), false, 'renew under another epoch returns false');
+UPDATE wharf.provider_event SET leased_until = now() - interval '1 minute' WHERE delivery_key = 'a2';
+SELECT ok(wharf.renew((pg_temp.event('a2')).id, 1), 'renew also revives a lease that expired but was not reaped');
+SELECT ok((pg_temp.event('a2')).leased_until > clock_timestamp(), 'the revived lease runs into the future');
+SELECT is(wharf.renew((pg_temp.event('a3')).id, 0), false, 'renew of a QUEUED row returns false');
+
+-- complete
+SELECT throws_ok($$SELECT wharf.complete(NULL, 1)$$, '22004', NULL, 'complete rejects a NULL id');
+SELECT throws_ok($$SELECT wharf.complete(1, NULL)$$, '22004', NULL, 'complete rejects a NULL epoch');
+SELECT throws_ok($$SELECT wharf.complete(1, 1, NULL)$$, '22004', NULL, 'complete rejects a NULL outcome');
+SELECT is(wharf.complete((pg_temp.event('a2')).id, 2), false, 'complete under another epoch returns false');
+SELECT is((pg_temp.event('a2')).state, 'LEASED', '... and leaves the row LEASED');
+SELECT ok(wharf.complete((pg_temp.event('a2')).id, 1), 'complete under the current epoch succeeds');
+SELECT results_eq(
+  $$SELECT state, outcome, handled_at BETWEEN now() AND clock_timestamp(), leased_until IS NULL
+      FROM wharf.provider_event WHERE delivery_key = 'a2'$$,
+  $$VALUES ('DONE', 'handled', true, true)$$,
+  'a completed row is DONE, outcome handled, handled at the clock time');
+SELECT is(wharf.complete((pg_temp.event('a2')).id, 1), false, 'completing a DONE row again returns false');
+SELECT ok(wharf.complete((pg_temp.event('c2')).id, 1, 'ignored'), 'complete takes an outcome');
+SELECT is((pg_temp.event('c2')).outcome, 'ignored', '... and records it');
+
+-- release
+SELECT throws_ok($$SELECT wharf.release(NULL, 1)$$, '22004', NULL, 'release rejects a NULL id');
+SELECT is((SELECT delivery_key FROM wharf.claim('w3')), 'a3', 'a3 heads scope repo:a once a2 is DONE');
+SELECT is(wharf.release((pg_temp.event('a3')).id, 2), false, 'release under another epoch returns false');
+SELECT ok(wharf.release((pg_temp.event('a3')).id, 1), 'release under the current epoch succeeds');
+SELECT results_eq(
+  $$SELECT state, attempt, lease_epoch, next_attempt_at <= clock_timestamp(), leased_until IS NULL
+      FROM wharf.provider_event WHERE delivery_key = 'a3'$$,
+  $$VALUES ('QUEUED', 0, 1::bigint, true, true)$$,
+  'a released row is QUEUED, due at once, with attempt as before the claim');
+SELECT is(wharf.release((pg_temp.event('a3')).id, 1), false, 'releasing it again returns false');
+SELECT results_eq($$SELECT delivery_key, attempt, lease_epoch FROM wharf.claim('w4')$$,
+                  $$VALUES ('a3', 1, 2::bigint)$$,
+                  'the released row is claimed again at once, under a new epoch');
+
+-- reap
+SELECT is(wharf.reap(), 0, 'reap takes back no lease that has not expired');
+UPDATE wharf.provider_event SET leased_until = clock_timestamp() - interval '1 second' WHERE delivery_key = 'a3';
+SELECT is(wharf.reap(), 1, 'reap takes back the one expired lease');
+SELECT results_eq(
+  $$SELECT state, failures, error_class, leased_until IS NULL, next_attempt_at > clock_timestamp()
+      FROM wharf.provider_event WHERE delivery_key = 'a3'$$,
+  $$VALUES ('QUEUED', 1, 'LeaseExpired', true, true)$$,
+  'a reaped row is QUEUED after the retry delay with failures + 1 and error_class LeaseExpired');
+SELECT is(wharf.complete((pg_temp.event('a3')).id, 2), false, 'the reaped holder''s complete returns false');
+SELECT set_eq($$SELECT delivery_key FROM wharf.provider_event WHERE state = 'LEASED'$$,
+              ARRAY['b1', 'i1'], 'the leases that had not expired are left alone');
+
+SELECT wharf.set_setting('max_attempts', '2');
+UPDATE wharf.provider_event SET next_attempt_at = now() - interval '1 second' WHERE delivery_key = 'a3';
+SELECT is((SELECT delivery_key FROM wharf.claim('w5')), 'a3', 'a reaped row is claimed again once due');
+UPDATE wharf.provider_event SET leased_until = clock_timestamp() - interval '1 second' WHERE delivery_key = 'a3';
+SELECT is(wharf.reap(), 1, 'reap takes back the second expired lease');
+SELECT results_eq(
+  $$SELECT state, failures, error_class, dead_at BETWEEN now() AND clock_timestamp()
+      FROM wharf.provider_event WHERE delivery_key = 'a3'$$,
+  $$VALUES ('DEAD', 2, 'LeaseExpired', true)$$,
+  'a reaped row whose failures reach max_attempts is DEAD');
+
+-- Workspace state and the one-lease backstop.
+SELECT wharf.set_workspace_state(2, 'ACTIVE');
+SELECT is((SELECT delivery_key FROM wharf.claim('w6')), 'z1', 'a reactivated workspace''s rows are claimed again');
+SELECT throws_ok($$UPDATE wharf.provider_event SET state = 'LEASED' WHERE delivery_key = 'z2'$$,
+                 '23505', NULL, 'the database refuses a second LEASED row in one scope');
+
+-- A head that is not due holds back every later row of its scope, and only those.
+SELECT pg_temp.admit_event(1, 'repo:d', k) FROM unnest(ARRAY['d1', 'd2']) k;
+SELECT pg_temp.admit_event(1, 'repo:e', 'e1');
+UPDATE wharf.provider_event SET next_attempt_at = now() + interval '1 hour' WHERE delivery_key = 'd1';
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w7', 10)$$, ARRAY['e1'],
+              'a head waiting for its time holds back its scope (d2 too), not another scope');
+-- Due after this transaction began but before the claim: claim goes by the clock, not now().
+UPDATE wharf.provider_event SET next_attempt_at = now() + interval '1 millisecond' WHERE delivery_key = 'd1';
+SELECT pg_sleep(0.01);
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w7', 10)$$, ARRAY['d1'],
+              'once due by the clock, the head is claimed, still before the later row');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,143 @@
+-- wharf.retry_delay and wharf.fail: bounded exponential delay with equal
+-- jitter, the four failure kinds, the unknown-failure budget, and DEAD rows
+-- that keep their payload but no message.
+BEGIN;
+SELECT plan(41);
+
+-- Fixture: workspace 1 with one generic connection; rows admitted through
+-- wharf.admit.
+SELECT wharf.upsert_workspace(1);
+SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
+
+CREATE FUNCTION pg_temp.admit_event(p_subject text, p_key text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = 1);
+BEGIN
+  PERFORM wharf.subscribe(v_connection, p_subject);
+  RETURN (wharf.admit('generic', 'https://hooks.example/1', p_key, 'ping',
+                      jsonb_build_object('connection_id', v_connection), ARRAY[p_subject],
+                      jsonb_build_object('key', p_key),
+                      '{"x-request-id": "r-1", "Authorization": "Bearer s3cret"}') -> 'events' -> 0 ->> 'event_id')::bigint;
+END $$;
+
+-- The row admitted under delivery key p_key.
+CREATE FUNCTION pg_temp.event(p_key text) RETURNS wharf.provider_event
+LANGUAGE sql AS $$ SELECT * FROM wharf.provider_event WHERE delivery_key = p_key $$;
+
+-- Makes p_key's row due, claims every due head and returns p_key's new epoch.
+CREATE FUNCTION pg_temp.reclaim(p_key text) RETURNS bigint
+LANGUAGE sql AS $$
+  UPDATE wharf.provider_event SET next_attempt_at = now() - interval '1 second' WHERE delivery_key = p_key;
+  SELECT lease_epoch FROM wharf.claim('w', 10) WHERE delivery_key = p_key;
+$$;
+
+-- retry_delay: d = least(max_delay, base_delay * 2^(attempt-1)), wait in [d/2, d].
+SELECT ok((SELECT bool_and(d BETWEEN interval '1 second' AND interval '2 seconds')
+             FROM (SELECT wharf.retry_delay(1) AS d FROM generate_series(1, 200)) s),
+          'the first retry waits between base_delay/2 and base_delay');
+SELECT ok((SELECT bool_and(d BETWEEN interval '4 seconds' AND interval '8 seconds')
+             FROM (SELECT wharf.retry_delay(3) AS d FROM generate_series(1, 200)) s),
+          'the third retry waits between 2 and 4 times base_delay');
+SELECT ok((SELECT count(DISTINCT d) > 100 FROM (SELECT wharf.retry_delay(3) AS d FROM generate_series(1, 200)) s),
+          'the wait is jittered');
+SELECT ok((SELECT bool_and(d BETWEEN interval '150 seconds' AND interval '5 minutes')
+             FROM (SELECT wharf.retry_delay(9) AS d FROM generate_series(1, 200)) s),
+          'the wait is bounded by max_delay (2^8 * 2 s > 5 min)');
+SELECT ok(wharf.retry_delay(2000000000) BETWEEN interval '150 seconds' AND interval '5 minutes',
+          'a huge attempt count neither overflows nor escapes max_delay');
+SELECT wharf.set_setting('base_delay', '1 millisecond');
+SELECT wharf.set_setting('max_delay', '4 milliseconds');
+SELECT ok((SELECT bool_and(d BETWEEN interval '2 milliseconds' AND interval '4 milliseconds')
+             FROM (SELECT wharf.retry_delay(5) AS d FROM generate_series(1, 50)) s),
+          'base_delay and max_delay are read from the settings');
+SELECT wharf.set_setting('base_delay', '2 seconds');
+SELECT wharf.set_setting('max_delay', '5 minutes');
+
+-- Bad input changes nothing.
+SELECT pg_temp.admit_event('repo:v', 'v1');
+SELECT is((SELECT delivery_key FROM wharf.claim('w')), 'v1', 'v1 is leased under epoch 1');
+SELECT throws_ok($$SELECT wharf.fail(NULL, 1, 'transient', 'Error')$$, '22004', NULL, 'fail rejects a NULL id');
+SELECT throws_ok($$SELECT wharf.fail((pg_temp.event('v1')).id, NULL, 'transient', 'Error')$$, '22004', NULL,
+                 'fail rejects a NULL epoch');
+SELECT throws_ok($$SELECT wharf.fail((pg_temp.event('v1')).id, 1, NULL, 'Error')$$, '22004', NULL,
+                 'fail rejects a NULL kind');
+SELECT throws_ok($$SELECT wharf.fail((pg_temp.event('v1')).id, 1, 'transient', NULL)$$, '22004', NULL,
+                 'fail rejects a NULL error class');
+SELECT throws_ok($$SELECT wharf.fail((pg_temp.event('v1')).id, 1, 'fatal', 'Error')$$, '22023', NULL,
+                 'fail rejects an unknown kind');
+SELECT throws_ok($$SELECT wharf.fail((pg_temp.event('v1')).id, 1, 'unknown', 'connect failed: password=hunter2')$$,
+                 '22023', NULL, 'fail rejects an error class that is free text (a message)');
+SELECT is(wharf.fail((pg_temp.event('v1')).id, 2, 'unknown', 'Error'), NULL, 'fail under another epoch returns NULL');
+SELECT results_eq($$SELECT state, failures, error_class, lease_epoch FROM wharf.provider_event WHERE delivery_key = 'v1'$$,
+                  $$VALUES ('LEASED', 0, NULL::text, 1::bigint)$$,
+                  'none of the rejected or stale fails changed the row');
+
+-- transient: back to QUEUED after the delay, budget untouched; the scope waits.
+SELECT pg_temp.admit_event('repo:f', k) FROM unnest(ARRAY['f1', 'f2']) k;
+SELECT pg_temp.admit_event('repo:g', 'g1');
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10)$$, ARRAY['f1', 'g1'], 'f1 and g1 are leased');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 1, 'transient', 'ECONNRESET'), 'QUEUED', 'a transient failure returns QUEUED');
+SELECT results_eq(
+  $$SELECT state, failures, error_class, leased_until IS NULL,
+           next_attempt_at BETWEEN now() + interval '1 second' AND clock_timestamp() + interval '2 seconds'
+      FROM wharf.provider_event WHERE delivery_key = 'f1'$$,
+  $$VALUES ('QUEUED', 0, 'ECONNRESET', true, true)$$,
+  'a transient failure keeps failures, records the class and waits the first delay');
+SELECT ok(wharf.complete((pg_temp.event('g1')).id, 1), 'g1 completes');
+SELECT pg_temp.admit_event('repo:g', 'g2');
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10)$$, ARRAY['g2'],
+              'a failed row waiting for its retry holds back its own scope (f2), not another (g2)');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 1, 'unknown', 'Error'), NULL, 'the failed lease''s epoch is spent');
+
+-- unknown: the budget of max_attempts.
+SELECT wharf.set_setting('max_attempts', '3');
+SELECT is(pg_temp.reclaim('f1'), 2::bigint, 'f1 is leased again once due, under epoch 2');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 2, 'unknown', 'TypeError'), 'QUEUED', 'an unknown failure under budget returns QUEUED');
+SELECT results_eq(
+  $$SELECT state, failures, error_class,
+           next_attempt_at BETWEEN now() + interval '2 seconds' AND clock_timestamp() + interval '4 seconds'
+      FROM wharf.provider_event WHERE delivery_key = 'f1'$$,
+  $$VALUES ('QUEUED', 1, 'TypeError', true)$$,
+  'an unknown failure counts one failure and waits the doubled delay');
+SELECT is(pg_temp.reclaim('f1'), 3::bigint, 'f1 is leased under epoch 3');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 3, 'transient', 'ETIMEDOUT'), 'QUEUED', 'a transient failure in between ...');
+SELECT is((pg_temp.event('f1')).failures, 1, '... does not use the budget');
+SELECT is(pg_temp.reclaim('f1'), 4::bigint, 'f1 is leased under epoch 4');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 4, 'unknown', 'TypeError'), 'QUEUED', 'the second unknown failure is retried');
+SELECT is(pg_temp.reclaim('f1'), 5::bigint, 'f1 is leased under epoch 5');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 5, 'unknown', 'RangeError'), 'DEAD', 'the unknown failure that reaches max_attempts returns DEAD');
+SELECT results_eq(
+  $$SELECT state, failures, attempt, error_class, outcome, dead_at BETWEEN now() AND clock_timestamp(), leased_until IS NULL
+      FROM wharf.provider_event WHERE delivery_key = 'f1'$$,
+  $$VALUES ('DEAD', 3, 5, 'RangeError', NULL::text, true, true)$$,
+  'the dead row records failures, attempts, the last class and its end time');
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10)$$, ARRAY['f2'],
+              'a DEAD row no longer holds back its scope');
+
+-- permanent and uncertain: DEAD at once.
+SELECT pg_temp.admit_event('repo:h', 'h1');
+SELECT pg_temp.admit_event('repo:u', 'u1');
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10)$$, ARRAY['h1', 'u1'], 'h1 and u1 are leased');
+SELECT is(wharf.fail((pg_temp.event('h1')).id, 1, 'permanent', 'SyntaxError'), 'DEAD', 'a permanent failure returns DEAD');
+SELECT results_eq(
+  $$SELECT state, failures, error_class, outcome FROM wharf.provider_event WHERE delivery_key = 'h1'$$,
+  $$VALUES ('DEAD', 0, 'SyntaxError', NULL::text)$$,
+  'a permanent failure is DEAD at once without using the budget');
+SELECT is(wharf.fail((pg_temp.event('u1')).id, 1, 'uncertain', 'OutcomeUncertain'), 'DEAD', 'an uncertain failure returns DEAD');
+SELECT results_eq(
+  $$SELECT state, outcome, error_class FROM wharf.provider_event WHERE delivery_key = 'u1'$$,
+  $$VALUES ('DEAD', 'uncertain', 'OutcomeUncertain')$$,
+  'an uncertain failure is DEAD with outcome uncertain');
+SELECT is(wharf.fail((pg_temp.event('u1')).id, 1, 'transient', 'Error'), NULL, 'failing a DEAD row again returns NULL');
+SELECT results_eq(
+  $$SELECT payload, headers, subject, received_at FROM wharf.provider_event WHERE delivery_key = 'h1'$$,
+  $$VALUES ('{"key": "h1"}'::jsonb, '{"x-request-id": "r-1"}'::jsonb, 'repo:h', now())$$,
+  'a DEAD row keeps payload, headers (no credential), subject and arrival time');
+SELECT is_empty(
+  $$SELECT 1 FROM wharf.provider_event WHERE state = 'DEAD'
+      AND (error_class !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]*$' OR headers::text ILIKE '%s3cret%')$$,
+  'no DEAD row stores a message or a credential');
+
+SELECT * FROM finish();
+ROLLBACK;

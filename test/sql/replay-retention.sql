@@ -1,0 +1,143 @@
+-- wharf.replay, wharf.replay_installation and wharf.purge: a DEAD row goes
+-- back to the head of its scope keeping its id and steps; retention forgets
+-- DONE and DEAD rows after their windows, and nothing else.
+BEGIN;
+SELECT plan(47);
+
+-- Fixture: workspaces 1 and 2, one generic connection in workspace 1; rows
+-- admitted through wharf.admit, installation rows as GitHub control events.
+SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
+SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
+SELECT wharf.set_setting('base_delay', '1 millisecond');
+
+CREATE FUNCTION pg_temp.admit_event(p_subject text, p_key text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = 1);
+BEGIN
+  PERFORM wharf.subscribe(v_connection, p_subject);
+  RETURN (wharf.admit('generic', 'https://hooks.example/1', p_key, 'ping',
+                      jsonb_build_object('connection_id', v_connection), ARRAY[p_subject],
+                      '{"n": 1}', '{}') -> 'events' -> 0 ->> 'event_id')::bigint;
+END $$;
+
+CREATE FUNCTION pg_temp.admit_installation_event(p_key text) RETURNS bigint
+LANGUAGE sql AS $$
+  SELECT (wharf.admit('github', 'https://github.com', p_key, 'installation',
+                      '{"control": true, "installation_id": "7"}', NULL,
+                      '{"action": "created", "installation": {"id": 7}}', '{}')
+          -> 'events' -> 0 ->> 'event_id')::bigint
+$$;
+
+-- The row admitted under delivery key p_key.
+CREATE FUNCTION pg_temp.event(p_key text) RETURNS wharf.provider_event
+LANGUAGE sql AS $$ SELECT * FROM wharf.provider_event WHERE delivery_key = p_key $$;
+
+CREATE FUNCTION pg_temp.id(p_key text) RETURNS bigint
+LANGUAGE sql AS $$ SELECT id FROM wharf.provider_event WHERE delivery_key = p_key $$;
+
+-- Claims every due head and returns the epoch p_key's row got (NULL: not claimed).
+CREATE FUNCTION pg_temp.claim(p_key text) RETURNS bigint
+LANGUAGE sql AS $$ SELECT lease_epoch FROM wharf.claim('w', 100) WHERE delivery_key = p_key $$;
+
+-- Scope repo:r: r1 ends DEAD after committing step s1, r2 is handled, r3 waits.
+SELECT pg_temp.admit_event('repo:r', k) FROM unnest(ARRAY['r1', 'r2', 'r3']) k;
+SELECT is(pg_temp.claim('r1'), 1::bigint, 'r1 is leased');
+SELECT ok(wharf.step(pg_temp.id('r1'), 1, 'issue:1'), 'r1 commits step issue:1');
+SELECT is(wharf.fail(pg_temp.id('r1'), 1, 'permanent', 'SyntaxError'), 'DEAD', 'r1 fails permanently');
+SELECT is(pg_temp.claim('r2'), 1::bigint, 'r2 is leased after r1 is DEAD');
+SELECT ok(wharf.complete(pg_temp.id('r2'), 1), 'r2 is handled');
+
+-- Bad input.
+SELECT throws_ok($$SELECT wharf.replay(NULL, pg_temp.id('r1'), 'ops')$$, '22004', NULL, 'replay rejects a NULL workspace');
+SELECT throws_ok($$SELECT wharf.replay(1, NULL, 'ops')$$, '22004', NULL, 'replay rejects a NULL id');
+SELECT throws_ok($$SELECT wharf.replay(1, pg_temp.id('r1'), NULL)$$, '22004', NULL, 'replay rejects a NULL account');
+SELECT throws_ok($$SELECT wharf.replay(1, pg_temp.id('r1'), '')$$, '22004', NULL, 'replay rejects an empty account');
+SELECT throws_ok($$SELECT wharf.replay(1, pg_temp.id('r1'), 'ops', NULL)$$, '22004', NULL, 'replay rejects a NULL force');
+SELECT throws_ok($$SELECT wharf.replay_installation(NULL, 'ops')$$, '22004', NULL, 'replay_installation rejects a NULL id');
+SELECT throws_ok($$SELECT wharf.replay_installation(1, NULL)$$, '22004', NULL, 'replay_installation rejects a NULL account');
+
+-- What replay refuses.
+SELECT is(wharf.replay(2, pg_temp.id('r1'), 'ops'), false, 'replay in another workspace returns false');
+SELECT is(wharf.replay(404, pg_temp.id('r1'), 'ops'), false, 'replay in an unknown workspace returns false');
+SELECT is(wharf.replay(1, pg_temp.id('r2'), 'ops'), false, 'replay of a DONE row returns false');
+SELECT is(wharf.replay(1, pg_temp.id('r3'), 'ops'), false, 'replay of a QUEUED row returns false');
+SELECT is(wharf.replay(1, -1, 'ops'), false, 'replay of a missing row returns false');
+SELECT results_eq($$SELECT delivery_key, state, replayed_by FROM wharf.provider_event WHERE delivery_key LIKE 'r_' ORDER BY id$$,
+                  $$VALUES ('r1', 'DEAD', NULL::text), ('r2', 'DONE', NULL), ('r3', 'QUEUED', NULL)$$,
+                  'the refused replays changed nothing');
+
+-- replay
+SELECT is(wharf.replay(1, pg_temp.id('r1'), 'ops@example.com'), true, 'replay of a DEAD row of the workspace returns true');
+SELECT results_eq(
+  $$SELECT state, attempt, failures, outcome, dead_at, error_class, replayed_by, replayed_at = now(),
+           next_attempt_at <= clock_timestamp()
+      FROM wharf.provider_event WHERE delivery_key = 'r1'$$,
+  $$VALUES ('QUEUED', 0, 0, NULL::text, NULL::timestamptz, 'SyntaxError', 'ops@example.com', true, true)$$,
+  'a replayed row is QUEUED and due, attempt and failures reset, error_class kept, replay recorded');
+SELECT is(wharf.replay(1, pg_temp.id('r1'), 'ops'), false, 'replaying it again returns false (not DEAD)');
+SELECT is(pg_temp.claim('r1'), 2::bigint, 'the replayed row keeps its id and heads its scope again (before r3)');
+SELECT is((pg_temp.event('r3')).state, 'QUEUED', 'the later row waits for the replayed one');
+SELECT is((pg_temp.event('r2')).state, 'DONE', 'a later row already handled is not rewound');
+SELECT is(wharf.step(pg_temp.id('r1'), 2, 'issue:1'), false, 'the replayed row kept its committed step');
+SELECT is(wharf.step(pg_temp.id('r1'), 2, 'issue:2'), true, 'its unfinished step runs');
+SELECT ok(wharf.complete(pg_temp.id('r1'), 2), 'the replayed row completes');
+
+-- uncertain needs force.
+SELECT pg_temp.admit_event('repo:u', 'u1');
+SELECT is(pg_temp.claim('u1'), 1::bigint, 'u1 is leased');
+SELECT is(wharf.fail(pg_temp.id('u1'), 1, 'uncertain', 'OutcomeUncertain'), 'DEAD', 'u1 ends uncertain');
+SELECT is(wharf.replay(1, pg_temp.id('u1'), 'ops'), false, 'an uncertain row does not replay without force');
+SELECT is((pg_temp.event('u1')).outcome, 'uncertain', '... and stays uncertain');
+SELECT is(wharf.replay(1, pg_temp.id('u1'), 'ops', true), true, 'with force it replays');
+SELECT is((pg_temp.event('u1')).outcome, NULL, '... and its outcome is cleared');
+
+-- Installation rows are replayed through replay_installation only, with an audit row.
+SELECT pg_temp.admit_installation_event('i1');
+SELECT is(pg_temp.claim('i1'), 1::bigint, 'i1 is leased');
+SELECT is(wharf.fail(pg_temp.id('i1'), 1, 'permanent', 'SyntaxError'), 'DEAD', 'i1 fails permanently');
+SELECT is(wharf.replay(1, pg_temp.id('i1'), 'ops'), false, 'replay never reaches an installation row');
+SELECT is(wharf.replay_installation(pg_temp.id('r3'), 'admin'), false, 'replay_installation never reaches a workspace row');
+SELECT is_empty($$SELECT 1 FROM wharf.replay_audit$$, 'a refused replay_installation writes no audit row');
+SELECT is(wharf.replay_installation(pg_temp.id('i1'), 'admin'), true, 'replay_installation replays a DEAD installation row');
+SELECT results_eq($$SELECT event_id, account, at FROM wharf.replay_audit$$,
+                  $$SELECT pg_temp.id('i1'), 'admin'::text, now()$$,
+                  'replay_installation records who replayed which row, when');
+
+-- purge: one row per case, each in its own scope.
+SELECT pg_temp.admit_event('repo:p-' || k, 'p-' || k)
+  FROM unnest(ARRAY['done-old', 'done-new', 'dead-old', 'dead-new', 'queued', 'leased']) k;
+SELECT pg_temp.claim('p-done-old');
+SELECT wharf.step(pg_temp.id('p-done-old'), 1, 'issue:9');
+SELECT wharf.complete(pg_temp.id(k), 1) FROM unnest(ARRAY['p-done-old', 'p-done-new']) k;
+SELECT wharf.fail(pg_temp.id(k), 1, 'permanent', 'SyntaxError') FROM unnest(ARRAY['p-dead-old', 'p-dead-new']) k;
+SELECT wharf.release(pg_temp.id('p-queued'), 1);
+UPDATE wharf.provider_event SET handled_at = now() - interval '73 hours' WHERE delivery_key = 'p-done-old';
+UPDATE wharf.provider_event SET handled_at = now() - interval '71 hours' WHERE delivery_key = 'p-done-new';
+UPDATE wharf.provider_event SET dead_at = now() - interval '31 days' WHERE delivery_key = 'p-dead-old';
+UPDATE wharf.provider_event SET dead_at = now() - interval '29 days' WHERE delivery_key = 'p-dead-new';
+-- Timestamps no QUEUED or LEASED row would carry: purge must go by state too.
+UPDATE wharf.provider_event SET handled_at = now() - interval '1 year', dead_at = now() - interval '1 year'
+ WHERE delivery_key IN ('p-queued', 'p-leased');
+SELECT is((SELECT array_agg(state ORDER BY id) FROM wharf.provider_event WHERE delivery_key LIKE 'p-%'),
+          ARRAY['DONE', 'DONE', 'DEAD', 'DEAD', 'QUEUED', 'LEASED'], 'the purge fixture is in place');
+
+SELECT results_eq($$SELECT * FROM wharf.purge()$$, $$VALUES (1::bigint, 1::bigint)$$,
+                  'purge deletes one DONE row past replay_window and one DEAD row past dead_retention');
+SELECT set_eq($$SELECT delivery_key FROM wharf.provider_event WHERE delivery_key LIKE 'p-%'$$,
+              ARRAY['p-done-new', 'p-dead-new', 'p-queued', 'p-leased'],
+              'recent DONE and DEAD rows and every QUEUED or LEASED row are kept');
+SELECT is((SELECT count(*) FROM wharf.provider_event_step WHERE step_name = 'issue:9'), 0::bigint,
+          'a purged row''s steps go with it');
+SELECT set_eq($$SELECT scope_key FROM wharf.scope WHERE scope_key LIKE '%repo:p-%'$$,
+              ARRAY['1:generic:repo:p-queued', '1:generic:repo:p-leased'],
+              'purge also forgets the scope rows left with nothing queued or leased');
+
+SELECT wharf.set_setting('replay_window', '70 hours');
+SELECT wharf.set_setting('dead_retention', '28 days');
+SELECT results_eq($$SELECT * FROM wharf.purge()$$, $$VALUES (1::bigint, 1::bigint)$$,
+                  'purge reads replay_window and dead_retention from the settings');
+SELECT results_eq($$SELECT * FROM wharf.purge()$$, $$VALUES (0::bigint, 0::bigint)$$, 'a second purge finds nothing');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,136 @@
+-- wharf.scope: each scope's oldest QUEUED row (head) and LEASED row, kept
+-- exact by triggers on every change, whoever makes it; and lock_scope.
+BEGIN;
+SELECT plan(34);
+
+-- Fixture: workspaces 1 and 2, one generic connection each; rows admitted
+-- through wharf.admit.
+SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
+SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
+SELECT wharf.upsert_connection(2, 'generic', 'https://hooks.example/2', 'webhook', 'two');
+
+CREATE FUNCTION pg_temp.admit_event(p_workspace bigint, p_subject text, p_key text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = p_workspace);
+BEGIN
+  PERFORM wharf.subscribe(v_connection, p_subject);
+  RETURN (wharf.admit('generic', 'https://hooks.example/' || p_workspace, p_key, 'ping',
+                      jsonb_build_object('connection_id', v_connection), ARRAY[p_subject],
+                      '{"n": 1}', '{}') -> 'events' -> 0 ->> 'event_id')::bigint;
+END $$;
+
+CREATE FUNCTION pg_temp.id(p_key text) RETURNS bigint
+LANGUAGE sql AS $$ SELECT id FROM wharf.provider_event WHERE delivery_key = p_key $$;
+
+-- The scope row of p_scope_key as (head key, head due, leased key, active).
+CREATE FUNCTION pg_temp.scope(p_scope_key text)
+RETURNS TABLE (head text, head_due_at timestamptz, leased text, active boolean)
+LANGUAGE sql AS $$
+  SELECT h.delivery_key, s.head_due_at, l.delivery_key, s.active
+    FROM wharf.scope s
+    LEFT JOIN wharf.provider_event h ON h.id = s.head_id
+    LEFT JOIN wharf.provider_event l ON l.id = s.leased_id
+   WHERE s.scope_key = p_scope_key
+$$;
+
+-- Scopes whose row disagrees with provider_event: the head must be the oldest
+-- QUEUED row with its due time, the lease the LEASED row; a scope with
+-- QUEUED or LEASED rows must have a scope row.
+CREATE FUNCTION pg_temp.drift() RETURNS SETOF text
+LANGUAGE sql AS $$
+  WITH truth AS (
+    SELECT scope_key,
+           min(id) FILTER (WHERE state = 'QUEUED') AS head_id,
+           min(id) FILTER (WHERE state = 'LEASED') AS leased_id
+      FROM wharf.provider_event GROUP BY scope_key
+  )
+  SELECT coalesce(s.scope_key, t.scope_key)
+    FROM wharf.scope s
+    FULL JOIN truth t ON t.scope_key = s.scope_key
+    LEFT JOIN wharf.provider_event h ON h.id = t.head_id
+   WHERE (t.head_id IS NOT NULL OR t.leased_id IS NOT NULL OR s.head_id IS NOT NULL OR s.leased_id IS NOT NULL)
+     AND (s.scope_key IS NULL
+          OR s.head_id IS DISTINCT FROM t.head_id
+          OR s.head_due_at IS DISTINCT FROM h.next_attempt_at
+          OR s.leased_id IS DISTINCT FROM t.leased_id)
+$$;
+
+-- lock_scope
+SELECT lives_ok($$SELECT wharf.lock_scope('1:generic:repo:new', 1)$$, 'lock_scope creates a missing scope row');
+SELECT results_eq($$SELECT * FROM pg_temp.scope('1:generic:repo:new')$$,
+                  $$VALUES (NULL::text, NULL::timestamptz, NULL::text, true)$$,
+                  'a new scope row has no head, no lease, and is active');
+SELECT lives_ok($$SELECT wharf.lock_scope('1:generic:repo:new', 1)$$, 'lock_scope on an existing scope row succeeds');
+SELECT is((SELECT count(*) FROM wharf.scope WHERE scope_key = '1:generic:repo:new'), 1::bigint, '... and adds no second row');
+
+-- Heads follow admission, claims, completion.
+SELECT pg_temp.admit_event(1, 'repo:a', k) FROM unnest(ARRAY['a1', 'a2', 'a3']) k;
+SELECT results_eq($$SELECT head, head_due_at, leased, active FROM pg_temp.scope('1:generic:repo:a')$$,
+                  $$VALUES ('a1', now(), NULL::text, true)$$,
+                  'the oldest admitted row heads its scope, due when admitted');
+SELECT is_empty($$SELECT * FROM pg_temp.drift()$$, 'no scope drifts after admission');
+SELECT is((SELECT delivery_key FROM wharf.claim('w')), 'a1', 'a1 is claimed');
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:a')$$, $$VALUES ('a2', 'a1')$$,
+                  'a claim hands the head to the next row and marks the lease');
+SELECT ok(wharf.complete(pg_temp.id('a1'), 1), 'a1 completes');
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:a')$$, $$VALUES ('a2', NULL::text)$$,
+                  'completion clears the lease mark');
+
+-- A failed row heads its scope again, with its retry time.
+SELECT is((SELECT delivery_key FROM wharf.claim('w')), 'a2', 'a2 is claimed');
+SELECT is(wharf.fail(pg_temp.id('a2'), 1, 'transient', 'ECONNRESET'), 'QUEUED', 'a2 fails transiently');
+SELECT results_eq($$SELECT s.head, s.head_due_at = e.next_attempt_at, s.head_due_at > now(), s.leased
+                      FROM pg_temp.scope('1:generic:repo:a') s, wharf.provider_event e WHERE e.delivery_key = 'a2'$$,
+                  $$VALUES ('a2', true, true, NULL::text)$$,
+                  'the failed row heads its scope again, due at its retry time');
+UPDATE wharf.provider_event SET next_attempt_at = now() - interval '1 minute' WHERE delivery_key = 'a2';
+SELECT is((SELECT head_due_at FROM pg_temp.scope('1:generic:repo:a')), now() - interval '1 minute',
+          'rescheduling the head moves its due time');
+UPDATE wharf.provider_event SET next_attempt_at = now() + interval '1 hour' WHERE delivery_key = 'a3';
+SELECT is((SELECT head_due_at FROM pg_temp.scope('1:generic:repo:a')), now() - interval '1 minute',
+          'rescheduling a later row leaves the head alone');
+SELECT is_empty($$SELECT * FROM pg_temp.drift()$$, 'no scope drifts after failures and reschedules');
+
+-- release, DEAD
+SELECT is((SELECT delivery_key FROM wharf.claim('w')), 'a2', 'a2 is claimed again');
+SELECT ok(wharf.release(pg_temp.id('a2'), 2), 'a2 is released');
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:a')$$, $$VALUES ('a2', NULL::text)$$,
+                  'a released row heads its scope again');
+SELECT is((SELECT delivery_key FROM wharf.claim('w')), 'a2', 'a2 is claimed once more');
+SELECT is(wharf.fail(pg_temp.id('a2'), 3, 'permanent', 'SyntaxError'), 'DEAD', 'a2 dies');
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:a')$$, $$VALUES ('a3', NULL::text)$$,
+                  'after a DEAD row the next queued row heads');
+
+-- Deletions (erasure, cascades, a DBA) keep the scope exact too.
+SELECT pg_temp.admit_event(1, 'repo:b', k) FROM unnest(ARRAY['b1', 'b2', 'b3']) k;
+SELECT is((SELECT delivery_key FROM wharf.claim('w', 10)), 'b1', 'b1 is claimed (a3 is not due)');
+DELETE FROM wharf.provider_event WHERE delivery_key = 'b2';
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:b')$$, $$VALUES ('b3', 'b1')$$,
+                  'deleting the head hands it to the next row');
+DELETE FROM wharf.provider_event WHERE delivery_key = 'b1';
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:b')$$, $$VALUES ('b3', NULL::text)$$,
+                  'deleting the LEASED row clears the lease mark');
+UPDATE wharf.provider_event SET state = 'DEAD', dead_at = now() WHERE delivery_key = 'b3';
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:b')$$, $$VALUES (NULL::text, NULL::text)$$,
+                  'a DBA moving the head out of the queue empties the scope');
+SELECT ok(wharf.replay(1, pg_temp.id('b3'), 'ops'), 'b3 is replayed');
+SELECT is((SELECT head FROM pg_temp.scope('1:generic:repo:b')), 'b3', 'a replayed row heads its scope');
+SELECT is_empty($$SELECT * FROM pg_temp.drift()$$, 'no scope drifts after deletions and replays');
+
+-- Workspace activity.
+SELECT pg_temp.admit_event(2, 'repo:z', 'z1');
+SELECT wharf.set_workspace_state(2, 'SUSPENDED');
+SELECT is((SELECT active FROM pg_temp.scope('2:generic:repo:z')), false, 'suspending a workspace deactivates its scopes');
+SELECT is((SELECT bool_and(active) FROM wharf.scope WHERE workspace_id = 1), true, '... not another workspace''s');
+SELECT wharf.lock_scope('2:generic:repo:late', 2);
+SELECT is((SELECT active FROM pg_temp.scope('2:generic:repo:late')), false, 'a scope created while suspended starts inactive');
+SELECT wharf.set_workspace_state(2, 'ACTIVE');
+SELECT is((SELECT bool_and(active) FROM wharf.scope WHERE workspace_id = 2), true, 'reactivation activates every scope again');
+SELECT wharf.admit('github', 'https://github.com', 'i1', 'installation', '{"control": true, "installation_id": "7"}',
+                   NULL, '{"action": "created", "installation": {"id": 7}}', '{}');
+SELECT results_eq($$SELECT head, active FROM pg_temp.scope('system:github:https://github.com')$$,
+                  $$VALUES ('i1', true)$$, 'an installation scope (no workspace) is always active');
+
+SELECT * FROM finish();
+ROLLBACK;

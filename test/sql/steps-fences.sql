@@ -1,0 +1,97 @@
+-- wharf.fence and wharf.step: a handler's write proves it still holds the
+-- lease; each committed step is recorded once, so a retry resumes after it.
+-- (Lock contention, 55P03, needs two sessions: test/lease-fencing.test.ts.)
+BEGIN;
+SELECT plan(36);
+
+-- Fixture: workspace 1 with one generic connection; rows admitted through
+-- wharf.admit.
+SELECT wharf.upsert_workspace(1);
+SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
+
+CREATE FUNCTION pg_temp.admit_event(p_subject text, p_key text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = 1);
+BEGIN
+  PERFORM wharf.subscribe(v_connection, p_subject);
+  RETURN (wharf.admit('generic', 'https://hooks.example/1', p_key, 'ping',
+                      jsonb_build_object('connection_id', v_connection), ARRAY[p_subject],
+                      '{"n": 1}', '{}') -> 'events' -> 0 ->> 'event_id')::bigint;
+END $$;
+
+-- The id of the row admitted under delivery key p_key.
+CREATE FUNCTION pg_temp.id(p_key text) RETURNS bigint
+LANGUAGE sql AS $$ SELECT id FROM wharf.provider_event WHERE delivery_key = p_key $$;
+
+-- The step names recorded for p_key's row, in name order.
+CREATE FUNCTION pg_temp.steps(p_key text) RETURNS text[]
+LANGUAGE sql AS $$
+  SELECT coalesce(array_agg(step_name ORDER BY step_name), '{}')
+    FROM wharf.provider_event_step WHERE event_id = pg_temp.id(p_key)
+$$;
+
+SELECT pg_temp.admit_event('repo:a', 'a1');
+SELECT pg_temp.admit_event('repo:b', 'b1');
+SELECT pg_temp.admit_event('repo:a', 'a2');
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10)$$, ARRAY['a1', 'b1'], 'a1 and b1 are leased under epoch 1');
+
+-- The contract around the functions.
+SELECT is_definer('wharf', 'fence', ARRAY['bigint', 'bigint'], 'fence is SECURITY DEFINER');
+SELECT is_definer('wharf', 'step', ARRAY['bigint', 'bigint', 'text'], 'step is SECURITY DEFINER');
+SELECT ok(NOT has_function_privilege('public', 'wharf.fence(bigint, bigint)', 'EXECUTE')
+          AND NOT has_function_privilege('public', 'wharf.step(bigint, bigint, text)', 'EXECUTE'),
+          'PUBLIC may not execute fence or step');
+
+-- fence
+SELECT throws_ok($$SELECT wharf.fence(NULL, 1)$$, '22004', NULL, 'fence rejects a NULL id');
+SELECT throws_ok($$SELECT wharf.fence(pg_temp.id('a1'), NULL)$$, '22004', NULL, 'fence rejects a NULL epoch');
+SELECT lives_ok($$SELECT wharf.fence(pg_temp.id('a1'), 1)$$, 'fence passes under the current epoch');
+SELECT throws_ok($$SELECT wharf.fence(pg_temp.id('a1'), 2)$$, 'WH412', NULL, 'fence under a later epoch raises WH412');
+SELECT throws_ok($$SELECT wharf.fence(pg_temp.id('a1'), 0)$$, 'WH412', NULL, 'fence under an earlier epoch raises WH412');
+SELECT throws_ok($$SELECT wharf.fence(pg_temp.id('a2'), 0)$$, 'WH412', NULL, 'fence on a QUEUED row raises WH412');
+SELECT throws_ok($$SELECT wharf.fence(-1, 1)$$, 'WH410', NULL, 'fence on an event that does not exist raises WH410');
+
+-- step
+SELECT throws_ok($$SELECT wharf.step(NULL, 1, 's')$$, '22004', NULL, 'step rejects a NULL id');
+SELECT throws_ok($$SELECT wharf.step(pg_temp.id('a1'), NULL, 's')$$, '22004', NULL, 'step rejects a NULL epoch');
+SELECT throws_ok($$SELECT wharf.step(pg_temp.id('a1'), 1, NULL)$$, '22004', NULL, 'step rejects a NULL name');
+SELECT throws_ok($$SELECT wharf.step(pg_temp.id('a1'), 1, '')$$, '22023', NULL, 'step rejects an empty name');
+SELECT throws_ok($$SELECT wharf.step(pg_temp.id('a1'), 1, repeat('x', 201))$$, '22023', NULL,
+                 'step rejects a name over 200 characters');
+SELECT is(pg_temp.steps('a1'), '{}'::text[], 'no rejected step left a record');
+
+SELECT is(wharf.step(pg_temp.id('a1'), 1, 'commit:1:abc'), true, 'a new step returns true: run its writes');
+SELECT is(wharf.step(pg_temp.id('a1'), 1, 'commit:1:abc'), false, 'the same step again returns false: skip its writes');
+SELECT is(wharf.step(pg_temp.id('a1'), 1, 'commit:1:def'), true, 'another step returns true');
+SELECT is(wharf.step(pg_temp.id('b1'), 1, 'commit:1:abc'), true, 'step names are per event');
+SELECT throws_ok($$SELECT wharf.step(pg_temp.id('a1'), 2, 'commit:1:abc')$$, 'WH412', NULL,
+                 'step under another epoch raises WH412 even for a committed step (never false)');
+SELECT throws_ok($$SELECT wharf.step(pg_temp.id('a1'), 2, 'commit:1:xyz')$$, 'WH412', NULL,
+                 'step under another epoch raises WH412 for a new step');
+SELECT throws_ok($$SELECT wharf.step(pg_temp.id('a2'), 0, 'commit:1:abc')$$, 'WH412', NULL,
+                 'step on a QUEUED row raises WH412');
+SELECT throws_ok($$SELECT wharf.step(-1, 1, 'commit:1:abc')$$, 'WH410', NULL, 'step on an event that does not exist raises WH410');
+SELECT is(pg_temp.steps('a1'), ARRAY['commit:1:abc', 'commit:1:def'], 'only the fenced steps were recorded, once each');
+SELECT ok((SELECT bool_and(committed_at = now()) FROM wharf.provider_event_step), 'each step records its commit time');
+SELECT throws_ok($$SELECT wharf.step(pg_temp.id('a1'), 1, 'commit:1:ghi'), wharf.fence(pg_temp.id('a1'), 2)$$,
+                 'WH412', NULL, 'a step followed by a failing fence ...');
+SELECT is(pg_temp.steps('a1'), ARRAY['commit:1:abc', 'commit:1:def'], '... rolls back with its step record');
+
+-- After the lease ends.
+SELECT ok(wharf.complete(pg_temp.id('a1'), 1), 'a1 completes');
+SELECT throws_ok($$SELECT wharf.fence(pg_temp.id('a1'), 1)$$, 'WH412', NULL, 'fence on a DONE row raises WH412');
+SELECT throws_ok($$SELECT wharf.step(pg_temp.id('a1'), 1, 'commit:1:abc')$$, 'WH412', NULL, 'step on a DONE row raises WH412');
+SELECT is((SELECT delivery_key FROM wharf.claim('w')), 'a2', 'a2 is leased next');
+SELECT is(wharf.step(pg_temp.id('a2'), 1, 'commit:1:abc'), true, 'a2''s steps are its own');
+
+-- An erased event is gone, and so are its steps.
+CREATE TEMP TABLE erased AS SELECT pg_temp.id('b1') AS id;
+DELETE FROM wharf.provider_event WHERE delivery_key = 'b1';
+SELECT throws_ok($$SELECT wharf.fence((SELECT id FROM erased), 1)$$, 'WH410', NULL, 'fence on a deleted event raises WH410');
+SELECT is((SELECT count(*) FROM wharf.provider_event_step s
+            WHERE NOT EXISTS (SELECT FROM wharf.provider_event e WHERE e.id = s.event_id)), 0::bigint,
+          'a deleted event''s steps are deleted with it');
+
+SELECT * FROM finish();
+ROLLBACK;
