@@ -78,8 +78,8 @@ DECLARE
   v_id    bigint;
   v_route jsonb;
 BEGIN
-  IF p_workspace_id IS NULL OR p_source IS NULL OR p_source = '' OR p_kind IS NULL OR p_kind = ''
-     OR p_route IS NULL THEN
+  IF p_workspace_id IS NULL OR p_provider IS NULL OR p_source IS NULL OR p_source = ''
+     OR p_kind IS NULL OR p_kind = '' OR p_route IS NULL THEN
     RAISE EXCEPTION 'wharf.upsert_connection: workspace, provider, source, kind and route are required'
       USING ERRCODE = '22004';
   END IF;

@@ -17,7 +17,8 @@ LANGUAGE sql IMMUTABLE AS $$
                  ('gitlab', 'lax $.**.author.id', 'id'), ('gitlab', 'lax $.**.author.username', 'login'),
                  ('gitlab', 'lax $.**.user_id', 'id'), ('gitlab', 'lax $.**.user_username', 'login'),
                  ('slack', 'lax $.**.user', 'id'), ('slack', 'lax $.**.user.id', 'id'),
-                 ('outline', 'lax $.**.actorId', 'id'), ('outline', 'lax $.**.user.id', 'id'))
+                 ('outline', 'lax $.**.actorId', 'id'), ('outline', 'lax $.**.user', 'id'),
+                 ('outline', 'lax $.**.user.id', 'id'))
          AS p(provider, path, holds)
    WHERE p.provider = p_provider
 $$;
@@ -43,6 +44,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
   v_ids     text[];
   v_logins  text[];
+  v_events  bigint[];
   v_deleted bigint;
 BEGIN
   IF p_source IS NULL OR p_identities IS NULL THEN
@@ -64,9 +66,24 @@ BEGIN
     RAISE EXCEPTION 'wharf.erase_person: name at least one id or login' USING ERRCODE = '22023';
   END IF;
 
-  DELETE FROM wharf.provider_event
-   WHERE source = p_source
-     AND wharf.payload_names_person(provider, payload, v_ids, v_logins);
+  -- Lock the events, then their scopes, then delete: the same order as every
+  -- state change (event row, then its scope through the trigger). Deleting at
+  -- once would lock the scopes in scan order at the end of the DELETE, while
+  -- a redelivery that holds one of them waits for the deleted row (ON
+  -- CONFLICT): a deadlock. Locked but not yet deleted, a row is simply a
+  -- duplicate to that redelivery.
+  SELECT coalesce(array_agg(id), '{}') INTO v_events
+    FROM (SELECT e.id FROM wharf.provider_event e
+           WHERE e.source = p_source
+             AND wharf.payload_names_person(e.provider, e.payload, v_ids, v_logins)
+           ORDER BY e.id
+             FOR UPDATE) matched;
+  PERFORM FROM wharf.scope s
+   WHERE s.scope_key IN (SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_events))
+   ORDER BY s.workspace_id NULLS FIRST, s.scope_key
+     FOR UPDATE;
+
+  DELETE FROM wharf.provider_event WHERE id = ANY (v_events);
   GET DIAGNOSTICS v_deleted = ROW_COUNT;
   RETURN v_deleted;
 END $$;
