@@ -132,22 +132,25 @@ BEGIN
   RETURN v_reaped;
 END $$;
 
--- Wakes idle claimers (delivered at commit), and only while one is idle: a
--- busy inbox pays no pg_notify. Callers lock idle_listener in ROW EXCLUSIVE
--- mode before their first row lock (mark_idle then orders after them, and no
--- lock cycle can form with a mark_idle waiting in the queue).
+-- Wakes the idle claimers (delivered at commit) and forgets their idle marks:
+-- each mark buys one notification, not one per admission, because pg_notify
+-- serializes the commits of notifying transactions on one global lock. A
+-- woken claimer claims, and marks itself idle again before it sleeps. Callers
+-- lock idle_listener in ROW EXCLUSIVE mode before their first row lock (so
+-- mark_idle orders after them and no lock cycle can form with it).
 CREATE OR REPLACE FUNCTION wharf.notify_idle_claimers() RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-  IF EXISTS (SELECT FROM wharf.idle_listener) THEN
+  DELETE FROM wharf.idle_listener;
+  IF FOUND THEN
     PERFORM pg_notify('wharf_event', '');
   END IF;
 END $$;
 
 -- A claimer's listener says it has nothing to do and waits on LISTEN
--- wharf_event: admit notifies only while such a listener exists. The lock
--- waits for admissions already past their check, so the claim the caller
--- makes after this commits sees their rows: no wake-up is lost.
+-- wharf_event: the next admission notifies it, once. The lock waits for
+-- admissions already past their check, so the claim the caller makes after
+-- this commits sees their rows: no wake-up is lost.
 CREATE OR REPLACE FUNCTION wharf.mark_idle(p_listener text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN

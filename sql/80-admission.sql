@@ -7,13 +7,15 @@
 -- The headers kept with an event: lower-cased names, without credentials or
 -- signatures whatever the edge sent.
 CREATE OR REPLACE FUNCTION wharf.safe_headers(p_headers jsonb) RETURNS jsonb
-LANGUAGE sql IMMUTABLE AS $$
-  SELECT coalesce(jsonb_object_agg(lower(h.key), h.value), '{}')
-    FROM jsonb_each(CASE WHEN jsonb_typeof(p_headers) = 'object' THEN p_headers ELSE '{}' END) h
-   WHERE lower(h.key) NOT IN ('authorization', 'proxy-authorization', 'cookie', 'set-cookie',
-                              'x-gitlab-token')
-     AND lower(h.key) NOT LIKE '%signature%'
-$$;
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN (
+    SELECT coalesce(jsonb_object_agg(lower(h.key), h.value), '{}')
+      FROM jsonb_each(CASE WHEN jsonb_typeof(p_headers) = 'object' THEN p_headers ELSE '{}' END) h
+     WHERE lower(h.key) NOT IN ('authorization', 'proxy-authorization', 'cookie', 'set-cookie',
+                                'x-gitlab-token')
+       AND lower(h.key) NOT LIKE '%signature%');
+END $$;
 
 -- Writes one refusal or drop to admission_log (no payload, no header).
 CREATE OR REPLACE FUNCTION wharf.log_admission(
@@ -83,7 +85,7 @@ DECLARE
   v_rec        record;
   v_stored     boolean := false;
 BEGIN
-  IF p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL OR p_delivery_key = ''
+  IF p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL OR p_delivery_key = ''
      OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN
     RAISE EXCEPTION 'wharf.admit: provider, source, delivery_key, event_type and payload are required'
       USING ERRCODE = '22004';
@@ -207,8 +209,8 @@ BEGIN
   END IF;
 
   -- 6. Wake-up, delivered at commit, only while some claimer is idle.
-  IF v_stored AND EXISTS (SELECT FROM wharf.idle_listener) THEN
-    PERFORM pg_notify('wharf_event', '');
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
   END IF;
 
   RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
@@ -223,7 +225,10 @@ END $$;
 CREATE OR REPLACE FUNCTION wharf.admission_snapshot(
   p_source_id bigint, p_provider text, p_source text, p_subjects text[])
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+-- plpgsql, not sql: its plan is cached per session instead of made per call.
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (
   WITH recipients AS (
     SELECT c.id, c.workspace_id, c.state, c.generation, w.state AS workspace_state
       FROM wharf.connection c
@@ -242,6 +247,7 @@ LANGUAGE sql STABLE AS $$
     'recipients', coalesce((SELECT jsonb_agg(to_jsonb(r) ORDER BY r.id) FROM recipients r), '[]'),
     'connections', coalesce((SELECT jsonb_agg(jsonb_build_object('id', i.id, 'generation', i.generation)
                                                ORDER BY i.id) FROM involved i), '[]'))
-$$;
+  );
+END $$;
 
 REVOKE ALL ON FUNCTION wharf.admit(text, text, text, text, jsonb, text[], jsonb, jsonb) FROM PUBLIC;

@@ -1,6 +1,6 @@
 // The host's one LISTEN wharf_event connection. Admissions notify only while
-// some listener is marked idle, so the claim loop marks it idle right before
-// it sleeps and busy again when its slots fill. A dead connection is replaced;
+// some listener is marked idle, and each mark buys one notification, so the
+// claim loop marks it idle right before it sleeps and busy when its slots fill. A dead connection is replaced;
 // meanwhile the poll keeps finding work.
 import type pg from 'pg';
 import type { Logger } from 'pino';
@@ -22,6 +22,8 @@ const maxReconnectDelay = 5_000;
 export class Listener {
   private client: pg.PoolClient | undefined;
   private idle = false;
+  /** Counts notifications, so markIdle can tell one arrived while it ran. */
+  private notifications = 0;
   private stopped = false;
   private reconnectDelay = firstReconnectDelay;
   private reconnectTimer: NodeJS.Timeout | undefined;
@@ -45,8 +47,10 @@ export class Listener {
   async markIdle(): Promise<boolean> {
     const client = this.client;
     if (!client) return false;
+    const notificationsBefore = this.notifications;
     await markListenerIdle(client, this.options.name);
-    this.idle = client === this.client;
+    // A notification that arrived with the reply consumed the new mark.
+    this.idle = client === this.client && this.notifications === notificationsBefore;
     return this.idle;
   }
 
@@ -78,7 +82,14 @@ export class Listener {
     try {
       client = await this.options.pool.connect();
       client.on('error', (error) => this.lost(client, error));
-      client.on('notification', () => this.options.onNotification());
+      client.on('notification', () => {
+        this.notifications += 1;
+        // The notifying transaction consumed this host's idle mark
+        // (wharf.notify_idle_claimers): the loop must mark it again before it
+        // sleeps.
+        this.idle = false;
+        this.options.onNotification();
+      });
       await client.query('LISTEN wharf_event');
       if (this.stopped) {
         client.release();
