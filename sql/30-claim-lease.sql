@@ -101,7 +101,8 @@ END $$;
 
 -- Takes back every lease past leased_until: QUEUED after the retry delay with
 -- failures + 1 and error_class 'LeaseExpired', or DEAD once failures reach
--- max_attempts. Skips rows under a fenced write. Returns how many it reaped.
+-- max_attempts. Skips rows under a fenced write or in a scope busy elsewhere
+-- (the next run takes them). Returns how many it reaped.
 -- Also forgets idle listeners whose session has ended.
 CREATE OR REPLACE FUNCTION wharf.reap() RETURNS integer
 LANGUAGE plpgsql AS $$
@@ -110,10 +111,15 @@ DECLARE
   v_max_attempts integer := wharf.setting_integer('max_attempts');
   v_reaped       integer;
 BEGIN
+  -- The scope rows are locked here, skipping busy ones, rather than by the
+  -- trigger in update order: an admission fanning out holds one scope and
+  -- waits for the next, and must never wait for a reaper waiting for it.
   WITH expired AS (
-    SELECT id FROM wharf.provider_event
-     WHERE state = 'LEASED' AND leased_until < v_now
-     FOR UPDATE SKIP LOCKED
+    SELECT e.id
+      FROM wharf.provider_event e
+      JOIN wharf.scope s ON s.scope_key = e.scope_key
+     WHERE e.state = 'LEASED' AND e.leased_until < v_now
+     FOR UPDATE OF e, s SKIP LOCKED
   )
   UPDATE wharf.provider_event e
      SET failures        = e.failures + 1,

@@ -139,6 +139,29 @@ describe('an open fenced write', () => {
   });
 });
 
+describe('the reaper and a busy scope', () => {
+  it('passes over an expired lease whose scope another transaction holds, instead of waiting for it', async () => {
+    // An admission fanning out holds one scope and waits for the next: a
+    // reaper that waited for the first while holding the second would deadlock.
+    const [busy, free] = await insertEvents(db.pool, [{ scope: 'held' }, { scope: 'open' }]);
+    const [claimer, admitter, reaper] = [await session(), await session(), await session()];
+    expect(await claimOne(claimer, 'w')).toBeDefined();
+    expect(await claimOne(claimer, 'w')).toBeDefined();
+    await expireLeases([busy!, free!]);
+
+    await admitter.query('BEGIN');
+    await admitter.query(`SELECT wharf.lock_scope($1, NULL)`, [`${testWorkspace}:generic:held`]);
+    // With statement_timeout 5 s, a reaper that waited would fail with 57014.
+    expect(await scalar<number>(reaper, 'SELECT wharf.reap() AS value')).toBe(1);
+    expect(await eventState(db.pool, busy!)).toMatchObject({ state: 'LEASED' });
+    expect(await eventState(db.pool, free!)).toMatchObject({ state: 'QUEUED' });
+
+    await admitter.query('COMMIT');
+    expect(await scalar<number>(reaper, 'SELECT wharf.reap() AS value')).toBe(1);
+    expect(await eventState(db.pool, busy!)).toMatchObject({ state: 'QUEUED' });
+  });
+});
+
 describe('a fence on a busy row', () => {
   it("raises 55P03 at once while the reaper holds the row, and passes once the reaper's transaction is gone", async () => {
     const [id] = await insertEvents(db.pool, [{ scope: 'busy' }]);
