@@ -29,7 +29,7 @@ export interface EdgeServer {
   close(): Promise<void>;
 }
 
-export function pgDatabase(pool: pg.Pool): Database {
+export function pgDatabase(pool: pg.Pool | pg.ClientBase): Database {
   return { query: (text, params) => pool.query(text, params) };
 }
 

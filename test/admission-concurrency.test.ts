@@ -3,9 +3,10 @@
 // WH409), fan-out through App and PAT connections, and bad input.
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Database } from '../edge/database.js';
+import { pgDatabase } from '../edge/entry-node.js';
 import { admit, type Admission, type Receipt } from '../edge/sql/admit.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
+import { backendPid, blockedOnLock } from './support/sessions.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -14,10 +15,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await db?.drop();
 });
-
-function on(client: pg.Pool | pg.ClientBase): Database {
-  return { query: (text, params) => client.query(text, params) };
-}
 
 /** One GitHub push to `source` through App installation `installationId`. */
 function push(source: string, installationId: string, deliveryKey: string, subjects: string[]): Admission {
@@ -62,23 +59,6 @@ async function storedWorkspaces(source: string, deliveryKey: string): Promise<nu
   return rows.map((row) => Number(row.workspace_id));
 }
 
-/** Resolves once the backend `pid` waits for a lock held by another session. */
-async function blockedOnLock(pid: number): Promise<void> {
-  for (;;) {
-    const [row] = await sql<{ wait_event_type: string | null }>(
-      'SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1',
-      [pid],
-    );
-    if (row?.wait_event_type === 'Lock') return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
-async function backendPid(client: pg.Client): Promise<number> {
-  const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-  return rows[0]!.pid;
-}
-
 function sqlState(error: unknown): unknown {
   return typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
 }
@@ -91,7 +71,7 @@ describe('the same delivery from 16 connections at once', () => {
     const clients = await Promise.all(Array.from({ length: 16 }, () => db.connect()));
 
     const receipts = await Promise.all(
-      clients.map((client) => admit(on(client), push(source, '1', 'same', ['repo:acme/api', 'org:acme']))),
+      clients.map((client) => admit(pgDatabase(client), push(source, '1', 'same', ['repo:acme/api', 'org:acme']))),
     );
 
     expect(await storedWorkspaces(source, 'same')).toEqual([101, 102]);
@@ -149,7 +129,7 @@ async function raceChange(options: {
       while (next < options.count) {
         const index = next++;
         try {
-          results[index] = await admit(on(client), options.admission(index));
+          results[index] = await admit(pgDatabase(client), options.admission(index));
         } catch (error) {
           if (sqlState(error) !== 'WH409') throw error;
           results[index] = 'WH409';
@@ -234,7 +214,7 @@ describe('a suspension racing 100 admissions', () => {
     // The provider retries a WH409 against the current route: dropped, nothing stored.
     for (const [index, result] of results.entries()) {
       if (result !== 'WH409') continue;
-      const again = await admit(on(db.pool), push(source, '1', `c-${index}`, ['repo:acme/api']));
+      const again = await admit(pgDatabase(db.pool), push(source, '1', `c-${index}`, ['repo:acme/api']));
       expect(again.dropped).toBe('source-inactive');
     }
     expect(await sql('SELECT 1 FROM wharf.provider_event WHERE source = $1', [source])).toHaveLength(storedKeys.size);
@@ -262,13 +242,13 @@ describe('a lifecycle change committed while an admission waits for its lock', (
     await holder.query('BEGIN');
     await holder.query(change, params);
     const pid = await backendPid(admitter);
-    const admission = admit(on(admitter), push(source, '1', deliveryKey, ['repo:acme/api']));
+    const admission = admit(pgDatabase(admitter), push(source, '1', deliveryKey, ['repo:acme/api']));
     const settled = admission.then(
       () => undefined,
       () => undefined,
     );
     // An admission that did not wait at all settles first; the assertions then fail on its result.
-    await Promise.race([blockedOnLock(pid), settled]);
+    await Promise.race([blockedOnLock(db.pool, pid), settled]);
     await holder.query('COMMIT');
     return admission;
   }
@@ -279,7 +259,7 @@ describe('a lifecycle change committed while an admission waits for its lock', (
     ).rejects.toMatchObject({ code: 'WH409' });
     expect(await storedWorkspaces(source, 'sub-1')).toEqual([]);
 
-    const retry = await admit(on(db.pool), push(source, '1', 'sub-1', ['repo:acme/api']));
+    const retry = await admit(pgDatabase(db.pool), push(source, '1', 'sub-1', ['repo:acme/api']));
     expect(retry.events.map((event) => [event.workspace_id, event.outcome])).toEqual([
       [401, 'stored'],
       [402, 'stored'],
@@ -292,7 +272,7 @@ describe('a lifecycle change committed while an admission waits for its lock', (
       admitDuring('SELECT wharf.unsubscribe($1, $2)', [pat, 'repo:acme/api'], 'unsub-1'),
     ).rejects.toMatchObject({ code: 'WH409' });
     expect(await storedWorkspaces(source, 'unsub-1')).toEqual([]);
-    const retry = await admit(on(db.pool), push(source, '1', 'unsub-1', ['repo:acme/api']));
+    const retry = await admit(pgDatabase(db.pool), push(source, '1', 'unsub-1', ['repo:acme/api']));
     expect(retry.events.map((event) => event.workspace_id)).toEqual([401, 403]);
   });
 
@@ -332,7 +312,7 @@ describe('fan-out through App and PAT connections', () => {
   });
 
   it('three recipient workspaces, one suspended: two rows and one refusal in the log', async () => {
-    const receipt = await admit(on(db.pool), push(source, '1', 'fan-1', ['repo:acme/api', 'org:acme']));
+    const receipt = await admit(pgDatabase(db.pool), push(source, '1', 'fan-1', ['repo:acme/api', 'org:acme']));
     expect(receipt.events.map((event) => [event.workspace_id, event.outcome])).toEqual([
       [501, 'stored'],
       [502, 'stored'],
@@ -348,20 +328,20 @@ describe('fan-out through App and PAT connections', () => {
 
   it('with the source App suspended: no row at all', async () => {
     await sql(`SELECT wharf.set_connection_state($1, 'SUSPENDED')`, [app]);
-    const receipt = await admit(on(db.pool), push(source, '1', 'fan-2', ['repo:acme/api', 'org:acme']));
+    const receipt = await admit(pgDatabase(db.pool), push(source, '1', 'fan-2', ['repo:acme/api', 'org:acme']));
     expect(receipt).toMatchObject({ events: [], refused: [], dropped: 'source-inactive' });
     expect(await storedWorkspaces(source, 'fan-2')).toEqual([]);
     await sql(`SELECT wharf.set_connection_state($1, 'ACTIVE')`, [app]);
   });
 
   it('a subscription added: the next delivery after its commit reaches the new workspace', async () => {
-    const before = await admit(on(db.pool), push(source, '1', 'sub-before', ['repo:acme/web', 'org:acme']));
+    const before = await admit(pgDatabase(db.pool), push(source, '1', 'sub-before', ['repo:acme/web', 'org:acme']));
     expect(before.events.map((event) => event.workspace_id)).toEqual([501]);
 
     const late = await connection(504, source, 'pat', 'p', []);
     expect(await sql('SELECT wharf.subscribe($1, $2) AS changed', [late, 'repo:acme/web'])).toEqual([{ changed: true }]);
 
-    const after = await admit(on(db.pool), push(source, '1', 'sub-after', ['repo:acme/web', 'org:acme']));
+    const after = await admit(pgDatabase(db.pool), push(source, '1', 'sub-after', ['repo:acme/web', 'org:acme']));
     expect(after.events.map((event) => event.workspace_id)).toEqual([501, 504]);
     expect(await storedWorkspaces(source, 'sub-after')).toEqual([501, 504]);
   });

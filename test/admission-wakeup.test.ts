@@ -3,23 +3,20 @@
 // goes idle while an admission is in flight.
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { Database } from '../edge/database.js';
+import { pgDatabase } from '../edge/entry-node.js';
 import { admit, type Admission } from '../edge/sql/admit.js';
 import { claimEvents } from '../worker/sql/claimEvents.js';
 import { completeEvent } from '../worker/sql/completeEvent.js';
 import { markListenerBusy } from '../worker/sql/markListenerBusy.js';
 import { markListenerIdle } from '../worker/sql/markListenerIdle.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
+import { backendPid, blockedOnLock } from './support/sessions.js';
 
 const source = 'https://github.com';
 let db: TestDatabase;
 let listener: pg.Client;
 /** Payloads of wharf_event notifications the listener received, in order. */
 let received: string[] = [];
-
-function on(client: pg.Pool | pg.ClientBase): Database {
-  return { query: (text, params) => client.query(text, params) };
-}
 
 function push(deliveryKey: string, subjects = ['repo:acme/api', 'org:acme']): Admission {
   return {
@@ -56,18 +53,6 @@ async function notificationsBeforeNow(): Promise<string[]> {
   return before;
 }
 
-/** Resolves once the backend `pid` waits for a lock held by another session. */
-async function blockedOnLock(pid: number): Promise<void> {
-  for (;;) {
-    const { rows } = await db.pool.query<{ wait_event_type: string | null }>(
-      'SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1',
-      [pid],
-    );
-    if (rows[0]?.wait_event_type === 'Lock') return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 beforeAll(async () => {
   db = await createTestDatabase();
   await db.pool.query('SELECT wharf.upsert_workspace(1)');
@@ -102,12 +87,12 @@ afterAll(async () => {
 describe('wake-up', () => {
   it('an idle listener is notified by an admission that stores a row', async () => {
     await markListenerIdle(listener, 'host-a');
-    await admit(on(db.pool), push('idle-1'));
+    await admit(pgDatabase(db.pool), push('idle-1'));
     expect(await notificationsBeforeNow()).toEqual(['']);
   });
 
   it('a listener that did not mark itself idle gets no notification', async () => {
-    const receipt = await admit(on(db.pool), push('busy-1'));
+    const receipt = await admit(pgDatabase(db.pool), push('busy-1'));
     expect(receipt.events).toMatchObject([{ outcome: 'stored' }]);
     expect(await notificationsBeforeNow()).toEqual([]);
   });
@@ -115,16 +100,16 @@ describe('wake-up', () => {
   it('a listener marked busy again gets no notification', async () => {
     await markListenerIdle(listener, 'host-a');
     await markListenerBusy(listener, 'host-a');
-    await admit(on(db.pool), push('busy-2'));
+    await admit(pgDatabase(db.pool), push('busy-2'));
     expect(await notificationsBeforeNow()).toEqual([]);
   });
 
   it('an admission that stores nothing (a duplicate, a drop) notifies nobody', async () => {
-    await admit(on(db.pool), push('dup-1'));
+    await admit(pgDatabase(db.pool), push('dup-1'));
     await markListenerIdle(listener, 'host-a');
-    const duplicate = await admit(on(db.pool), push('dup-1'));
+    const duplicate = await admit(pgDatabase(db.pool), push('dup-1'));
     expect(duplicate.events).toMatchObject([{ outcome: 'duplicate' }]);
-    const dropped = await admit(on(db.pool), push('dup-2', ['repo:nobody/x']));
+    const dropped = await admit(pgDatabase(db.pool), push('dup-2', ['repo:nobody/x']));
     expect(dropped.dropped).toBe('no-subscriber');
     expect(await notificationsBeforeNow()).toEqual([]);
   });
@@ -132,15 +117,15 @@ describe('wake-up', () => {
   it('a listener going idle while an admission is in flight waits for it, then its claim sees the row', async () => {
     const admitter = await db.connect();
     await admitter.query('BEGIN');
-    const receipt = await admit(on(admitter), push('inflight-1'));
+    const receipt = await admit(pgDatabase(admitter), push('inflight-1'));
     expect(receipt.events).toMatchObject([{ outcome: 'stored' }]);
 
-    const { rows } = await listener.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    const listenerPid = await backendPid(listener);
     const idle = markListenerIdle(listener, 'host-a');
     // Had mark_idle returned now, a claim would miss the uncommitted row and the
     // admission, past its check, would notify nobody: a lost wake-up.
     const first = await Promise.race([
-      blockedOnLock(rows[0]!.pid).then(() => 'mark_idle waits' as const),
+      blockedOnLock(db.pool, listenerPid).then(() => 'mark_idle waits' as const),
       idle.then(() => 'mark_idle returned' as const),
     ]);
     expect(first).toBe('mark_idle waits');
@@ -158,7 +143,7 @@ describe('wake-up', () => {
     for (let round = 0; round < 25; round += 1) {
       const deliveryKey = `race-${round}`;
       // A scope of its own: a row left QUEUED by an earlier round must not hide this one.
-      const admission = admit(on(admitter), push(deliveryKey, [`repo:acme/race-${round}`, 'org:acme']));
+      const admission = admit(pgDatabase(admitter), push(deliveryKey, [`repo:acme/race-${round}`, 'org:acme']));
       await markListenerIdle(listener, 'host-a');
       const claimed = await claimEvents(listener, 'host-a', 10);
       await admission;

@@ -3,21 +3,18 @@
 // admission goes on (and never deadlocks with an erasure).
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Database } from '../edge/database.js';
+import { pgDatabase } from '../edge/entry-node.js';
 import { admit, type Admission } from '../edge/sql/admit.js';
 import type { Lease } from '../worker/sql/event-row.js';
 import { claimEvents } from '../worker/sql/claimEvents.js';
 import { claimStep } from '../worker/sql/claimStep.js';
 import { fenceEvent } from '../worker/sql/fenceEvent.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
+import { backendPid, blockedOnLock, timedSession } from './support/sessions.js';
 
 const source = 'https://github.com';
 const alice = { ids: ['123'], logins: ['alice'] };
 let db: TestDatabase;
-
-function on(client: pg.Pool | pg.ClientBase): Database {
-  return { query: (text, params) => client.query(text, params) };
-}
 
 /** A push to `subject`, sent by `login`, fanned out to workspaces 1 and 2. */
 function push(deliveryKey: string, subject: string, login: string): Admission {
@@ -55,23 +52,6 @@ async function exists(table: 'provider_event' | 'provider_event_step', id: strin
   return rows.length > 0;
 }
 
-/** Resolves once the backend `pid` waits for a lock held by another session. */
-async function blockedOnLock(pid: number): Promise<void> {
-  for (;;) {
-    const { rows } = await db.pool.query<{ wait_event_type: string | null }>(
-      'SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1',
-      [pid],
-    );
-    if (rows[0]?.wait_event_type === 'Lock') return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
-async function backendPid(client: pg.Client): Promise<number> {
-  const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-  return rows[0]!.pid;
-}
-
 beforeAll(async () => {
   db = await createTestDatabase();
   for (const workspace of [1, 2]) await db.pool.query('SELECT wharf.upsert_workspace($1)', [workspace]);
@@ -96,7 +76,7 @@ afterAll(async () => {
 
 describe('erasure of a LEASED row', () => {
   it("deletes the row and its steps; the holder's next step and fence raise WH410", async () => {
-    await admit(on(db.pool), push('leased-1', 'repo:acme/r0', 'alice'));
+    await admit(pgDatabase(db.pool), push('leased-1', 'repo:acme/r0', 'alice'));
     const held = await lease('leased-1');
     const handler = await db.connect();
     await handler.query('BEGIN');
@@ -116,7 +96,7 @@ describe('erasure of a LEASED row', () => {
   });
 
   it('waits for a business transaction holding the fence; a fence during the erasure raises 55P03', async () => {
-    await admit(on(db.pool), push('leased-2', 'repo:acme/r1', 'alice'));
+    await admit(pgDatabase(db.pool), push('leased-2', 'repo:acme/r1', 'alice'));
     const held = await lease('leased-2');
     const handler = await db.connect();
     const eraser = await db.connect();
@@ -127,7 +107,7 @@ describe('erasure of a LEASED row', () => {
     const eraserPid = await backendPid(eraser);
     await eraser.query('BEGIN');
     const erasing = erase(eraser);
-    await blockedOnLock(eraserPid);
+    await blockedOnLock(db.pool, eraserPid);
     await handler.query('COMMIT');
     expect(await erasing).toBe(2);
 
@@ -146,16 +126,15 @@ describe('erasure of a LEASED row', () => {
 
 describe('admission during an erasure', () => {
   it('other deliveries are admitted while an erasure is uncommitted', async () => {
-    await admit(on(db.pool), push('before-1', 'repo:acme/r2', 'alice'));
+    await admit(pgDatabase(db.pool), push('before-1', 'repo:acme/r2', 'alice'));
     const eraser = await db.connect();
     await eraser.query('BEGIN');
     expect(await erase(eraser)).toBe(2);
 
-    const admitter = await db.connect();
     // A wait here would be a bug: fail instead of hanging the suite.
-    await admitter.query(`SET statement_timeout = '10s'`);
-    const bob = await admit(on(admitter), push('during-1', 'repo:acme/r3', 'bob'));
-    const aliceAgain = await admit(on(admitter), push('during-2', 'repo:acme/r4', 'alice'));
+    const admitter = await timedSession(db, '10s');
+    const bob = await admit(pgDatabase(admitter), push('during-1', 'repo:acme/r3', 'bob'));
+    const aliceAgain = await admit(pgDatabase(admitter), push('during-2', 'repo:acme/r4', 'alice'));
     expect(bob.events.map((event) => event.outcome)).toEqual(['stored', 'stored']);
     expect(aliceAgain.events.map((event) => event.outcome)).toEqual(['stored', 'stored']);
 
@@ -173,8 +152,8 @@ describe('admission during an erasure', () => {
   it('a redelivery racing the erasure of its own rows neither deadlocks nor fails', async () => {
     // Rows of one delivery in two workspaces, then a leased row whose handler
     // holds the fence, so the erasure reaches it last and waits there.
-    await admit(on(db.pool), push('redelivered', 'repo:acme/r5', 'alice'));
-    await admit(on(db.pool), push('blocking', 'repo:acme/r6', 'alice'));
+    await admit(pgDatabase(db.pool), push('redelivered', 'repo:acme/r5', 'alice'));
+    await admit(pgDatabase(db.pool), push('blocking', 'repo:acme/r6', 'alice'));
     const claimed = await claimEvents(db.pool, 'worker-1', 100);
     const blocking = claimed.find((row) => row.delivery_key === 'blocking' && row.workspace_id === '1');
     expect(claimed.filter((row) => row.delivery_key === 'redelivered')).toHaveLength(2);
@@ -187,15 +166,15 @@ describe('admission during an erasure', () => {
     await handler.query('BEGIN');
     await claimStep(handler, held, 'commit:1');
     const erasing = erase(eraser);
-    await blockedOnLock(eraserPid);
+    await blockedOnLock(db.pool, eraserPid);
 
-    const redelivery = admit(on(admitter), push('redelivered', 'repo:acme/r5', 'alice'));
+    const redelivery = admit(pgDatabase(admitter), push('redelivered', 'repo:acme/r5', 'alice'));
     const redeliveryDone = redelivery.then(
       () => undefined,
       () => undefined,
     );
     // The redelivery either finishes now or waits on the erasure; either way, let it get there.
-    await Promise.race([blockedOnLock(admitterPid), redeliveryDone]);
+    await Promise.race([blockedOnLock(db.pool, admitterPid), redeliveryDone]);
     await handler.query('COMMIT');
 
     const [erased, receipt] = await Promise.all([erasing, redelivery]);

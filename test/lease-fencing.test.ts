@@ -1,15 +1,10 @@
 // Epoch fencing across real sessions: a lease taken back by the reaper makes
 // every write of its old holder a no-op, an open fenced write keeps the reaper
 // away, and a row locked by the reaper or an erasure fails a fence at once.
-import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
-import { eventState, insertEvents, setSettings, testWorkspace, waitFor } from './support/worker-inbox.js';
-
-interface Lease {
-  id: string;
-  lease_epoch: string;
-}
+import { claimOne, type Lease, scalar, timedSession } from './support/sessions.js';
+import { eventState, insertEvents, setSettings, stepNames, testWorkspace, waitFor } from './support/worker-inbox.js';
 
 let db: TestDatabase;
 beforeEach(async () => {
@@ -20,34 +15,9 @@ afterEach(async () => {
   await db?.drop();
 });
 
-/** A session whose statements give up after 5 s: a fence or reap that waited on a lock fails with 57014, not 55P03. */
-async function session(): Promise<pg.Client> {
-  const client = await db.connect();
-  await client.query(`SET statement_timeout = '5s'`);
-  return client;
-}
-
-async function claimOne(client: pg.Client, worker: string): Promise<Lease | undefined> {
-  const { rows } = await client.query<Lease>('SELECT id, lease_epoch FROM wharf.claim($1)', [worker]);
-  return rows[0];
-}
-
-async function scalar<T>(client: pg.Client | pg.Pool, sql: string, params: unknown[] = []): Promise<T> {
-  const { rows } = await client.query<{ value: T }>(sql, params);
-  return rows[0]!.value;
-}
-
 async function businessWrites(): Promise<string[]> {
   const { rows } = await db.pool.query<{ writer: string }>('SELECT writer FROM business_write ORDER BY writer');
   return rows.map((row) => row.writer);
-}
-
-async function stepNames(id: string): Promise<string[]> {
-  const { rows } = await db.pool.query<{ step_name: string }>(
-    'SELECT step_name FROM wharf.provider_event_step WHERE event_id = $1 ORDER BY step_name',
-    [id],
-  );
-  return rows.map((row) => row.step_name);
 }
 
 /** Expires the leases of `ids` now, as if their holders had stalled. */
@@ -62,7 +32,7 @@ describe('a lease taken back by reap', () => {
   it("makes the old holder's complete, fail, renew, release, step and fence change nothing; the new holder's work commits", async () => {
     await setSettings(db.pool, { lease: '200 milliseconds', base_delay: '1 millisecond', max_delay: '2 milliseconds' });
     const [id] = await insertEvents(db.pool, [{ scope: 'taken' }]);
-    const [oldHolder, reaper, newHolder] = [await session(), await session(), await session()];
+    const [oldHolder, reaper, newHolder] = [await timedSession(db), await timedSession(db), await timedSession(db)];
 
     const old = await claimOne(oldHolder, 'old');
     expect(old).toEqual({ id, lease_epoch: '1' });
@@ -96,7 +66,7 @@ describe('a lease taken back by reap', () => {
     });
     expect(await scalar(db.pool, 'SELECT leased_by AS value FROM wharf.provider_event WHERE id = $1', [id])).toBe('new');
     expect(await businessWrites()).toEqual([]);
-    expect(await stepNames(id!)).toEqual([]);
+    expect(await stepNames(db.pool, id!)).toEqual([]);
 
     // The new holder's fenced work commits.
     await newHolder.query('BEGIN');
@@ -107,14 +77,14 @@ describe('a lease taken back by reap', () => {
     expect(await scalar(newHolder, 'SELECT wharf.complete($1, $2) AS value', [id, '2'])).toBe(true);
     expect(await eventState(db.pool, id!)).toMatchObject({ state: 'DONE', outcome: 'handled' });
     expect(await businessWrites()).toEqual(['new']);
-    expect(await stepNames(id!)).toEqual(['write']);
+    expect(await stepNames(db.pool, id!)).toEqual(['write']);
   });
 });
 
 describe('an open fenced write', () => {
   it('keeps the reaper off its row (and only its row) until it commits, while renewals still pass', async () => {
     const [fencedId, idleId] = await insertEvents(db.pool, [{ scope: 'fenced' }, { scope: 'idle' }]);
-    const [holder, business, reaper] = [await session(), await session(), await session()];
+    const [holder, business, reaper] = [await timedSession(db), await timedSession(db), await timedSession(db)];
     const { rows: leases } = await holder.query<Lease>('SELECT id, lease_epoch FROM wharf.claim($1, 10) ORDER BY id', ['holder']);
     expect(leases.map((lease) => lease.id)).toEqual([fencedId, idleId]);
 
@@ -144,7 +114,7 @@ describe('the reaper and a busy scope', () => {
     // An admission fanning out holds one scope and waits for the next: a
     // reaper that waited for the first while holding the second would deadlock.
     const [busy, free] = await insertEvents(db.pool, [{ scope: 'held' }, { scope: 'open' }]);
-    const [claimer, admitter, reaper] = [await session(), await session(), await session()];
+    const [claimer, admitter, reaper] = [await timedSession(db), await timedSession(db), await timedSession(db)];
     expect(await claimOne(claimer, 'w')).toBeDefined();
     expect(await claimOne(claimer, 'w')).toBeDefined();
     await expireLeases([busy!, free!]);
@@ -165,7 +135,7 @@ describe('the reaper and a busy scope', () => {
 describe('a fence on a busy row', () => {
   it("raises 55P03 at once while the reaper holds the row, and passes once the reaper's transaction is gone", async () => {
     const [id] = await insertEvents(db.pool, [{ scope: 'busy' }]);
-    const [holder, reaper] = [await session(), await session()];
+    const [holder, reaper] = [await timedSession(db), await timedSession(db)];
     expect(await claimOne(holder, 'holder')).toEqual({ id, lease_epoch: '1' });
     await expireLeases([id!]);
 
@@ -177,7 +147,7 @@ describe('a fence on a busy row', () => {
 
     // The reap rolled back: the lease is still the holder's.
     await holder.query('SELECT wharf.fence($1, 1)', [id]);
-    expect(await stepNames(id!)).toEqual([]);
+    expect(await stepNames(db.pool, id!)).toEqual([]);
   });
 
   it('raises 55P03 at once while an erasure holds the row, and WH410 once the erasure commits', async () => {
@@ -196,7 +166,7 @@ describe('a fence on a busy row', () => {
       [source],
     );
     const id = String(receipt.events[0]!.event_id);
-    const [holder, eraser] = [await session(), await session()];
+    const [holder, eraser] = [await timedSession(db), await timedSession(db)];
     expect(await claimOne(holder, 'holder')).toEqual({ id, lease_epoch: '1' });
 
     await eraser.query('BEGIN');
@@ -214,7 +184,7 @@ describe('a fence on a busy row', () => {
     const events = [];
     for (let n = 0; n < 25; n += 1) for (let s = 0; s < 20; s += 1) events.push({ scope: `claimed:${s}` });
     await insertEvents(db.pool, events);
-    const workers = await Promise.all(Array.from({ length: 8 }, () => session()));
+    const workers = await Promise.all(Array.from({ length: 8 }, () => timedSession(db)));
     let busy = 0;
     await Promise.all(
       workers.map(async (client, n) => {

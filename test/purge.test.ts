@@ -4,12 +4,8 @@
 import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
-import { admitEvent, insertEvents, setSettings, subscribedConnection, testWorkspace, waitFor } from './support/worker-inbox.js';
-
-interface Lease {
-  id: string;
-  lease_epoch: string;
-}
+import { backendPid, blockedOnLock, type Lease, scalar, timedSession } from './support/sessions.js';
+import { admitEvent, insertEvents, setSettings, subscribedConnection, testWorkspace } from './support/worker-inbox.js';
 
 interface Purged {
   done_deleted: string;
@@ -23,29 +19,6 @@ beforeEach(async () => {
 afterEach(async () => {
   await db?.drop();
 });
-
-/** A session whose statements give up after 5 s instead of hanging on a lock. */
-async function session(): Promise<pg.Client> {
-  const client = await db.connect();
-  await client.query(`SET statement_timeout = '5s'`);
-  return client;
-}
-
-async function scalar<T>(client: pg.Client | pg.Pool, sql: string, params: unknown[] = []): Promise<T> {
-  const { rows } = await client.query<{ value: T }>(sql, params);
-  return rows[0]!.value;
-}
-
-/** Waits until `client`'s session waits for a lock held by another. */
-async function blockedOnLock(observer: pg.Client, pid: number): Promise<void> {
-  await waitFor(
-    async () =>
-      (await scalar<string | null>(observer, 'SELECT wait_event_type AS value FROM pg_stat_activity WHERE pid = $1', [pid])) ===
-      'Lock',
-    5_000,
-    `session ${pid} to wait for a lock`,
-  );
-}
 
 async function claimAll(client: pg.Client | pg.Pool): Promise<Lease[]> {
   const { rows } = await client.query<Lease>('SELECT id, lease_epoch FROM wharf.claim($1, 1000) ORDER BY id', ['purge-test']);
@@ -134,10 +107,10 @@ describe('purge', () => {
     await finish(await claimAll(db.pool), 'DEAD');
     await age(ids, '31 days');
     const [replayedBefore, replayedDuring, purgedFirst] = ids as [string, string, string];
-    const [replayer, purger, observer] = await Promise.all([session(), session(), session()]);
+    const [replayer, purger, observer] = await Promise.all([timedSession(db), timedSession(db), timedSession(db)]);
     const [replayerPid, purgerPid] = [
-      await scalar<number>(replayer, 'SELECT pg_backend_pid() AS value'),
-      await scalar<number>(purger, 'SELECT pg_backend_pid() AS value'),
+      await backendPid(replayer),
+      await backendPid(purger),
     ];
     const replay = (client: pg.Client, id: string) =>
       scalar<boolean>(client, `SELECT wharf.replay($1, $2, 'ops') AS value`, [testWorkspace, id]);
@@ -149,12 +122,12 @@ describe('purge', () => {
     expect(await replay(replayer, replayedDuring)).toBe(true);
     await purger.query('BEGIN');
     const purging = purge(purger);
-    await blockedOnLock(observer, purgerPid);
+    await blockedOnLock(observer, purgerPid, { timeout: 5_000 });
     await replayer.query('COMMIT');
     expect(await purging).toEqual({ done_deleted: '0', dead_deleted: String(ids.length - 2) });
     // A replay that reaches a row the open purge deleted waits, then finds nothing.
     const late = replay(replayer, purgedFirst);
-    await blockedOnLock(observer, replayerPid);
+    await blockedOnLock(observer, replayerPid, { timeout: 5_000 });
     await purger.query('COMMIT');
     expect(await late).toBe(false);
 
@@ -173,8 +146,8 @@ describe('purge', () => {
     for (const scope of ['first', 'second']) await admitEvent(db.pool, connections.get(scope)!, scope);
     await finish(await claimAll(db.pool), 'DONE');
     await age(await remainingIds(), '4 days');
-    const [admitter, purger, observer] = await Promise.all([session(), session(), session()]);
-    const admitterPid = await scalar<number>(admitter, 'SELECT pg_backend_pid() AS value');
+    const [admitter, purger, observer] = await Promise.all([timedSession(db), timedSession(db), timedSession(db)]);
+    const admitterPid = await backendPid(admitter);
     const scopeRows = async () =>
       (await db.pool.query<{ subject: string }>(`SELECT split_part(scope_key, ':', 3) AS subject FROM wharf.scope ORDER BY 1`)).rows.map(
         (row) => row.subject,
@@ -195,7 +168,7 @@ describe('purge', () => {
     await purger.query('BEGIN');
     expect(await purge(purger)).toEqual({ done_deleted: '1', dead_deleted: '0' });
     const admitting = admitEvent(admitter, connections.get('second')!, 'second');
-    await blockedOnLock(observer, admitterPid);
+    await blockedOnLock(observer, admitterPid, { timeout: 5_000 });
     await purger.query('COMMIT');
     const thirdId = await admitting;
 

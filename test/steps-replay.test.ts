@@ -4,12 +4,8 @@
 import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
-import { insertEvents, testWorkspace, waitFor } from './support/worker-inbox.js';
-
-interface Lease {
-  id: string;
-  lease_epoch: string;
-}
+import { backendPid, blockedOnLock, claimOne, type Lease, scalar, timedSession } from './support/sessions.js';
+import { insertEvents, stepNames, testWorkspace } from './support/worker-inbox.js';
 
 let db: TestDatabase;
 beforeEach(async () => {
@@ -19,23 +15,6 @@ beforeEach(async () => {
 afterEach(async () => {
   await db?.drop();
 });
-
-/** A session whose statements give up after 5 s instead of hanging on a lock. */
-async function session(): Promise<pg.Client> {
-  const client = await db.connect();
-  await client.query(`SET statement_timeout = '5s'`);
-  return client;
-}
-
-async function claimOne(client: pg.Client, worker: string): Promise<Lease | undefined> {
-  const { rows } = await client.query<Lease>('SELECT id, lease_epoch FROM wharf.claim($1)', [worker]);
-  return rows[0];
-}
-
-async function scalar<T>(client: pg.Client | pg.Pool, sql: string, params: unknown[] = []): Promise<T> {
-  const { rows } = await client.query<{ value: T }>(sql, params);
-  return rows[0]!.value;
-}
 
 /** Claims step `name` in the open transaction of `client` and, when it is new, does its business write. */
 async function runStep(client: pg.Client, lease: Lease, name: string): Promise<boolean> {
@@ -49,18 +28,10 @@ async function businessWrites(): Promise<string[]> {
   return rows.map((row) => row.step_name);
 }
 
-async function stepNames(id: string): Promise<string[]> {
-  const { rows } = await db.pool.query<{ step_name: string }>(
-    'SELECT step_name FROM wharf.provider_event_step WHERE event_id = $1 ORDER BY step_name',
-    [id],
-  );
-  return rows.map((row) => row.step_name);
-}
-
 describe('a step', () => {
   it('rolls back with its transaction when the fence before commit fails', async () => {
     const [id] = await insertEvents(db.pool, [{ scope: 'steps' }]);
-    const [worker, business] = [await session(), await session()];
+    const [worker, business] = [await timedSession(db), await timedSession(db)];
     const lease = (await claimOne(worker, 'worker'))!;
     expect(lease).toEqual({ id, lease_epoch: '1' });
 
@@ -71,7 +42,7 @@ describe('a step', () => {
     expect(await scalar(worker, 'SELECT wharf.release($1, $2) AS value', [id, lease.lease_epoch])).toBe(true);
     await expect(business.query('SELECT wharf.fence($1, $2)', [id, lease.lease_epoch])).rejects.toMatchObject({ code: 'WH412' });
     await business.query('ROLLBACK');
-    expect(await stepNames(id!)).toEqual([]);
+    expect(await stepNames(db.pool, id!)).toEqual([]);
     expect(await businessWrites()).toEqual([]);
 
     // The next holder runs the step again, since it never committed.
@@ -81,24 +52,17 @@ describe('a step', () => {
     expect(await runStep(business, next, 'charge:1')).toBe(true);
     await business.query('SELECT wharf.fence($1, $2)', [id, next.lease_epoch]);
     await business.query('COMMIT');
-    expect(await stepNames(id!)).toEqual(['charge:1']);
+    expect(await stepNames(db.pool, id!)).toEqual(['charge:1']);
     expect(await businessWrites()).toEqual(['charge:1']);
   });
 
   it('claimed by two sessions at once runs in exactly one: the second waits, then skips or runs it', async () => {
     const [id] = await insertEvents(db.pool, [{ scope: 'steps' }]);
-    const [worker, first, second, observer] = [await session(), await session(), await session(), await session()];
+    const [worker, first, second, observer] = [await timedSession(db), await timedSession(db), await timedSession(db), await timedSession(db)];
     const lease = (await claimOne(worker, 'worker'))!;
-    const secondPid = await scalar<number>(second, 'SELECT pg_backend_pid() AS value');
+    const secondPid = await backendPid(second);
     const waitsOnFirst = () =>
-      waitFor(
-        async () =>
-          (await scalar<string | null>(observer, 'SELECT wait_event_type AS value FROM pg_stat_activity WHERE pid = $1', [
-            secondPid,
-          ])) === 'Lock',
-        5_000,
-        'the second session to wait for the first',
-      );
+      blockedOnLock(observer, secondPid, { timeout: 5_000, what: 'the second session to wait for the first' });
 
     // The first commits: the second finds the step done.
     await first.query('BEGIN');
@@ -120,7 +84,7 @@ describe('a step', () => {
     expect(await secondRetry).toBe(true);
     await second.query('COMMIT');
 
-    expect(await stepNames(id!)).toEqual(['issue:1', 'issue:2']);
+    expect(await stepNames(db.pool, id!)).toEqual(['issue:1', 'issue:2']);
     expect(await businessWrites()).toEqual(['issue:1', 'issue:2']);
   });
 });
@@ -128,7 +92,7 @@ describe('a step', () => {
 describe('a replayed row', () => {
   it('resumes after its committed steps: step is false for those and true for the rest', async () => {
     const [id] = await insertEvents(db.pool, [{ scope: 'replayed' }, { scope: 'replayed' }]);
-    const [worker, business] = [await session(), await session()];
+    const [worker, business] = [await timedSession(db), await timedSession(db)];
     const lease = (await claimOne(worker, 'worker'))!;
     expect(lease).toEqual({ id, lease_epoch: '1' });
 
@@ -161,6 +125,6 @@ describe('a replayed row', () => {
 
     // Each business write happened once, across both runs.
     expect(await businessWrites()).toEqual(['commit:a', 'commit:b', 'commit:c', 'commit:d']);
-    expect(await stepNames(id!)).toEqual(['commit:a', 'commit:b', 'commit:c', 'commit:d']);
+    expect(await stepNames(db.pool, id!)).toEqual(['commit:a', 'commit:b', 'commit:c', 'commit:d']);
   });
 });

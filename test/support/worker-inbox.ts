@@ -92,6 +92,15 @@ export async function eventState(db: Db, id: string): Promise<EventState | undef
   return rows[0];
 }
 
+/** Names of the steps event `id` has recorded, in name order. */
+export async function stepNames(db: Db, id: string): Promise<string[]> {
+  const { rows } = await db.query<{ step_name: string }>(
+    'SELECT step_name FROM wharf.provider_event_step WHERE event_id = $1 ORDER BY step_name',
+    [id],
+  );
+  return rows.map((row) => row.step_name);
+}
+
 /** Polls `probe` until it returns something other than undefined/false, or throws after `timeout` ms. */
 export async function waitFor<T>(probe: () => Promise<T | undefined | false>, timeout = 10_000, what = 'condition'): Promise<T> {
   const deadline = Date.now() + timeout;
