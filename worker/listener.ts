@@ -107,6 +107,8 @@ export class Listener {
   }
 
   private lost(client: pg.PoolClient | undefined, error: unknown): void {
+    // stop() releases the client itself, also when the server is going away.
+    if (this.stopped) return;
     if (!client || (client !== this.client && this.client !== undefined)) return;
     this.client = undefined;
     this.idle = false;

@@ -19,6 +19,25 @@ interface Trickle {
   startedAt: Map<number, number>;
 }
 
+const warmUpOffset = 1_000_000_000;
+
+/**
+ * One second of the same trickle, not measured: every system's pools open
+ * their connections and PostgreSQL compiles its functions for them first, as
+ * on any host that has been running for a while.
+ */
+async function warmUp(settings: BenchSettings, produce: (seq: number) => Promise<void>, timing: Trickle): Promise<void> {
+  const events = Math.max(1, Math.round(settings.latencyRate));
+  for (let n = 0; n < events; n += 1) {
+    await produce(warmUpOffset + n);
+    await sleep(1000 / settings.latencyRate);
+  }
+  const deadline = performance.now() + settings.drainTimeoutMs;
+  while (timing.startedAt.size < events && performance.now() < deadline) await sleep(20);
+  timing.startedAt.clear();
+  await sleep(settleMs);
+}
+
 /** Produces `rate` events/s for `seconds`, paced on a fixed schedule, and waits until all started. */
 async function trickle(
   settings: BenchSettings,
@@ -76,8 +95,10 @@ export async function runLatency(settings: BenchSettings, results: BenchResults,
         timing.startedAt.set(mark.seq, performance.now());
       });
       return withConsumer(consumer, async () => {
+        const produce = (seq: number) => admitPush(db.pool, `delivery-${seq}`, seq % scopes, seq);
         await sleep(settleMs);
-        return trickle(settings, (seq) => admitPush(db.pool, `delivery-${seq}`, seq % scopes, seq), timing);
+        await warmUp(settings, produce, timing);
+        return trickle(settings, produce, timing);
       });
     });
     record(results, 'wharf', 'Wharf', wharf, log);
@@ -93,8 +114,10 @@ export async function runLatency(settings: BenchSettings, results: BenchResults,
         },
       });
       return withConsumer(consumer, async () => {
+        const produce = (seq: number) => addGraphileJob(db.pool, { key: subjectOf(seq % scopes), seq });
         await sleep(settleMs);
-        return trickle(settings, (seq) => addGraphileJob(db.pool, { key: subjectOf(seq % scopes), seq }), timing);
+        await warmUp(settings, produce, timing);
+        return trickle(settings, produce, timing);
       });
     });
     record(results, 'graphile', 'graphile-worker', graphile, log);

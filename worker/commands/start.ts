@@ -170,10 +170,26 @@ async function runStart(options: StartOptions): Promise<void> {
     ].join('\n'),
   );
 
+  // npm and the shell above this process may report Ctrl-C as a signal: the
+  // log says how this process itself ended.
+  process.once('exit', (code) => logger.info({ code }, 'exited'));
   stopOnSignals(logger, async () => {
-    await worker.stop();
-    await Promise.allSettled([edge.close(), metrics.close()]);
-    await pool.end();
-    await embedded?.stop();
+    // Every step runs even when an earlier one failed, so that PostgreSQL
+    // stops whatever happened to the worker; the first failure is reported.
+    const steps: (() => Promise<unknown>)[] = [
+      () => worker.stop(),
+      () => Promise.allSettled([edge.close(), metrics.close()]),
+      () => pool.end(),
+      async () => embedded?.stop(),
+    ];
+    const failures: unknown[] = [];
+    for (const step of steps) {
+      try {
+        await step();
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+    if (failures.length > 0) throw failures[0];
   });
 }
