@@ -119,7 +119,8 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
       return rejectDatabaseError(c, error, { ...facts, delivery_key: reading.deliveryKey });
     }
     reportReceipt(receipt, facts);
-    const { delivery_key, ...outcome } = receipt;
-    return c.json({ status: 'accepted', delivery_id: delivery_key, ...outcome }, 202);
+    // The receipt as admit returned it (DESIGN.md), plus delivery_id, the name
+    // the provider-facing API used first.
+    return c.json({ status: 'accepted', ...receipt, delivery_id: receipt.delivery_key }, 202);
   };
 }

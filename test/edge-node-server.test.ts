@@ -43,7 +43,7 @@ describe('startEdgeServer', () => {
     const key = newDeliveryKey();
     const response = await deliver(JSON.stringify({ action: 'opened', installation: { id: installation }, repository: { full_name: 'acme/node' } }), githubSecret, key);
     expect(response.status).toBe(202);
-    expect(await response.json()).toMatchObject({ status: 'accepted', delivery_id: key, events: [{ workspace_id: workspace, outcome: 'stored' }] });
+    expect(await response.json()).toMatchObject({ status: 'accepted', delivery_key: key, delivery_id: key, events: [{ workspace_id: workspace, outcome: 'stored' }] });
     expect(await countEvents(db.pool, key)).toBe(1);
   });
 
