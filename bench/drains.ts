@@ -3,7 +3,7 @@
 // report key and seq to a HandlingTracker.
 import type { BenchDatabase } from './databases.js';
 import { withBenchDatabase } from './databases.js';
-import { HandlingTracker, type HandlingCounts } from './handling-tracker.js';
+import { DrainStalled, HandlingTracker, type HandlingCounts } from './handling-tracker.js';
 import { readMark } from './payload.js';
 import type { BenchSettings } from './settings.js';
 import { loadGraphileJobs, migrateGraphile, startGraphileWorker } from './systems/graphile.js';
@@ -21,6 +21,8 @@ export interface DrainShape {
 export interface DrainSample extends HandlingCounts {
   eventsPerSecond: number;
   errors: number;
+  /** Events a stalled consumer had not handled when the wait ran out (pg-boss only). */
+  unfinished?: number;
 }
 
 function jobsOf(shape: DrainShape): { key: string; seq: number }[] {
@@ -31,18 +33,25 @@ async function timeDrain(
   events: number,
   timeoutMs: number,
   start: (tracker: HandlingTracker) => Promise<RunningConsumer>,
-): Promise<HandlingCounts & { eventsPerSecond: number }> {
+  options: { recordStall?: boolean } = {},
+): Promise<HandlingCounts & { eventsPerSecond: number; unfinished?: number }> {
   const tracker = new HandlingTracker();
   const began = performance.now();
   const consumer = await start(tracker);
+  let unfinished: number | undefined;
   try {
     await tracker.waitFor(events, timeoutMs);
+  } catch (error) {
+    // A competitor that stalls is a finding to report, not a broken run.
+    if (!(options.recordStall && error instanceof DrainStalled)) throw error;
+    unfinished = events - tracker.handled;
   } finally {
     await consumer.stop();
   }
   const seconds = (performance.now() - began) / 1000;
   // Counted after the stop, so a late second handling still shows.
-  return { ...tracker.counts(), eventsPerSecond: events / seconds };
+  const counts = tracker.counts();
+  return { ...counts, eventsPerSecond: counts.handled / seconds, ...(unfinished !== undefined ? { unfinished } : {}) };
 }
 
 export async function drainWharf(settings: BenchSettings, shape: DrainShape): Promise<DrainSample> {
@@ -92,6 +101,7 @@ export async function drainPgBoss(
           const mark = readMark(data);
           tracker.record(mark.key, mark.seq);
         }),
+        { recordStall: true },
       );
       return { ...result, errors: queue.errors() };
     } finally {

@@ -8,6 +8,11 @@ export interface HandlingCounts {
   orderViolations: number;
 }
 
+/** The wait ran out before every event was handled: a stalled consumer. */
+export class DrainStalled extends Error {
+  override name = 'DrainStalled';
+}
+
 export class HandlingTracker {
   private readonly seen = new Set<string>();
   private readonly lastSeqByKey = new Map<string, number>();
@@ -41,7 +46,7 @@ export class HandlingTracker {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiter = undefined;
-        reject(new Error(`only ${this.handled} of ${target} events handled after ${timeoutMs} ms`));
+        reject(new DrainStalled(`only ${this.handled} of ${target} events handled after ${timeoutMs} ms`));
       }, timeoutMs);
       this.waiter = {
         target,

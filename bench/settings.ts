@@ -73,5 +73,5 @@ export const smokeSettings: Omit<BenchSettings, 'serverUrl'> = {
   growthMeasuredEvents: 100,
   sustainedSeconds: 3,
   sustainedRate: 100,
-  drainTimeoutMs: 60_000,
+  drainTimeoutMs: 20_000,
 };

@@ -40,7 +40,8 @@ describe('bench smoke run', () => {
     for (const series of results.series) {
       for (const sample of series.samples) {
         expect(Number.isFinite(sample), series.id).toBe(true);
-        if (series.unit === 'ms') expect(sample, series.id).toBeGreaterThanOrEqual(0);
+        // A stalled pg-boss drain is recorded, not fatal: it may handle nothing.
+        if (series.unit === 'ms' || series.id.includes('pgboss')) expect(sample, series.id).toBeGreaterThanOrEqual(0);
         else expect(sample, series.id).toBeGreaterThan(0);
       }
     }

@@ -8,7 +8,8 @@ import type { BenchSettings } from '../settings.js';
 function record(results: BenchResults, id: string, label: string, sample: DrainSample, log: Log): void {
   results.add('ordered', id, label, 'events/s', sample.eventsPerSecond, sample);
   log(`  ${label}: ${sample.eventsPerSecond.toFixed(0)} events/s, ${sample.orderViolations} order violations, ` +
-      `${sample.duplicates} duplicates, ${sample.errors} errors`);
+      `${sample.duplicates} duplicates, ${sample.errors} errors` +
+      (sample.unfinished ? `, STALLED with ${sample.unfinished} events unhandled` : ''));
 }
 
 export async function runOrderedDrain(settings: BenchSettings, results: BenchResults, log: Log): Promise<void> {
