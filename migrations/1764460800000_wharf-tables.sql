@@ -119,6 +119,11 @@ CREATE TABLE wharf.provider_event (
   replayed_at     timestamptz
 );
 
+-- Payloads (and headers) go to TOAST from a small size on: every state change
+-- writes a new row version, and it should copy an 18-byte TOAST pointer, not
+-- kilobytes of payload, into the heap and the WAL.
+ALTER TABLE wharf.provider_event SET (toast_tuple_target = 128);
+
 -- A provider's retry or redelivery adds no row; NULL workspace (installation
 -- rows) deduplicates too.
 CREATE UNIQUE INDEX uq_provider_event_delivery ON wharf.provider_event
@@ -181,11 +186,20 @@ CREATE TABLE wharf.replay_audit (
 -- Claimers that found nothing to do and wait on LISTEN wharf_event. admit
 -- notifies only while this table has a row, so a busy inbox pays no
 -- pg_notify. `backend_pid` lets reap() forget listeners whose session died.
-CREATE TABLE wharf.idle_listener (
+-- UNLOGGED: a mark is a hint for live sessions, and a transaction that writes
+-- only here commits without waiting for a WAL flush (mark_idle holds its
+-- table lock for microseconds, not an fsync).
+CREATE UNLOGGED TABLE wharf.idle_listener (
   listener    text PRIMARY KEY,
   backend_pid integer NOT NULL,
   since       timestamptz NOT NULL DEFAULT now()
 );
+
+-- Both tables churn (rows inserted and deleted, or updated, many times a
+-- second) and stay small. Truncating their empty tail would make autovacuum
+-- take an ACCESS EXCLUSIVE lock that stalls every admission and claim.
+ALTER TABLE wharf.idle_listener SET (vacuum_truncate = false);
+ALTER TABLE wharf.scope SET (vacuum_truncate = false);
 
 -- Down Migration
 

@@ -154,18 +154,25 @@ BEGIN
 END $$;
 
 -- A claimer's listener says it has nothing to do and waits on LISTEN
--- wharf_event: the next admission notifies it, once. The lock waits for
--- admissions already past their check, so the claim the caller makes after
--- this commits sees their rows: no wake-up is lost.
-CREATE OR REPLACE FUNCTION wharf.mark_idle(p_listener text) RETURNS void
+-- wharf_event: the next admission notifies it, once. True when marked; false,
+-- changing nothing, while an admission is in flight (try again shortly). The
+-- lock proves no admission is past its check, so the claim the caller makes
+-- after this commits sees every row admitted before; NOWAIT because a waiting
+-- request would queue every new admission behind it.
+CREATE OR REPLACE FUNCTION wharf.mark_idle(p_listener text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
   IF p_listener IS NULL OR p_listener = '' THEN
     RAISE EXCEPTION 'wharf.mark_idle: listener must be named' USING ERRCODE = '22004';
   END IF;
-  LOCK TABLE wharf.idle_listener IN SHARE ROW EXCLUSIVE MODE;
+  BEGIN
+    LOCK TABLE wharf.idle_listener IN SHARE ROW EXCLUSIVE MODE NOWAIT;
+  EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+  END;
   INSERT INTO wharf.idle_listener (listener, backend_pid) VALUES (p_listener, pg_backend_pid())
   ON CONFLICT (listener) DO UPDATE SET backend_pid = excluded.backend_pid, since = now();
+  RETURN true;
 END $$;
 
 -- The listener's host is busy again: admissions stop paying for pg_notify.

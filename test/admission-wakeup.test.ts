@@ -10,7 +10,6 @@ import { completeEvent } from '../worker/sql/completeEvent.js';
 import { markListenerBusy } from '../worker/sql/markListenerBusy.js';
 import { markListenerIdle } from '../worker/sql/markListenerIdle.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
-import { backendPid, blockedOnLock } from './support/sessions.js';
 
 const source = 'https://github.com';
 let db: TestDatabase;
@@ -114,23 +113,20 @@ describe('wake-up', () => {
     expect(await notificationsBeforeNow()).toEqual([]);
   });
 
-  it('a listener going idle while an admission is in flight waits for it, then its claim sees the row', async () => {
+  it('a listener going idle while an admission is in flight is refused, then marks once it committed and claims the row', async () => {
     const admitter = await db.connect();
     await admitter.query('BEGIN');
     const receipt = await admit(pgDatabase(admitter), push('inflight-1'));
     expect(receipt.events).toMatchObject([{ outcome: 'stored' }]);
 
-    const listenerPid = await backendPid(listener);
-    const idle = markListenerIdle(listener, 'host-a');
-    // Had mark_idle returned now, a claim would miss the uncommitted row and the
-    // admission, past its check, would notify nobody: a lost wake-up.
-    const first = await Promise.race([
-      blockedOnLock(db.pool, listenerPid).then(() => 'mark_idle waits' as const),
-      idle.then(() => 'mark_idle returned' as const),
-    ]);
-    expect(first).toBe('mark_idle waits');
+    // Had mark_idle succeeded now, a claim would miss the uncommitted row and
+    // the admission, past its check, would notify nobody: a lost wake-up. It
+    // refuses at once instead of queueing every later admission behind it.
+    expect(await markListenerIdle(listener, 'host-a')).toBe(false);
+    const { rows: marks } = await db.pool.query('SELECT listener FROM wharf.idle_listener');
+    expect(marks).toEqual([]);
     await admitter.query('COMMIT');
-    await idle;
+    expect(await markListenerIdle(listener, 'host-a')).toBe(true);
 
     const claimed = await claimEvents(listener, 'host-a', 10);
     expect(claimed.map((row) => row.delivery_key)).toEqual(['inflight-1']);
@@ -144,8 +140,13 @@ describe('wake-up', () => {
       const deliveryKey = `race-${round}`;
       // A scope of its own: a row left QUEUED by an earlier round must not hide this one.
       const admission = admit(pgDatabase(admitter), push(deliveryKey, [`repo:acme/race-${round}`, 'org:acme']));
-      await markListenerIdle(listener, 'host-a');
-      const claimed = await claimEvents(listener, 'host-a', 10);
+      // The worker's protocol: claim after every attempt to mark, until marked.
+      const claimed: Awaited<ReturnType<typeof claimEvents>> = [];
+      for (;;) {
+        const marked = await markListenerIdle(listener, 'host-a');
+        claimed.push(...(await claimEvents(listener, 'host-a', 10)));
+        if (marked) break;
+      }
       await admission;
       const notified = await notificationsBeforeNow();
 

@@ -1,8 +1,9 @@
 // Keeps up to `concurrency` handlers busy. It claims as many rows as it has
 // free slots and loops at once while claims fill them; when a claim comes
-// back short it marks the listener idle, claims once more (mark_idle waited
-// for admissions in flight, so their rows are visible now) and only then
-// sleeps, until a notification, a finished handler, or poll_every.
+// back short it marks the listener idle, claims once more (mark_idle succeeds
+// only when no admission is in flight, so every admitted row is visible now)
+// and only then sleeps, until a notification, a finished handler, or
+// poll_every. While admissions keep mark_idle refusing, it claims every few ms.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
@@ -27,6 +28,8 @@ export interface ClaimLoopOptions {
 }
 
 const firstErrorBackoff = 100;
+/** How soon to try marking idle again after an admission in flight refused it. */
+const markRetryMs = 2;
 
 export async function runClaimLoop(options: ClaimLoopOptions): Promise<void> {
   const { listener, wakeup } = options;
@@ -59,7 +62,13 @@ export async function runClaimLoop(options: ClaimLoopOptions): Promise<void> {
     if (claimed === free || options.stopping()) continue;
     if (!listener.isIdle) {
       try {
-        if (await listener.markIdle()) continue;
+        const mark = await listener.markIdle();
+        if (mark === 'marked') continue;
+        if (mark === 'busy') {
+          // An admission was in flight: its row may be about to commit.
+          await wakeup.sleep(markRetryMs);
+          continue;
+        }
       } catch (error) {
         options.logger.warn({ error_class: classOf(error) }, 'could not mark the listener idle');
       }

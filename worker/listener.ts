@@ -43,15 +43,19 @@ export class Listener {
     await this.connect();
   }
 
-  /** Marks this host idle; false when there is no connection to listen on. */
-  async markIdle(): Promise<boolean> {
+  /**
+   * Marks this host idle: 'marked', or 'busy' while an admission is in flight
+   * (claim, then try again), or 'no-listener' while the connection is down.
+   */
+  async markIdle(): Promise<'marked' | 'busy' | 'no-listener'> {
     const client = this.client;
-    if (!client) return false;
+    if (!client) return 'no-listener';
     const notificationsBefore = this.notifications;
-    await markListenerIdle(client, this.options.name);
+    const marked = await markListenerIdle(client, this.options.name);
     // A notification that arrived with the reply consumed the new mark.
-    this.idle = client === this.client && this.notifications === notificationsBefore;
-    return this.idle;
+    this.idle = marked && client === this.client && this.notifications === notificationsBefore;
+    if (this.idle) return 'marked';
+    return client === this.client ? 'busy' : 'no-listener';
   }
 
   async markBusy(): Promise<void> {

@@ -28,10 +28,14 @@ const warmUpOffset = 1_000_000_000;
  */
 async function warmUp(settings: BenchSettings, produce: (seq: number) => Promise<void>, timing: Trickle): Promise<void> {
   const events = Math.max(1, Math.round(settings.latencyRate));
+  // Paced like the trickle and not awaited one by one, so the producer's pool
+  // opens as many connections as the measured trickle will use.
+  const produced: Promise<void>[] = [];
   for (let n = 0; n < events; n += 1) {
-    await produce(warmUpOffset + n);
+    produced.push(produce(warmUpOffset + n));
     await sleep(1000 / settings.latencyRate);
   }
+  await Promise.all(produced);
   const deadline = performance.now() + settings.drainTimeoutMs;
   while (timing.startedAt.size < events && performance.now() < deadline) await sleep(20);
   timing.startedAt.clear();
