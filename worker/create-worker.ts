@@ -8,6 +8,7 @@ import { pino, type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { runClaimLoop } from './claim-loop.js';
 import { classOf } from './classify.js';
+import { CompletionBatcher } from './completion-batcher.js';
 import { EventRun, type RunOutcome } from './event-run.js';
 import { findHandler, type HandlerMap } from './handlers.js';
 import { Listener } from './listener.js';
@@ -64,6 +65,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   private readonly concurrency: number;
   private readonly logger: Logger;
   private readonly wakeup = new Wakeup();
+  private readonly completions: CompletionBatcher;
   private readonly listener: Listener;
   private readonly running = new Set<EventRun>();
   private settings: WorkerSettings | undefined;
@@ -89,6 +91,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       options.pool ??
       new pg.Pool({ connectionString: options.connectionString, max: this.concurrency + 3, idleTimeoutMillis: 2_000 });
     this.pool.on('error', (error) => this.logger.warn({ error_class: classOf(error) }, 'idle pool connection lost'));
+    this.completions = new CompletionBatcher(this.pool, this.logger);
     this.listener = new Listener({
       pool: this.pool,
       name: this.id,
@@ -161,6 +164,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     const settings = this.current;
     const run = new EventRun({
       pool: this.pool,
+      completions: this.completions,
       row,
       handler: findHandler(this.options.handlers, row.provider, row.event_type),
       renewEvery: settings.renewEvery,

@@ -4,6 +4,7 @@
 // handler_timeout, after which the handler is abandoned.
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import type { CompletionBatcher } from './completion-batcher.js';
 import { classifyFailure, classOf, type Classification } from './classify.js';
 import { createHandlerContext } from './context.js';
 import { HandlerTimeoutError, LeaseLostError, WorkerStoppingError } from './errors.js';
@@ -18,7 +19,6 @@ import {
   retryTotal,
 } from './metrics.js';
 import { sanitizeCauses } from './sanitize.js';
-import { completeEvent } from './sql/completeEvent.js';
 import type { Lease, ProviderEventRow } from './sql/event-row.js';
 import { failEvent } from './sql/failEvent.js';
 import { releaseEvent } from './sql/releaseEvent.js';
@@ -37,6 +37,8 @@ export type RunOutcome =
 
 export interface EventRunOptions {
   pool: pg.Pool;
+  /** Where successful endings go: one commit for the completions of many runs. */
+  completions: CompletionBatcher;
   row: ProviderEventRow;
   handler: Handler | undefined;
   renewEvery: number;
@@ -181,7 +183,7 @@ export class EventRun {
   }
 
   private async complete(outcome: 'handled' | 'ignored'): Promise<RunOutcome> {
-    if (this.leaseLost || !(await completeEvent(this.options.pool, this.lease, outcome))) return this.lost();
+    if (this.leaseLost || !(await this.options.completions.complete(this.options.row, outcome))) return this.lost();
     completedTotal.inc({ outcome });
     return outcome;
   }

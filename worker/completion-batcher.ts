@@ -1,0 +1,66 @@
+// Completes leases in batches that form by themselves, like group commit:
+// while one batch is being written, the completions that arrive wait and go
+// together in the next statement. An idle host therefore writes each at once,
+// a busy one pays one commit for many.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { classOf } from './classify.js';
+import type { ProviderEventRow } from './sql/event-row.js';
+import { completeEvent } from './sql/completeEvent.js';
+import { completeEvents, type Completion } from './sql/completeEvents.js';
+
+interface Pending extends Completion {
+  workspaceId: string | null;
+  scopeKey: string;
+  resolve: (completed: boolean) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Most completions in one statement. */
+const maxBatch = 64;
+
+export class CompletionBatcher {
+  private queue: Pending[] = [];
+  private writing = false;
+
+  constructor(private readonly pool: pg.Pool, private readonly logger: Logger) {}
+
+  /** Resolves true when the row is DONE, false when its lease was no longer held. */
+  complete(row: ProviderEventRow, outcome: Completion['outcome']): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({
+        id: row.id, epoch: row.lease_epoch, outcome, workspaceId: row.workspace_id, scopeKey: row.scope_key, resolve, reject,
+      });
+      if (!this.writing) void this.write();
+    });
+  }
+
+  private async write(): Promise<void> {
+    this.writing = true;
+    while (this.queue.length > 0) {
+      // Admission's lock order: workspace (installation rows first), then scope.
+      const batch = this.queue.splice(0, maxBatch).sort(
+        (a, b) => compareWorkspaces(a.workspaceId, b.workspaceId) || (a.scopeKey < b.scopeKey ? -1 : a.scopeKey > b.scopeKey ? 1 : 0),
+      );
+      try {
+        const completed = batch.length === 1 ? [await completeEvent(this.pool, batch[0]!, batch[0]!.outcome)] : await completeEvents(this.pool, batch);
+        batch.forEach((pending, n) => pending.resolve(completed[n] === true));
+      } catch (error) {
+        // A batch can deadlock with an erasure, which locks events in id
+        // order: nothing of it committed, so each completion is tried alone.
+        this.logger.debug({ error_class: classOf(error), size: batch.length }, 'batched completion failed; completing one by one');
+        for (const pending of batch) {
+          completeEvent(this.pool, pending, pending.outcome).then(pending.resolve, pending.reject);
+        }
+      }
+    }
+    this.writing = false;
+  }
+}
+
+function compareWorkspaces(a: string | null, b: string | null): number {
+  if (a === b) return 0;
+  if (a === null) return -1;
+  if (b === null) return 1;
+  return BigInt(a) < BigInt(b) ? -1 : 1;
+}
