@@ -32,6 +32,8 @@ describe('pgTAP suites', () => {
           );
         }
         await client.query('CREATE EXTENSION IF NOT EXISTS pgtap');
+        // Session-local helpers the suites share (pg_temp functions).
+        await client.query(await readFile(new URL('fixtures/inbox-rows.sql', suiteDirectory), 'utf8'));
         const sql = await readFile(new URL(suite, suiteDirectory), 'utf8');
         const result = await runPgtapFile(client, sql);
         const report = result.lines.join('\n');

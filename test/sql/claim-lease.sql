@@ -5,25 +5,11 @@ SELECT plan(53);
 
 -- Fixture: workspace 1 (scopes repo:a, repo:b, repo:c, repo:d, repo:e),
 -- workspace 2 (repo:z), each with its own generic connection, and one
--- installation row. Rows are admitted through wharf.admit, in id order.
+-- installation row. Rows are admitted through
+-- pg_temp.admit_event (test/sql/fixtures/inbox-rows.sql), in id order.
 SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
 SELECT wharf.upsert_connection(2, 'generic', 'https://hooks.example/2', 'webhook', 'two');
-
-CREATE FUNCTION pg_temp.admit_event(p_workspace bigint, p_subject text, p_key text) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-  v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = p_workspace);
-BEGIN
-  PERFORM wharf.subscribe(v_connection, p_subject);
-  RETURN (wharf.admit('generic', 'https://hooks.example/' || p_workspace, p_key, 'ping',
-                      jsonb_build_object('connection_id', v_connection), ARRAY[p_subject],
-                      '{"n": 1}', '{}') -> 'events' -> 0 ->> 'event_id')::bigint;
-END $$;
-
--- The row admitted under delivery key p_key.
-CREATE FUNCTION pg_temp.event(p_key text) RETURNS wharf.provider_event
-LANGUAGE sql AS $$ SELECT * FROM wharf.provider_event WHERE delivery_key = p_key $$;
 
 SELECT pg_temp.admit_event(1, 'repo:a', k) FROM unnest(ARRAY['a1', 'a2', 'a3']) k;
 SELECT pg_temp.admit_event(1, 'repo:b', 'b1');

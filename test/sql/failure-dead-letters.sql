@@ -9,7 +9,9 @@ SELECT plan(41);
 SELECT wharf.upsert_workspace(1);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
 
-CREATE FUNCTION pg_temp.admit_event(p_subject text, p_key text) RETURNS bigint
+-- Like pg_temp.admit_event, with a payload naming its key and headers holding
+-- a credential (DEAD rows must keep the one and never the other).
+CREATE FUNCTION pg_temp.admit_with_headers(p_subject text, p_key text) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
   v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = 1);
@@ -20,10 +22,6 @@ BEGIN
                       jsonb_build_object('key', p_key),
                       '{"x-request-id": "r-1", "Authorization": "Bearer s3cret"}') -> 'events' -> 0 ->> 'event_id')::bigint;
 END $$;
-
--- The row admitted under delivery key p_key.
-CREATE FUNCTION pg_temp.event(p_key text) RETURNS wharf.provider_event
-LANGUAGE sql AS $$ SELECT * FROM wharf.provider_event WHERE delivery_key = p_key $$;
 
 -- Makes p_key's row due, claims every due head and returns p_key's new epoch.
 CREATE FUNCTION pg_temp.reclaim(p_key text) RETURNS bigint
@@ -55,7 +53,7 @@ SELECT wharf.set_setting('base_delay', '2 seconds');
 SELECT wharf.set_setting('max_delay', '5 minutes');
 
 -- Bad input changes nothing.
-SELECT pg_temp.admit_event('repo:v', 'v1');
+SELECT pg_temp.admit_with_headers('repo:v', 'v1');
 SELECT is((SELECT delivery_key FROM wharf.claim('w')), 'v1', 'v1 is leased under epoch 1');
 SELECT throws_ok($$SELECT wharf.fail(NULL, 1, 'transient', 'Error')$$, '22004', NULL, 'fail rejects a NULL id');
 SELECT throws_ok($$SELECT wharf.fail((pg_temp.event('v1')).id, NULL, 'transient', 'Error')$$, '22004', NULL,
@@ -74,8 +72,8 @@ SELECT results_eq($$SELECT state, failures, error_class, lease_epoch FROM wharf.
                   'none of the rejected or stale fails changed the row');
 
 -- transient: back to QUEUED after the delay, budget untouched; the scope waits.
-SELECT pg_temp.admit_event('repo:f', k) FROM unnest(ARRAY['f1', 'f2']) k;
-SELECT pg_temp.admit_event('repo:g', 'g1');
+SELECT pg_temp.admit_with_headers('repo:f', k) FROM unnest(ARRAY['f1', 'f2']) k;
+SELECT pg_temp.admit_with_headers('repo:g', 'g1');
 SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10)$$, ARRAY['f1', 'g1'], 'f1 and g1 are leased');
 SELECT is(wharf.fail((pg_temp.event('f1')).id, 1, 'transient', 'ECONNRESET'), 'QUEUED', 'a transient failure returns QUEUED');
 SELECT results_eq(
@@ -85,7 +83,7 @@ SELECT results_eq(
   $$VALUES ('QUEUED', 0, 'ECONNRESET', true, true)$$,
   'a transient failure keeps failures, records the class and waits the first delay');
 SELECT ok(wharf.complete((pg_temp.event('g1')).id, 1), 'g1 completes');
-SELECT pg_temp.admit_event('repo:g', 'g2');
+SELECT pg_temp.admit_with_headers('repo:g', 'g2');
 SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10)$$, ARRAY['g2'],
               'a failed row waiting for its retry holds back its own scope (f2), not another (g2)');
 SELECT is(wharf.fail((pg_temp.event('f1')).id, 1, 'unknown', 'Error'), NULL, 'the failed lease''s epoch is spent');
@@ -116,8 +114,8 @@ SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10)$$, ARRAY['f2'],
               'a DEAD row no longer holds back its scope');
 
 -- permanent and uncertain: DEAD at once.
-SELECT pg_temp.admit_event('repo:h', 'h1');
-SELECT pg_temp.admit_event('repo:u', 'u1');
+SELECT pg_temp.admit_with_headers('repo:h', 'h1');
+SELECT pg_temp.admit_with_headers('repo:u', 'u1');
 SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10)$$, ARRAY['h1', 'u1'], 'h1 and u1 are leased');
 SELECT is(wharf.fail((pg_temp.event('h1')).id, 1, 'permanent', 'SyntaxError'), 'DEAD', 'a permanent failure returns DEAD');
 SELECT results_eq(

@@ -10,17 +10,6 @@ SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
 SELECT wharf.set_setting('base_delay', '1 millisecond');
 
-CREATE FUNCTION pg_temp.admit_event(p_subject text, p_key text) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-  v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = 1);
-BEGIN
-  PERFORM wharf.subscribe(v_connection, p_subject);
-  RETURN (wharf.admit('generic', 'https://hooks.example/1', p_key, 'ping',
-                      jsonb_build_object('connection_id', v_connection), ARRAY[p_subject],
-                      '{"n": 1}', '{}') -> 'events' -> 0 ->> 'event_id')::bigint;
-END $$;
-
 CREATE FUNCTION pg_temp.admit_installation_event(p_key text) RETURNS bigint
 LANGUAGE sql AS $$
   SELECT (wharf.admit('github', 'https://github.com', p_key, 'installation',
@@ -28,13 +17,6 @@ LANGUAGE sql AS $$
                       '{"action": "created", "installation": {"id": 7}}', '{}')
           -> 'events' -> 0 ->> 'event_id')::bigint
 $$;
-
--- The row admitted under delivery key p_key.
-CREATE FUNCTION pg_temp.event(p_key text) RETURNS wharf.provider_event
-LANGUAGE sql AS $$ SELECT * FROM wharf.provider_event WHERE delivery_key = p_key $$;
-
-CREATE FUNCTION pg_temp.id(p_key text) RETURNS bigint
-LANGUAGE sql AS $$ SELECT id FROM wharf.provider_event WHERE delivery_key = p_key $$;
 
 -- Claims every due head and returns the epoch p_key's row got (NULL: not claimed).
 CREATE FUNCTION pg_temp.claim(p_key text) RETURNS bigint

@@ -9,20 +9,6 @@ SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
 SELECT wharf.upsert_connection(2, 'generic', 'https://hooks.example/2', 'webhook', 'two');
 
-CREATE FUNCTION pg_temp.admit_event(p_workspace bigint, p_subject text, p_key text) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-  v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = p_workspace);
-BEGIN
-  PERFORM wharf.subscribe(v_connection, p_subject);
-  RETURN (wharf.admit('generic', 'https://hooks.example/' || p_workspace, p_key, 'ping',
-                      jsonb_build_object('connection_id', v_connection), ARRAY[p_subject],
-                      '{"n": 1}', '{}') -> 'events' -> 0 ->> 'event_id')::bigint;
-END $$;
-
-CREATE FUNCTION pg_temp.id(p_key text) RETURNS bigint
-LANGUAGE sql AS $$ SELECT id FROM wharf.provider_event WHERE delivery_key = p_key $$;
-
 -- The scope row of p_scope_key as (head key, head due, leased key, active).
 CREATE FUNCTION pg_temp.scope(p_scope_key text)
 RETURNS TABLE (head text, head_due_at timestamptz, leased text, active boolean)

@@ -9,21 +9,6 @@ SELECT plan(36);
 SELECT wharf.upsert_workspace(1);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
 
-CREATE FUNCTION pg_temp.admit_event(p_subject text, p_key text) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-  v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = 1);
-BEGIN
-  PERFORM wharf.subscribe(v_connection, p_subject);
-  RETURN (wharf.admit('generic', 'https://hooks.example/1', p_key, 'ping',
-                      jsonb_build_object('connection_id', v_connection), ARRAY[p_subject],
-                      '{"n": 1}', '{}') -> 'events' -> 0 ->> 'event_id')::bigint;
-END $$;
-
--- The id of the row admitted under delivery key p_key.
-CREATE FUNCTION pg_temp.id(p_key text) RETURNS bigint
-LANGUAGE sql AS $$ SELECT id FROM wharf.provider_event WHERE delivery_key = p_key $$;
-
 -- The step names recorded for p_key's row, in name order.
 CREATE FUNCTION pg_temp.steps(p_key text) RETURNS text[]
 LANGUAGE sql AS $$
