@@ -16,12 +16,12 @@ import type { Wakeup } from './wakeup.js';
 export interface ClaimLoopOptions {
   pool: pg.Pool;
   workerId: string;
-  concurrency: number;
   listener: Listener;
   wakeup: Wakeup;
   logger: Logger;
   pollEvery: () => number;
-  runningCount: () => number;
+  /** How many more rows this host may lease now (worker/create-worker.ts says why). */
+  freeSlots: () => number;
   stopping: () => boolean;
   startRun: (row: ProviderEventRow) => void;
   onIdle: () => void;
@@ -35,11 +35,11 @@ export async function runClaimLoop(options: ClaimLoopOptions): Promise<void> {
   const { listener, wakeup } = options;
   let errorBackoff = firstErrorBackoff;
   while (!options.stopping()) {
-    const free = options.concurrency - options.runningCount();
+    const free = options.freeSlots();
     if (free <= 0) {
       // A finishing handler wakes the loop.
       wakeup.reset();
-      if (options.concurrency - options.runningCount() <= 0) await wakeup.sleep(options.pollEvery());
+      if (options.freeSlots() <= 0) await wakeup.sleep(options.pollEvery());
       continue;
     }
     wakeup.reset();

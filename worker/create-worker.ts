@@ -67,7 +67,10 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   private readonly wakeup = new Wakeup();
   private readonly completions: CompletionBatcher;
   private readonly listener: Listener;
+  /** Every run from claim until its closing write is done. */
   private readonly running = new Set<EventRun>();
+  /** Runs whose handler has not ended yet: what `concurrency` bounds. */
+  private handling = 0;
   private settings: WorkerSettings | undefined;
   private periodic: Periodic[] = [];
   private loop: Promise<void> | undefined;
@@ -126,12 +129,11 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     this.loop = runClaimLoop({
       pool: this.pool,
       workerId: this.id,
-      concurrency: this.concurrency,
       listener: this.listener,
       wakeup: this.wakeup,
       logger: this.logger,
       pollEvery: () => this.current.pollEvery,
-      runningCount: () => this.running.size,
+      freeSlots: () => this.freeSlots(),
       stopping: () => this.stopping,
       startRun: (row) => this.startRun(row),
       onIdle: () => this.emit('idle'),
@@ -160,6 +162,18 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     }
   }
 
+  /**
+   * A slot frees when its handler ends, not when the closing write commits, so
+   * the next claim overlaps the completions still being written (claim and
+   * complete each wait for a WAL flush; in turn they would halve the rate).
+   * Leases awaiting their closing write are capped at `concurrency` too, so a
+   * slow database slows claiming instead of piling up leases.
+   */
+  private freeSlots(): number {
+    const closing = this.running.size - this.handling;
+    return Math.min(this.concurrency - this.handling, this.concurrency - closing);
+  }
+
   private startRun(row: ProviderEventRow): void {
     const settings = this.current;
     const run = new EventRun({
@@ -170,6 +184,10 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       renewEvery: settings.renewEvery,
       handlerTimeout: settings.handlerTimeout,
       logger: this.logger,
+      onHandlerEnded: () => {
+        this.handling -= 1;
+        this.wakeup.wake();
+      },
       onSettled: (outcome) => {
         this.running.delete(run);
         this.emit('settled', { eventId: row.id, outcome });
@@ -177,6 +195,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       },
     });
     this.running.add(run);
+    this.handling += 1;
     run.start();
   }
 

@@ -44,6 +44,8 @@ export interface EventRunOptions {
   renewEvery: number;
   handlerTimeout: number;
   logger: Logger;
+  /** The handler is over (or never ran): its slot is free while the closing write goes on. */
+  onHandlerEnded: () => void;
   onSettled: (outcome: RunOutcome) => void;
 }
 
@@ -133,6 +135,7 @@ export class EventRun {
     clearInterval(this.renewTimer);
     clearTimeout(this.timeoutTimer);
     if (ending.by === 'timeout') this.controller.abort(new HandlerTimeoutError('handler timeout'));
+    this.options.onHandlerEnded();
     this.close(ending).then(
       (outcome) => this.finish(outcome),
       (error: unknown) => {

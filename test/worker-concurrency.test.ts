@@ -1,0 +1,90 @@
+// `concurrency` bounds the handlers running at once, not the closing writes:
+// a slot frees when its handler ends, so the next claim overlaps completions
+// still being written, while leases waiting for their closing write are
+// capped at `concurrency` as well.
+import type pg from 'pg';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { createWorker, type Handler, type Worker } from '../worker/index.js';
+import { createTestDatabase, type TestDatabase } from './support/database.js';
+import { eventState, insertEvents, testWorkspace, waitFor } from './support/worker-inbox.js';
+
+let db: TestDatabase;
+let worker: Worker | undefined;
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterEach(async () => {
+  await worker?.stop();
+  worker = undefined;
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+function startWorker(concurrency: number, handler: Handler): Promise<void> {
+  worker = createWorker({ connectionString: db.url, handlers: { 'generic:*': handler }, concurrency, settings: { pollEvery: 100 } });
+  return worker.start();
+}
+
+it('never runs more handlers at once than concurrency, and does reach it', async () => {
+  const ids = await insertEvents(db.pool, Array.from({ length: 60 }, (_, n) => ({ scope: `bound-${n}` })));
+  let running = 0;
+  let most = 0;
+  let handled = 0;
+  await startWorker(4, async () => {
+    running += 1;
+    most = Math.max(most, running);
+    await sleep(5 + Math.random() * 20);
+    running -= 1;
+    handled += 1;
+  });
+  await waitFor(async () => handled === ids.length, 20_000, 'every event handled');
+  expect(most).toBe(4);
+  for (const id of ids) await waitFor(async () => (await eventState(db.pool, id))?.state === 'DONE', 5_000, `event ${id} DONE`);
+});
+
+it('starts the next handler while a completion waits, and stops claiming once closing writes fill the slots', async () => {
+  const [first, held, third, fourth] = await insertEvents(db.pool, [
+    { scope: 'pipe-1', eventType: 'quick' },
+    { scope: 'pipe-2', eventType: 'held' },
+    { scope: 'pipe-3', eventType: 'quick' },
+    { scope: 'pipe-4', eventType: 'quick' },
+  ]);
+  // Once the first event is leased, another session locks its scope row: the
+  // completion (whose trigger updates that row) then waits for the lock.
+  const blocker: pg.PoolClient = await db.pool.connect();
+  await blocker.query('BEGIN');
+  const started: string[] = [];
+  let openGate!: () => void;
+  const gate = new Promise<void>((resolve) => {
+    openGate = resolve;
+  });
+  await startWorker(2, async (ctx) => {
+    started.push(ctx.event.id);
+    if (ctx.event.id === first) {
+      await blocker.query(`SELECT FROM wharf.scope WHERE scope_key = $1 FOR UPDATE`, [ctx.event.scopeKey]);
+    }
+    if (ctx.event.eventType === 'held') await gate;
+  });
+  try {
+    // Slots: `held` runs, the first event's completion waits for the lock.
+    // One handler slot is free and one closing slot too, so the third starts.
+    await waitFor(async () => started.includes(third!), 5_000, 'the third handler to start');
+    expect(await eventState(db.pool, first!)).toMatchObject({ state: 'LEASED' });
+    // The third's completion queues behind the first's: two leases wait for
+    // their closing write, which fills the slots, so the fourth is not claimed.
+    await sleep(500);
+    expect(started).not.toContain(fourth);
+    expect(await eventState(db.pool, fourth!)).toMatchObject({ state: 'QUEUED' });
+  } finally {
+    await blocker.query('ROLLBACK');
+    blocker.release();
+    openGate();
+  }
+  for (const id of [first, held, third, fourth]) {
+    await waitFor(async () => (await eventState(db.pool, id!))?.state === 'DONE', 10_000, `event ${id} DONE`);
+  }
+});
