@@ -3,7 +3,7 @@
 // when order matters. 0.16 has no `localQueue` (it arrives in 0.17), so its
 // per-key figure here is the defaults one.
 import { Logger, run, runMigrations, type Runner } from 'graphile-worker';
-import type pg from 'pg';
+import pg from 'pg';
 import { makePayload } from '../payload.js';
 import type { RunningConsumer } from './wharf-consumer.js';
 
@@ -19,7 +19,15 @@ export async function migrateGraphile(connectionString: string): Promise<void> {
   await runMigrations({ connectionString, logger: silent });
 }
 
-/** Queues jobs in add_jobs batches, in seq order; `perKeyQueue` puts each key in its own named queue. */
+/**
+ * Queues jobs in seq order, 2,000 per statement; `perKeyQueue` puts each key in
+ * its own named queue. graphile-worker 0.16 picks a queue's next job by
+ * (priority, run_at) with no tie-breaker, and every job added in one
+ * transaction gets the same now(), so each job is given a run_at of its own,
+ * increasing with its place in the list and already past. (Loading through
+ * add_jobs with the default run_at showed thousands of order violations that
+ * were the loader's ties, not the queue's fault.)
+ */
 export async function loadGraphileJobs(
   pool: pg.Pool,
   jobs: readonly GraphileJob[],
@@ -30,15 +38,16 @@ export async function loadGraphileJobs(
     const slice = jobs.slice(start, start + batch);
     await pool.query(
       `SELECT count(*) FROM graphile_worker.add_jobs(
-         ARRAY(SELECT ROW('bench', j.payload, j.queue, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec
-                 FROM jsonb_to_recordset($1::jsonb) AS j(payload json, queue text, ord int)
-                ORDER BY j.ord))`,
+         ARRAY(SELECT ROW('bench', j.payload, j.queue,
+                          timestamptz '2000-01-01 00:00:00+00' + j.place * interval '1 millisecond',
+                          NULL, NULL, NULL, NULL)::graphile_worker.job_spec
+                 FROM jsonb_to_recordset($1::jsonb) AS j(payload json, queue text, place int)))`,
       [
         JSON.stringify(
-          slice.map((job, ord) => ({
+          slice.map((job, n) => ({
             payload: makePayload(job.key, job.seq),
             queue: perKeyQueue ? job.key : null,
-            ord,
+            place: start + n,
           })),
         ),
       ],
@@ -56,10 +65,14 @@ export async function startGraphileWorker(options: {
   concurrency: number;
   handle(payload: unknown): void | Promise<void>;
 }): Promise<RunningConsumer> {
+  // Our pool, not one run() makes: the benchmark drops the database with
+  // FORCE right after stop(), and a connection graphile-worker had not closed
+  // yet would then raise an unhandled pool error.
+  const pgPool = new pg.Pool({ connectionString: options.connectionString, max: options.concurrency + 2 });
+  pgPool.on('error', () => {});
   const runner: Runner = await run({
-    connectionString: options.connectionString,
+    pgPool,
     concurrency: options.concurrency,
-    maxPoolSize: options.concurrency + 2,
     noHandleSignals: true,
     logger: silent,
     taskList: {
@@ -71,6 +84,7 @@ export async function startGraphileWorker(options: {
   return {
     async stop() {
       await runner.stop();
+      await pgPool.end();
     },
   };
 }
