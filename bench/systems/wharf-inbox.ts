@@ -26,17 +26,18 @@ export async function setupWharfInstallation(pool: pg.Pool, scopes: number): Pro
   return connectionId;
 }
 
-/** One signed-and-verified GitHub push, as the edge would pass it to admit. */
+/** One signed-and-verified GitHub push, as the edge would pass it to admit (with the headers it keeps). */
 export async function admitPush(
   client: pg.Pool | pg.PoolClient | pg.Client,
   deliveryKey: string,
   scope: number,
   seq: number,
+  headers: Record<string, string> = {},
 ): Promise<void> {
   const subject = subjectOf(scope);
   await client.query(
-    `SELECT wharf.admit('github', $1, $2, 'push', $3, $4, $5, '{}')`,
-    [githubSource, deliveryKey, installationRoute, [subject], makePayload(subject, seq)],
+    `SELECT wharf.admit('github', $1, $2, 'push', $3, $4, $5, $6)`,
+    [githubSource, deliveryKey, installationRoute, [subject], makePayload(subject, seq), headers],
   );
 }
 
