@@ -3,11 +3,21 @@
 -- scanning the backlog. Triggers keep it exact on every state change, whoever
 -- makes it (a function, an erasure, a cascade or a DBA's UPDATE).
 
+-- wharf.scope is small but hot: every event updates its scope row twice, and
+-- those updates cannot be HOT (they change indexed columns), so between two
+-- vacuums the heap fills with dead versions. PL/pgSQL caches a generic plan
+-- for each statement after five calls; for the lookups by scope_key below,
+-- planned while the table was a few pages, that plan is a sequential scan,
+-- which then reads every dead version on every call (a drain measured it
+-- at 24 pages per update and growing). The functions that look up scope
+-- rows by key therefore run with enable_seqscan off: their plans stay on the
+-- primary key whatever size the table had when they were planned.
+
 -- Locks the scope row of `p_scope_key`, creating it when missing. admit calls
 -- it before inserting, so that within a scope ids are assigned and committed
 -- in the same order and a claim never passes over a row still being inserted.
 CREATE OR REPLACE FUNCTION wharf.lock_scope(p_scope_key text, p_workspace_id bigint) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 BEGIN
   PERFORM FROM wharf.scope WHERE scope_key = p_scope_key FOR UPDATE;
   IF NOT FOUND THEN
@@ -24,7 +34,7 @@ END $$;
 -- one event's state change. A row entering the queue heads its scope when it
 -- is older than the current head; a head leaving it hands over to the next.
 CREATE OR REPLACE FUNCTION wharf.sync_scope_head() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
   v_old_state text := CASE WHEN TG_OP = 'INSERT' THEN NULL ELSE OLD.state END;
   v_new_state text := CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE NEW.state END;

@@ -1,7 +1,7 @@
 -- wharf.scope: each scope's oldest QUEUED row (head) and LEASED row, kept
 -- exact by triggers on every change, whoever makes it; and lock_scope.
 BEGIN;
-SELECT plan(34);
+SELECT plan(35);
 
 -- Fixture: workspaces 1 and 2, one generic connection each; rows admitted
 -- through wharf.admit.
@@ -117,6 +117,14 @@ SELECT wharf.admit('github', 'https://github.com', 'i1', 'installation', '{"cont
                    NULL, '{"action": "created", "installation": {"id": 7}}', '{}');
 SELECT results_eq($$SELECT head, active FROM pg_temp.scope('system:github:https://github.com')$$,
                   $$VALUES ('i1', true)$$, 'an installation scope (no workspace) is always active');
+
+-- Cached generic plans of lookups by scope_key must not become sequential
+-- scans of a table that bloats between vacuums (sql/20-scope-heads.sql).
+SELECT set_eq($$SELECT p.proname::text FROM pg_proc p
+                 WHERE p.pronamespace = 'wharf'::regnamespace
+                   AND 'enable_seqscan=off' = ANY (p.proconfig)$$,
+              ARRAY['lock_scope', 'sync_scope_head'],
+              'the functions that look up scope rows by key run with enable_seqscan off');
 
 SELECT * FROM finish();
 ROLLBACK;
