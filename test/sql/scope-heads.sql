@@ -1,7 +1,7 @@
 -- wharf.scope: each scope's oldest QUEUED row (head) and LEASED row, kept
 -- exact by triggers on every change, whoever makes it; and lock_scope.
 BEGIN;
-SELECT plan(35);
+SELECT plan(38);
 
 -- Fixture: workspaces 1 and 2, one generic connection each; rows admitted
 -- through wharf.admit.
@@ -21,8 +21,8 @@ LANGUAGE sql AS $$
 $$;
 
 -- Scopes whose row disagrees with provider_event: the head must be the oldest
--- QUEUED row with its due time, the lease the LEASED row; a scope with
--- QUEUED or LEASED rows must have a scope row.
+-- QUEUED row with its due time, ready no earlier than due, the lease the
+-- LEASED row; a scope with QUEUED or LEASED rows must have a scope row.
 CREATE FUNCTION pg_temp.drift() RETURNS SETOF text
 LANGUAGE sql AS $$
   WITH truth AS (
@@ -39,6 +39,7 @@ LANGUAGE sql AS $$
      AND (s.scope_key IS NULL
           OR s.head_id IS DISTINCT FROM t.head_id
           OR s.head_due_at IS DISTINCT FROM h.next_attempt_at
+          OR (s.head_id IS NOT NULL AND NOT s.ready_at >= s.head_due_at)
           OR s.leased_id IS DISTINCT FROM t.leased_id)
 $$;
 
@@ -118,13 +119,28 @@ SELECT wharf.admit('github', 'https://github.com', 'i1', 'installation', '{"cont
 SELECT results_eq($$SELECT head, active FROM pg_temp.scope('system:github:https://github.com')$$,
                   $$VALUES ('i1', true)$$, 'an installation scope (no workspace) is always active');
 
--- Cached generic plans of lookups by scope_key must not become sequential
--- scans of a table that bloats between vacuums (sql/20-scope-heads.sql).
-SELECT set_eq($$SELECT p.proname::text FROM pg_proc p
-                 WHERE p.pronamespace = 'wharf'::regnamespace
-                   AND 'enable_seqscan=off' = ANY (p.proconfig)$$,
-              ARRAY['lock_scope', 'sync_scope_head'],
-              'the functions that look up scope rows by key run with enable_seqscan off');
+-- Scopes are served longest ready first: a scope that was just served queues
+-- behind the scopes that were ready before it, even when its next row is older.
+-- (On an inbox emptied of the rows above.)
+DELETE FROM wharf.provider_event;
+SELECT pg_temp.admit_event(1, 'repo:rr-x', k) FROM unnest(ARRAY['rr-x1', 'rr-x2']) k;
+SELECT pg_temp.admit_event(1, 'repo:rr-y', 'rr-y1');
+SELECT is((SELECT delivery_key FROM wharf.claim('rr')), 'rr-x1',
+          'the scope ready first is served first');
+SELECT ok(wharf.complete(pg_temp.id('rr-x1'), 1), 'rr-x1 completes');
+SELECT is((SELECT delivery_key FROM wharf.claim('rr')), 'rr-y1',
+          'then the scope that waited, not the one just served (rr-x2 is older than rr-y1)');
+
+-- Cached generic plans must keep to the indexes of a table that bloats
+-- between vacuums (sql/20-scope-heads.sql, sql/30-claim-lease.sql): lookups
+-- by scope_key and claim's walk of ix_scope_claim.
+SELECT set_eq($$SELECT p.proname::text, c.setting
+                 FROM pg_proc p, unnest(p.proconfig) AS c(setting)
+                WHERE p.pronamespace = 'wharf'::regnamespace AND c.setting LIKE 'enable_%'$$,
+              $$VALUES ('lock_scope', 'enable_seqscan=off'), ('sync_scope_head', 'enable_seqscan=off'),
+                       ('claim', 'enable_seqscan=off'), ('claim', 'enable_mergejoin=off'),
+                       ('claim', 'enable_hashjoin=off')$$,
+              'the scope lookups and claim run with their plans pinned to the indexes');
 
 SELECT * FROM finish();
 ROLLBACK;
