@@ -25,7 +25,7 @@ export async function describeEnvironment(serverUrl: string): Promise<Environmen
     const { rows } = await client.query<{ name: string; setting: string; unit: string | null }>(
       `SELECT name, setting, unit FROM pg_settings
         WHERE name IN ('server_version', 'shared_buffers', 'synchronous_commit', 'fsync', 'max_connections',
-                       'wal_level', 'shared_preload_libraries')`);
+                       'wal_level', 'shared_preload_libraries', 'autovacuum')`);
     const serverSettings = Object.fromEntries(
       rows.map((row) => [row.name, row.unit ? `${row.setting} × ${row.unit}` : row.setting]));
     const cpus = os.cpus();
