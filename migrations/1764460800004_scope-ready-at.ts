@@ -8,8 +8,15 @@ import { readSqlSources } from '../worker/sql-sources.js';
 
 export async function up(pgm: MigrationBuilder): Promise<void> {
   pgm.sql(`
-    ALTER TABLE wharf.scope ADD COLUMN ready_at timestamptz;
-    UPDATE wharf.scope SET ready_at = head_due_at WHERE head_id IS NOT NULL;
+    -- Both tables up front, before re-creating triggers on provider_event:
+    -- in flight, admit and complete hold locks on both (in opposite orders),
+    -- so under load a deploy waits for them, and where it closes a cycle the
+    -- deadlock detector cancels one side (an admission then answers 503 and
+    -- the provider retries; a cancelled deploy can be run again).
+    LOCK TABLE wharf.provider_event, wharf.scope IN ACCESS EXCLUSIVE MODE;
+    -- IF NOT EXISTS: its down leaves the column (see there), so up may come again.
+    ALTER TABLE wharf.scope ADD COLUMN IF NOT EXISTS ready_at timestamptz;
+    UPDATE wharf.scope SET ready_at = head_due_at WHERE head_id IS NOT NULL AND ready_at IS NULL;
     DROP INDEX wharf.ix_scope_claim;
     -- claim: scopes with a head and no lease, longest ready first.
     CREATE INDEX ix_scope_claim ON wharf.scope (ready_at, head_id)
@@ -18,13 +25,9 @@ export async function up(pgm: MigrationBuilder): Promise<void> {
   for (const source of await readSqlSources()) pgm.sql(source.text);
 }
 
-// The functions stay as sql/ has them: going down a step means deploying the
-// code of that step too, which applies its own sql/.
-export async function down(pgm: MigrationBuilder): Promise<void> {
-  pgm.sql(`
-    DROP INDEX wharf.ix_scope_claim;
-    CREATE INDEX ix_scope_claim ON wharf.scope (head_due_at, head_id)
-      WHERE head_id IS NOT NULL AND leased_id IS NULL AND active;
-    ALTER TABLE wharf.scope DROP COLUMN ready_at;
-  `);
-}
+// Nothing to undo on its own: the functions this step applied from sql/ read
+// and write ready_at, and no migration can bring back their older versions
+// (0001's down drops them all), so dropping the column or the index here
+// would break every admission and claim until then. Going further down
+// removes both with the schema.
+export async function down(): Promise<void> {}

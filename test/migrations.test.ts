@@ -1,5 +1,5 @@
-// Migrating up from empty reproduces exactly what sql/ says, and the
-// migrations go down and up again cleanly.
+// Migrating up from empty reproduces exactly what sql/ says, the migrations
+// go down and up again cleanly, and one step down leaves a working inbox.
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../worker/migrate.js';
@@ -57,5 +57,19 @@ describe('migrations', () => {
     expect(rows).toEqual([]);
     await migrate({ databaseUrl: db.url });
     expect(await definitions(db.pool)).toEqual(before);
+  });
+
+  it('one step down leaves an inbox that still admits, claims and completes', async () => {
+    await migrate({ databaseUrl: db.url, direction: 'down', count: 1 });
+    await db.pool.query(`SELECT wharf.upsert_workspace(1)`);
+    await db.pool.query(`
+      INSERT INTO wharf.provider_event (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, payload)
+      VALUES (1, 'generic', 'one-step-down', 'test', 'repo:a', '1:generic:repo:a', 'https://hooks.example.test', '{}')`);
+    const { rows } = await db.pool.query<{ id: string; lease_epoch: string }>(`SELECT id, lease_epoch FROM wharf.claim('migrations', 1)`);
+    expect(rows).toHaveLength(1);
+    const { rows: done } = await db.pool.query<{ ok: boolean }>(
+      `SELECT wharf.complete($1, $2) AS ok`, [rows[0]!.id, rows[0]!.lease_epoch]);
+    expect(done[0]!.ok).toBe(true);
+    await migrate({ databaseUrl: db.url });
   });
 });

@@ -1,7 +1,6 @@
 // `concurrency` bounds the handlers running at once, not the closing writes:
 // a slot frees when its handler ends, so the next claim overlaps completions
-// still being written, while leases waiting for their closing write are
-// capped at `concurrency` as well.
+// still being written, while a host holds at most 2 × concurrency leases.
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { createWorker, type Handler, type Worker } from '../worker/index.js';
@@ -46,15 +45,17 @@ it('never runs more handlers at once than concurrency, and does reach it', async
   for (const id of ids) await waitFor(async () => (await eventState(db.pool, id))?.state === 'DONE', 5_000, `event ${id} DONE`);
 });
 
-it('starts the next handler while a completion waits, and stops claiming once closing writes fill the slots', async () => {
-  const [first, held, third, fourth] = await insertEvents(db.pool, [
+it('starts the next handler while a completion waits, and stops claiming at 2 × concurrency leases', async () => {
+  const [first, held, third, fourth, fifth] = await insertEvents(db.pool, [
     { scope: 'pipe-1', eventType: 'quick' },
     { scope: 'pipe-2', eventType: 'held' },
     { scope: 'pipe-3', eventType: 'quick' },
     { scope: 'pipe-4', eventType: 'quick' },
+    { scope: 'pipe-5', eventType: 'quick' },
   ]);
   // Once the first event is leased, another session locks its scope row: the
-  // completion (whose trigger updates that row) then waits for the lock.
+  // completion (whose trigger updates that row) then waits for the lock, and
+  // the completions after it wait for that write.
   const blocker: pg.PoolClient = await db.pool.connect();
   await blocker.query('BEGIN');
   const started: string[] = [];
@@ -70,21 +71,21 @@ it('starts the next handler while a completion waits, and stops claiming once cl
     if (ctx.event.eventType === 'held') await gate;
   });
   try {
-    // Slots: `held` runs, the first event's completion waits for the lock.
-    // One handler slot is free and one closing slot too, so the third starts.
-    await waitFor(async () => started.includes(third!), 5_000, 'the third handler to start');
+    // `held` keeps one handler slot; the other goes on to the third and the
+    // fourth while the first's completion waits.
+    await waitFor(async () => started.includes(fourth!), 5_000, 'the fourth handler to start');
     expect(await eventState(db.pool, first!)).toMatchObject({ state: 'LEASED' });
-    // The third's completion queues behind the first's: two leases wait for
-    // their closing write, which fills the slots, so the fourth is not claimed.
+    // Four leases now (one handler, three closing writes): the fifth waits.
     await sleep(500);
-    expect(started).not.toContain(fourth);
-    expect(await eventState(db.pool, fourth!)).toMatchObject({ state: 'QUEUED' });
+    expect(started).not.toContain(fifth);
+    expect(await eventState(db.pool, fifth!)).toMatchObject({ state: 'QUEUED' });
+    expect(started).toEqual([first, held, third, fourth]);
   } finally {
     await blocker.query('ROLLBACK');
     blocker.release();
     openGate();
   }
-  for (const id of [first, held, third, fourth]) {
+  for (const id of [first, held, third, fourth, fifth]) {
     await waitFor(async () => (await eventState(db.pool, id!))?.state === 'DONE', 10_000, `event ${id} DONE`);
   }
 });

@@ -166,12 +166,12 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
    * A slot frees when its handler ends, not when the closing write commits, so
    * the next claim overlaps the completions still being written (claim and
    * complete each wait for a WAL flush; in turn they would halve the rate).
-   * Leases awaiting their closing write are capped at `concurrency` too, so a
-   * slow database slows claiming instead of piling up leases.
+   * A host holds at most 2 × concurrency leases: `concurrency` handlers, the
+   * rest waiting for their closing write, so a slow database slows claiming
+   * instead of piling up leases.
    */
   private freeSlots(): number {
-    const closing = this.running.size - this.handling;
-    return Math.min(this.concurrency - this.handling, this.concurrency - closing);
+    return Math.min(this.concurrency - this.handling, 2 * this.concurrency - this.running.size);
   }
 
   private startRun(row: ProviderEventRow): void {

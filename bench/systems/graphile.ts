@@ -70,17 +70,23 @@ export async function startGraphileWorker(options: {
   // yet would then raise an unhandled pool error.
   const pgPool = new pg.Pool({ connectionString: options.connectionString, max: options.concurrency + 2 });
   pgPool.on('error', () => {});
-  const runner: Runner = await run({
-    pgPool,
-    concurrency: options.concurrency,
-    noHandleSignals: true,
-    logger: silent,
-    taskList: {
-      bench: async (payload) => {
-        await options.handle(payload);
+  let runner: Runner;
+  try {
+    runner = await run({
+      pgPool,
+      concurrency: options.concurrency,
+      noHandleSignals: true,
+      logger: silent,
+      taskList: {
+        bench: async (payload) => {
+          await options.handle(payload);
+        },
       },
-    },
-  });
+    });
+  } catch (error) {
+    await pgPool.end();
+    throw error;
+  }
   return {
     async stop() {
       await runner.stop();

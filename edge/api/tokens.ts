@@ -1,5 +1,5 @@
 // Secrets the operator API hands out or checks: workspace API tokens and
-// connection webhook secrets. Web Crypto only (edge/crypto.ts), so the same
+// connection webhook secrets. Hashing from edge/crypto.ts, so the same
 // code runs in workerd and Node. The database stores a token's SHA-256 only.
 import { constantTimeEqual, sha256, toBase64, toHex } from '../crypto.js';
 

@@ -39,7 +39,7 @@ LANGUAGE sql AS $$
      AND (s.scope_key IS NULL
           OR s.head_id IS DISTINCT FROM t.head_id
           OR s.head_due_at IS DISTINCT FROM h.next_attempt_at
-          OR (s.head_id IS NOT NULL AND NOT s.ready_at >= s.head_due_at)
+          OR (s.head_id IS NOT NULL AND (s.ready_at IS NULL OR s.ready_at < s.head_due_at))
           OR s.leased_id IS DISTINCT FROM t.leased_id)
 $$;
 
