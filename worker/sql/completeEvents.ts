@@ -15,7 +15,8 @@ export interface Completion {
 export async function completeEvents(db: Queryable, completions: readonly Completion[]): Promise<boolean[]> {
   const { rows } = await db.query<{ completed: boolean }>(
     `SELECT wharf.complete(c.id, c.epoch, c.outcome) AS completed
-       FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS c(id, epoch, outcome, n)`,
+       FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS c(id, epoch, outcome, n)
+      ORDER BY c.n`,
     [completions.map((c) => c.id), completions.map((c) => c.epoch), completions.map((c) => c.outcome)],
   );
   return rows.map((row) => row.completed === true);
