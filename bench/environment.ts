@@ -1,7 +1,7 @@
 // Where and with what a run measured: versions, machine and server settings.
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import pg from 'pg';
+import { onServer } from '../test/support/scratch-database.js';
 
 export interface Environment {
   node: string;
@@ -19,9 +19,7 @@ function packageVersion(name: string): string {
 }
 
 export async function describeEnvironment(serverUrl: string): Promise<Environment> {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
+  return onServer(serverUrl, async (client) => {
     const { rows } = await client.query<{ name: string; setting: string; unit: string | null }>(
       `SELECT name, setting, unit FROM pg_settings
         WHERE name IN ('server_version', 'shared_buffers', 'synchronous_commit', 'fsync', 'max_connections',
@@ -43,7 +41,5 @@ export async function describeEnvironment(serverUrl: string): Promise<Environmen
       memory: `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
       platform: `${os.type()} ${os.release()} ${os.arch()}`,
     };
-  } finally {
-    await client.end();
-  }
+  });
 }

@@ -2,17 +2,7 @@
 // with autovacuum running, as it does on a default PostgreSQL. Some servers
 // (this workplace's CI configuration among them) turn it off: for that phase
 // the benchmark turns it on with ALTER SYSTEM, and puts it back afterwards.
-import pg from 'pg';
-
-async function onServer<T>(serverUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
-}
+import { onServer } from '../test/support/scratch-database.js';
 
 async function autovacuumSetting(serverUrl: string): Promise<{ setting: string; sourcefile: string | null }> {
   return onServer(serverUrl, async (client) => {

@@ -23,11 +23,12 @@ export interface ScratchDatabaseOptions {
   poolSize?: number;
 }
 
-async function onServer(serverUrl: string, sql: string): Promise<void> {
+/** Runs `work` on a client of its own connected to `serverUrl`, ended afterwards. */
+export async function onServer<T>(serverUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: serverUrl });
   await client.connect();
   try {
-    await client.query(sql);
+    return await work(client);
   } finally {
     await client.end();
   }
@@ -35,8 +36,8 @@ async function onServer(serverUrl: string, sql: string): Promise<void> {
 
 export async function createScratchDatabase(serverUrl: string, options: ScratchDatabaseOptions): Promise<ScratchDatabase> {
   const name = `${options.prefix.replace(/[^a-z0-9_]+/gi, '_').toLowerCase()}_${randomBytes(6).toString('hex')}`;
-  const dropDatabase = () => onServer(serverUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await onServer(serverUrl, `CREATE DATABASE ${name}`);
+  const dropDatabase = () => onServer(serverUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+  await onServer(serverUrl, (client) => client.query(`CREATE DATABASE ${name}`));
   const url = withDatabase(serverUrl, name);
   try {
     if (options.migrate ?? true) await migrate({ databaseUrl: url });
