@@ -31,12 +31,15 @@ export class CompletionBatcher {
       this.queue.push({
         id: row.id, epoch: row.lease_epoch, outcome, workspaceId: row.workspace_id, scopeKey: row.scope_key, resolve, reject,
       });
-      if (!this.writing) void this.write();
+      if (this.writing) return;
+      // Wait out the current turn of the event loop: the other handlers of
+      // the same claim end in it, and their completions join this one.
+      this.writing = true;
+      setImmediate(() => void this.write());
     });
   }
 
   private async write(): Promise<void> {
-    this.writing = true;
     while (this.queue.length > 0) {
       // Admission's lock order: workspace (installation rows first), then scope.
       const batch = this.queue.splice(0, maxBatch).sort(
