@@ -95,6 +95,7 @@ describe.each(providers)('%s adapter', (provider) => {
     ['a raw NUL', '{"a":"b"}\u0000', 400, 'contains-nul'],
     ['a NUL in a key', '{"\\u0000":1}', 400, 'contains-nul'],
     ['an unpaired surrogate', '{"a":"\\ud800"}', 400, 'invalid-json'],
+    ['an unpaired low surrogate in capitals', '{"a":"\\uDC00"}', 400, 'invalid-json'],
     ['not JSON', 'action=opened&x=1', 400, 'invalid-json'],
     ['a JSON array', '[1,2]', 400, 'invalid-json'],
   ] as const)('answers a signed body with %s %i and stores nothing', async (_name, body, status, error) => {
@@ -103,6 +104,15 @@ describe.each(providers)('%s adapter', (provider) => {
     expect(response.status).toBe(status);
     expect(response.json.error).toBe(error);
     expect(await countEvents(db.pool)).toBe(before);
+  });
+
+  it('stores a body whose escapes are all storable', async () => {
+    const key = newDeliveryKey();
+    // An escaped backslash before u0000, a surrogate pair, a plain escape.
+    const body = JSON.stringify(s.payload(key)).replace(/}$/, ',"note":"\\\\u0000 \\ud83d\\ude00 \\u00e9"}');
+    const { status } = await post(s, body, await s.sign(body, { deliveryKey: key }));
+    expect(status).toBe(202);
+    expect(await countEvents(db.pool, key)).toBe(1);
   });
 
   it('answers 413 to a body over the limit and stores nothing', async () => {
