@@ -3,10 +3,10 @@
 // proves it). A later change to a function ships as a new migration that
 // applies the changed source again.
 import type { MigrationBuilder } from 'node-pg-migrate';
-import { readSqlSources } from '../worker/sql-sources.js';
+import { applySqlSources } from '../worker/sql-sources.js';
 
 export async function up(pgm: MigrationBuilder): Promise<void> {
-  for (const source of await readSqlSources()) pgm.sql(source.text);
+  await applySqlSources(pgm);
 }
 
 export async function down(pgm: MigrationBuilder): Promise<void> {

@@ -4,7 +4,7 @@
 // the dead ones its scans clean up (sql/20-scope-heads.sql says why). Then
 // applies sql/ again, which also brings the scope lookups' enable_seqscan.
 import type { MigrationBuilder } from 'node-pg-migrate';
-import { readSqlSources } from '../worker/sql-sources.js';
+import { applySqlSources } from '../worker/sql-sources.js';
 
 export async function up(pgm: MigrationBuilder): Promise<void> {
   pgm.sql(`
@@ -22,7 +22,7 @@ export async function up(pgm: MigrationBuilder): Promise<void> {
     CREATE INDEX ix_scope_claim ON wharf.scope (ready_at, head_id)
       WHERE head_id IS NOT NULL AND leased_id IS NULL AND active;
   `);
-  for (const source of await readSqlSources()) pgm.sql(source.text);
+  await applySqlSources(pgm);
 }
 
 // Nothing to undo on its own: the functions this step applied from sql/ read
