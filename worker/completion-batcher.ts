@@ -1,7 +1,8 @@
 // Completes leases in batches that form by themselves, like group commit:
-// while one batch is being written, the completions that arrive wait and go
-// together in the next statement. An idle host therefore writes each at once,
-// a busy one pays one commit for many.
+// the completions of one turn of the event loop go together, and while one
+// batch is being written, the completions that arrive wait and go together
+// in the next statement. An idle host therefore writes each at once, a busy
+// one pays one commit for many.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
@@ -21,6 +22,7 @@ const maxBatch = 64;
 
 export class CompletionBatcher {
   private queue: Pending[] = [];
+  /** A write is scheduled or running: it takes whatever the queue holds. */
   private writing = false;
 
   constructor(private readonly pool: pg.Pool, private readonly logger: Logger) {}
