@@ -1,6 +1,14 @@
 // Runs one pgTAP file through a plain client and reads its TAP lines, so the
 // suites need no psql or pg_prove, only the pgtap extension on the server.
+import { readdir, readFile } from 'node:fs/promises';
 import pg from 'pg';
+
+const suiteDirectory = new URL('../sql/', import.meta.url);
+
+/** The pgTAP suites of test/sql/, one per sql/ file, by name. */
+export async function pgtapSuites(): Promise<string[]> {
+  return (await readdir(suiteDirectory)).filter((name) => name.endsWith('.sql')).sort();
+}
 
 export interface TapResult {
   planned: number | undefined;
@@ -36,4 +44,28 @@ export async function runPgtapFile(client: pg.Client, sql: string): Promise<TapR
     failed: lines.filter((line) => /^not ok \d+/.test(line)),
     lines,
   };
+}
+
+/**
+ * Runs suite `name` of test/sql/ in the database of `client`, with the
+ * session helpers every suite may use. pgTAP missing is a failure, never a
+ * skip: CI must not pass without it.
+ */
+export async function runPgtapSuite(client: pg.Client, name: string): Promise<TapResult> {
+  if (!(await pgtapAvailable(client))) {
+    throw new Error(
+      'pgTAP is not installed on the test PostgreSQL server. On Debian: ' +
+        'apt-get install -y postgresql-15-pgtap (see README.md, "Tests").',
+    );
+  }
+  await client.query('CREATE EXTENSION IF NOT EXISTS pgtap');
+  await client.query(await readFile(new URL('fixtures/inbox-rows.sql', suiteDirectory), 'utf8'));
+  return runPgtapFile(client, await readFile(new URL(name, suiteDirectory), 'utf8'));
+}
+
+/** Vitest's view of a TAP result: every planned assertion ran and passed. */
+export function tapFailures(result: TapResult): string | undefined {
+  const complete = result.failed.length === 0 && result.planned !== undefined && result.planned > 0
+    && result.passed.length === result.planned;
+  return complete ? undefined : result.lines.join('\n');
 }

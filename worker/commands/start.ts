@@ -19,7 +19,7 @@ import { exampleHandlers } from '../example-handlers.js';
 import { loadHandlers } from '../load-handlers.js';
 import { workerRegistry } from '../metrics.js';
 import { startMetricsServer } from '../metrics-server.js';
-import { migrate } from '../migrate.js';
+import { migrate } from '../../db/migrate.js';
 import { port, positiveInteger } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
 

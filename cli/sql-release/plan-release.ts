@@ -1,0 +1,99 @@
+// Works out the next migration: the statements of sql/ that change a database
+// migrated to the last release, and the statements that undo them.
+import type pg from 'pg';
+import { readSqlSources } from '../../db/sql-sources.js';
+import { dropAllFunctions, dropSql, readCatalog, type CatalogObject } from './catalog.js';
+import { splitStatements, type SqlStatement } from './split-statements.js';
+
+export interface ReleasePlan {
+  /** Objects new in sql/, changed, or gone from it, by catalog key. */
+  added: string[];
+  changed: string[];
+  removed: string[];
+  up: string;
+  down: string;
+  /** The catalog a database holds once the plan has run: sql/ exactly. */
+  target: Map<string, CatalogObject>;
+}
+
+async function sqlStatements(): Promise<SqlStatement[]> {
+  const statements: SqlStatement[] = [];
+  for (const source of await readSqlSources()) statements.push(...(await splitStatements(source.name, source.text)));
+  return statements;
+}
+
+/** Runs `work` in a transaction that is always rolled back. */
+async function rolledBack<T>(client: pg.ClientBase, work: () => Promise<T>): Promise<T> {
+  await client.query('BEGIN');
+  try {
+    return await work();
+  } finally {
+    await client.query('ROLLBACK');
+  }
+}
+
+/** `client` is connected to a database migrated to the last release; it is left as it was. */
+export async function planRelease(client: pg.ClientBase): Promise<ReleasePlan> {
+  const statements = await sqlStatements();
+  const released = await readCatalog(client);
+
+  // What sql/ makes of it: every function again, from nothing.
+  const target = await rolledBack(client, async () => {
+    await client.query(dropAllFunctions);
+    for (const statement of statements) await client.query(statement.sql);
+    return readCatalog(client);
+  });
+
+  const added = [...target.keys()].filter((key) => !released.has(key));
+  const removed = [...released.keys()].filter((key) => !target.has(key));
+  const changed = [...target.keys()].filter(
+    (key) => released.has(key) && released.get(key)!.definition !== target.get(key)!.definition,
+  );
+  // CREATE OR REPLACE keeps a function's oid, so it cannot change its
+  // result or arguments: such a function is dropped and created again.
+  const recreated = changed.filter(
+    (key) => target.get(key)!.kind === 'function' && released.get(key)!.signature !== target.get(key)!.signature,
+  );
+  const drops = [...removed, ...recreated].map((key) => released.get(key)!);
+
+  // Which statements write the objects that change: run them in order over
+  // the released database and see whose catalog rows each one writes.
+  const wanted = new Set([...added, ...changed]);
+  const included = await rolledBack(client, async () => {
+    for (const object of drops) await client.query(dropSql(object));
+    const chosen: SqlStatement[] = [];
+    let before = await readCatalog(client);
+    for (const statement of statements) {
+      await client.query(statement.sql);
+      const after = await readCatalog(client);
+      const touched = [...new Set([...before.keys(), ...after.keys()])].filter(
+        (key) => before.get(key)?.version !== after.get(key)?.version,
+      );
+      if (touched.some((key) => wanted.has(key))) chosen.push(statement);
+      before = after;
+    }
+    return chosen;
+  });
+
+  const up: string[] = drops.map(dropSql);
+  let source = '';
+  for (const statement of included) {
+    if (statement.source !== source) up.push(`-- ======== sql/${(source = statement.source)} ========`);
+    up.push(statement.text);
+  }
+
+  // Down: drop what is new, then give back what changed or went its released text.
+  const down: string[] = [
+    // Triggers before the functions they run.
+    ...added.sort((a, b) => (a.startsWith('trigger') ? 0 : 1) - (b.startsWith('trigger') ? 0 : 1))
+      .map((key) => dropSql(target.get(key)!)),
+    ...recreated.map((key) => dropSql(target.get(key)!)),
+    ...[...changed, ...removed].map((key) => {
+      const object = released.get(key)!;
+      return object.kind === 'trigger' && target.has(key)
+        ? `DROP TRIGGER IF EXISTS ${object.identity};\n${object.createSql}`
+        : object.createSql;
+    }),
+  ];
+  return { added, changed, removed, up: up.join('\n\n'), down: down.join('\n\n'), target };
+}

@@ -1,0 +1,17 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+
+/** The procedure sources of sql/: what a DBA reads, one file per concern. */
+export const sqlDirectory = fileURLToPath(new URL('../sql/', import.meta.url));
+
+export interface SqlSource {
+  /** The file name, e.g. `30-claim-lease.sql`. */
+  name: string;
+  text: string;
+}
+
+/** Every source of sql/, in file-name order: the order a migration applies them in. */
+export async function readSqlSources(): Promise<SqlSource[]> {
+  const names = (await readdir(sqlDirectory)).filter((name) => /^\d+-[a-z0-9-]+\.sql$/.test(name)).sort();
+  return Promise.all(names.map(async (name) => ({ name, text: await readFile(sqlDirectory + name, 'utf8') })));
+}

@@ -1,0 +1,1965 @@
+--
+-- PostgreSQL database dump
+--
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: wharf; Type: SCHEMA; Schema: -; Owner: -
+--
+
+CREATE SCHEMA wharf;
+
+--
+-- Name: admission_snapshot(bigint, text, text, text[]); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.admission_snapshot(p_source_id bigint, p_provider text, p_source text, p_subjects text[]) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+  RETURN (
+  WITH recipients AS (
+    SELECT c.id, c.workspace_id, c.state, c.generation, w.state AS workspace_state
+      FROM wharf.connection c
+      JOIN wharf.workspace w ON w.id = c.workspace_id
+     WHERE c.provider = p_provider AND c.source = p_source
+       AND EXISTS (SELECT FROM wharf.subscription s
+                    WHERE s.connection_id = c.id AND s.subject = ANY (p_subjects))
+  ),
+  involved AS (
+    SELECT id, generation FROM recipients
+    UNION
+    SELECT id, generation FROM wharf.connection WHERE id = p_source_id
+  )
+  SELECT jsonb_build_object(
+    'source_state', (SELECT state FROM wharf.connection WHERE id = p_source_id),
+    'recipients', coalesce((SELECT jsonb_agg(to_jsonb(r) ORDER BY r.id) FROM recipients r), '[]'),
+    'connections', coalesce((SELECT jsonb_agg(jsonb_build_object('id', i.id, 'generation', i.generation)
+                                               ORDER BY i.id) FROM involved i), '[]'))
+  );
+END $$;
+
+--
+-- Name: admit(text, text, text, text, jsonb, text[], jsonb, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_route      jsonb := coalesce(p_route, '{}');
+  v_headers    jsonb := wharf.safe_headers(p_headers);
+  v_subjects   text[] := coalesce(array_remove(array_remove(p_subjects, NULL), ''), '{}');
+  v_subject    text;
+  v_source     wharf.connection;
+  v_first      jsonb;
+  v_locked     jsonb;
+  v_events     jsonb := '[]';
+  v_refused    jsonb := '[]';
+  v_drop       text;
+  v_lock       bigint;
+  v_ws         record;
+  v_rec        record;
+  v_stored     boolean := false;
+BEGIN
+  IF p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL OR p_delivery_key = ''
+     OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN
+    RAISE EXCEPTION 'wharf.admit: provider, source, delivery_key, event_type and payload are required'
+      USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.check_provider(p_provider);
+  IF jsonb_typeof(v_route) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.admit: route must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  v_subject := v_subjects[1];
+
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees the row (see rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 1. Control events: one installation row in the provider's system scope.
+  IF v_route->'control' = 'true' THEN
+    IF p_provider = 'github'
+       AND p_event_type IN ('installation', 'installation_repositories', 'installation_target')
+       AND v_route->>'installation_id' IS NOT NULL
+       AND p_payload->'installation'->>'id' = v_route->>'installation_id'
+       AND coalesce(p_payload->>'action', '') <> '' THEN
+      v_events := jsonb_build_array(wharf.store_event(
+        NULL, p_provider, p_source, NULL, p_delivery_key, p_event_type, v_subject,
+        'system:' || p_provider || ':' || p_source, p_payload, v_headers));
+      v_stored := v_events->0->>'outcome' = 'stored';
+    ELSE
+      v_drop := 'invalid-event-route';
+    END IF;
+  ELSE
+    -- 2. Source: the connection named by a verified route fact.
+    IF v_route ? 'connection_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE id = CASE WHEN v_route->>'connection_id' ~ '^[0-9]{1,18}$'
+                       THEN (v_route->>'connection_id')::bigint END
+         AND provider = p_provider AND source = p_source;
+    ELSIF v_route ? 'installation_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'app_installation'
+         AND external_id = v_route->>'installation_id';
+    ELSIF v_route ? 'team_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'slack_team'
+         AND external_id = v_route->>'team_id';
+    ELSE
+      v_drop := 'work-event-without-source';
+    END IF;
+
+    IF v_drop IS NULL AND v_source.id IS NULL THEN
+      v_drop := 'unknown-source';
+    ELSIF v_drop IS NULL AND v_subject IS NULL THEN
+      v_drop := 'work-event-without-subject';
+    ELSIF v_drop IS NULL AND jsonb_typeof(v_source.route->'subject_prefixes') = 'array'
+          AND NOT EXISTS (SELECT FROM jsonb_array_elements_text(v_source.route->'subject_prefixes') p
+                           WHERE starts_with(v_subject, p)) THEN
+      v_drop := 'route-mismatch';
+    END IF;
+  END IF;
+
+  IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
+    -- 3. Lifecycle lock: read the recipients, lock source, connections (id
+    -- order) and workspaces (id order) in shared mode, read them again.
+    v_first := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects);
+    PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)));
+    FOR v_lock IN
+      SELECT DISTINCT (c->>'id')::bigint AS id FROM jsonb_array_elements(v_first->'connections') c ORDER BY 1
+    LOOP
+      PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('connection', v_lock::text));
+    END LOOP;
+    FOR v_lock IN
+      SELECT DISTINCT (c->>'workspace_id')::bigint FROM jsonb_array_elements(v_first->'recipients') c ORDER BY 1
+    LOOP
+      PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('workspace', v_lock::text));
+    END LOOP;
+    v_locked := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects);
+    IF v_locked->'connections' IS DISTINCT FROM v_first->'connections' THEN
+      RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
+        USING ERRCODE = 'WH409';
+    END IF;
+
+    -- 4. Activity: the source itself must be ACTIVE; then per workspace.
+    IF v_locked->>'source_state' <> 'ACTIVE' THEN
+      v_drop := 'source-inactive';
+    ELSIF jsonb_array_length(v_locked->'recipients') = 0 THEN
+      v_drop := 'no-subscriber';
+    ELSE
+      FOR v_ws IN
+        SELECT (r->>'workspace_id')::bigint AS workspace_id,
+               bool_or(r->>'workspace_state' = 'ACTIVE') AS workspace_active,
+               min((r->>'id')::bigint) FILTER (WHERE r->>'state' = 'ACTIVE') AS active_connection_id
+          FROM jsonb_array_elements(v_locked->'recipients') r
+         GROUP BY 1 ORDER BY 1
+      LOOP
+        IF v_ws.workspace_active AND v_ws.active_connection_id IS NOT NULL THEN
+          -- 5. Insert: one row per admitted workspace, due at once.
+          v_events := v_events || wharf.store_event(
+            v_ws.workspace_id, p_provider, p_source, v_ws.active_connection_id, p_delivery_key,
+            p_event_type, v_subject, v_ws.workspace_id || ':' || p_provider || ':' || v_subject,
+            p_payload, v_headers);
+          v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
+        ELSE
+          FOR v_rec IN
+            SELECT (r->>'id')::bigint AS connection_id,
+                   CASE WHEN v_ws.workspace_active THEN 'connection-inactive'
+                        ELSE 'workspace-inactive' END AS reason
+              FROM jsonb_array_elements(v_locked->'recipients') r
+             WHERE (r->>'workspace_id')::bigint = v_ws.workspace_id
+             ORDER BY 1
+          LOOP
+            v_refused := v_refused || jsonb_build_object(
+              'connection_id', v_rec.connection_id, 'workspace_id', v_ws.workspace_id, 'reason', v_rec.reason);
+            PERFORM wharf.log_admission(p_provider, p_source, p_delivery_key, v_rec.connection_id,
+                                        v_ws.workspace_id, v_rec.reason);
+          END LOOP;
+        END IF;
+      END LOOP;
+    END IF;
+  END IF;
+
+  IF v_drop IS NOT NULL THEN
+    PERFORM wharf.log_admission(p_provider, p_source, p_delivery_key, v_source.id, NULL, v_drop);
+  END IF;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                            'refused', v_refused, 'dropped', v_drop);
+END $_$;
+
+--
+-- Name: check_provider(text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.check_provider(p_provider text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+  IF p_provider IS NULL OR p_provider NOT IN ('github', 'gitlab', 'slack', 'outline', 'forgejo', 'generic') THEN
+    RAISE EXCEPTION 'wharf: unknown provider %', coalesce(quote_literal(p_provider), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+END $$;
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: provider_event; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.provider_event (
+    id bigint NOT NULL,
+    workspace_id bigint,
+    provider text NOT NULL,
+    delivery_key text NOT NULL,
+    event_type text NOT NULL,
+    subject text,
+    scope_key text NOT NULL,
+    source text NOT NULL,
+    connection_id bigint,
+    payload jsonb NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    state text DEFAULT 'QUEUED'::text NOT NULL,
+    attempt integer DEFAULT 0 NOT NULL,
+    failures integer DEFAULT 0 NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    leased_until timestamp with time zone,
+    leased_by text,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    error_class text,
+    outcome text,
+    handled_at timestamp with time zone,
+    dead_at timestamp with time zone,
+    replayed_by text,
+    replayed_at timestamp with time zone,
+    CONSTRAINT provider_event_state_check CHECK ((state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text, 'DONE'::text, 'DEAD'::text])))
+)
+WITH (toast_tuple_target='128');
+
+--
+-- Name: claim(text, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1) RETURNS SETOF wharf.provider_event
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+  v_now   timestamptz := clock_timestamp();
+  v_lease interval := wharf.setting_interval('lease');
+BEGIN
+  IF p_worker IS NULL OR p_worker = '' THEN
+    RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
+  END IF;
+  IF p_max IS NULL THEN
+    RAISE EXCEPTION 'wharf.claim: max is required' USING ERRCODE = '22004';
+  END IF;
+  IF p_max < 0 THEN
+    RAISE EXCEPTION 'wharf.claim: max must be zero or more, not %', p_max USING ERRCODE = '22023';
+  END IF;
+
+  RETURN QUERY
+  WITH due_heads AS (
+    SELECT e.id
+      FROM wharf.scope s
+      JOIN wharf.provider_event e ON e.id = s.head_id
+     WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+       AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
+       AND e.state = 'QUEUED'
+     ORDER BY s.ready_at, s.head_id
+     LIMIT p_max
+     -- NO KEY UPDATE: a claimer that locks a head another claimer has just
+     -- leased (its snapshot was older) must not make the winner's fence
+     -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scope, purge and
+     -- erasure take FOR UPDATE and still conflict.
+     FOR NO KEY UPDATE OF s, e SKIP LOCKED
+  )
+  UPDATE wharf.provider_event e
+     SET state        = 'LEASED',
+         attempt      = e.attempt + 1,
+         lease_epoch  = e.lease_epoch + 1,
+         leased_until = v_now + v_lease,
+         leased_by    = p_worker
+    FROM due_heads
+   WHERE e.id = due_heads.id
+  RETURNING e.*;
+END $$;
+
+--
+-- Name: complete(bigint, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAULT 'handled'::text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL OR p_outcome IS NULL OR p_outcome = '' THEN
+    RAISE EXCEPTION 'wharf.complete: id, epoch and outcome are required' USING ERRCODE = '22004';
+  END IF;
+  UPDATE wharf.provider_event
+     SET state = 'DONE', outcome = p_outcome, handled_at = clock_timestamp(), leased_until = NULL
+   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+  RETURN FOUND;
+END $$;
+
+--
+-- Name: connection_endpoint(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.connection_endpoint(p_connection_id bigint) RETURNS TABLE(provider text, source text, route jsonb, token_sha256 text, signing_key text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  RETURN QUERY
+  SELECT c.provider, c.source, c.route, encode(s.token_sha256, 'hex'), s.signing_key
+    FROM wharf.connection c
+    LEFT JOIN wharf.connection_secret s ON s.connection_id = c.id
+   WHERE c.id = p_connection_id;
+END $$;
+
+--
+-- Name: create_token(bigint, text, bytea); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.create_token(p_workspace_id bigint, p_name text, p_token_hash bytea) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+  v_token record;
+BEGIN
+  IF p_name IS NULL OR p_token_hash IS NULL THEN
+    RAISE EXCEPTION 'wharf.create_token: name and token hash are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_name !~ '^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$' THEN
+    RAISE EXCEPTION 'wharf: a token name is 1 to 64 letters, digits or _.:@- ' USING ERRCODE = '22023';
+  END IF;
+  IF length(p_token_hash) <> 32 THEN
+    RAISE EXCEPTION 'wharf.create_token: the hash must be a SHA-256 digest' USING ERRCODE = '22023';
+  END IF;
+  PERFORM wharf.require_workspace(p_workspace_id);
+  INSERT INTO wharf.api_token (workspace_id, name, token_hash)
+  VALUES (p_workspace_id, p_name, p_token_hash)
+  RETURNING * INTO v_token;
+  RETURN jsonb_build_object('id', v_token.id, 'workspace_id', v_token.workspace_id,
+                            'name', v_token.name, 'created_at', v_token.created_at);
+END $_$;
+
+--
+-- Name: erase_person(text, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.erase_person(p_source text, p_identities jsonb) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_ids     text[];
+  v_logins  text[];
+  v_events  bigint[];
+  v_deleted bigint;
+BEGIN
+  IF p_source IS NULL OR p_identities IS NULL THEN
+    RAISE EXCEPTION 'wharf.erase_person: source and identities are required' USING ERRCODE = '22004';
+  END IF;
+  IF jsonb_typeof(p_identities) <> 'object'
+     OR jsonb_typeof(coalesce(p_identities->'ids', '[]')) <> 'array'
+     OR jsonb_typeof(coalesce(p_identities->'logins', '[]')) <> 'array' THEN
+    RAISE EXCEPTION 'wharf.erase_person: identities must be {"ids": [...], "logins": [...]}'
+      USING ERRCODE = '22023';
+  END IF;
+  SELECT coalesce(array_agg(v #>> '{}'), '{}') INTO v_ids
+    FROM jsonb_array_elements(coalesce(p_identities->'ids', '[]')) v
+   WHERE jsonb_typeof(v) IN ('string', 'number');
+  SELECT coalesce(array_agg(v #>> '{}'), '{}') INTO v_logins
+    FROM jsonb_array_elements(coalesce(p_identities->'logins', '[]')) v
+   WHERE jsonb_typeof(v) IN ('string', 'number');
+  IF cardinality(v_ids) + cardinality(v_logins) = 0 THEN
+    RAISE EXCEPTION 'wharf.erase_person: name at least one id or login' USING ERRCODE = '22023';
+  END IF;
+
+  -- Lock the events, then their scopes, then delete: the same order as every
+  -- state change (event row, then its scope through the trigger). Deleting at
+  -- once would lock the scopes in scan order at the end of the DELETE, while
+  -- a redelivery that holds one of them waits for the deleted row (ON
+  -- CONFLICT): a deadlock. Locked but not yet deleted, a row is simply a
+  -- duplicate to that redelivery.
+  SELECT coalesce(array_agg(id), '{}') INTO v_events
+    FROM (SELECT e.id FROM wharf.provider_event e
+           WHERE e.source = p_source
+             AND wharf.payload_names_person(e.provider, e.payload, v_ids, v_logins)
+           ORDER BY e.id
+             FOR UPDATE) matched;
+  PERFORM FROM wharf.scope s
+   WHERE s.scope_key IN (SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_events))
+   ORDER BY s.workspace_id NULLS FIRST, s.scope_key
+     FOR UPDATE;
+
+  DELETE FROM wharf.provider_event WHERE id = ANY (v_events);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
+END $$;
+
+--
+-- Name: event_detail(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.event_detail(p_workspace_id bigint, p_id bigint) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT wharf.event_summary(e) || jsonb_build_object(
+           'delivery_key', e.delivery_key, 'scope_key', e.scope_key,
+           'connection_id', e.connection_id, 'payload', e.payload, 'headers', e.headers,
+           'lease_epoch', e.lease_epoch, 'leased_until', e.leased_until, 'leased_by', e.leased_by,
+           'replayed_by', e.replayed_by, 'replayed_at', e.replayed_at,
+           'steps', (SELECT coalesce(jsonb_agg(jsonb_build_object('name', s.step_name,
+                                                                  'committed_at', s.committed_at)
+                                               ORDER BY s.committed_at, s.step_name), '[]')
+                       FROM wharf.provider_event_step s WHERE s.event_id = e.id))
+    FROM wharf.provider_event e
+   WHERE e.id = p_id AND e.workspace_id IS NOT DISTINCT FROM p_workspace_id
+$$;
+
+--
+-- Name: event_page(bigint, text, text, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.event_page(p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  v_events jsonb;
+  v_count  integer;
+BEGIN
+  IF p_state IS NOT NULL AND p_state NOT IN ('QUEUED', 'LEASED', 'DONE', 'DEAD') THEN
+    RAISE EXCEPTION 'wharf: unknown event state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  IF p_before_id IS NOT NULL AND p_before_id < 1 THEN
+    RAISE EXCEPTION 'wharf: cursor must be a positive event id' USING ERRCODE = '22023';
+  END IF;
+
+  -- One row more than asked says whether another page follows.
+  SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*)
+    INTO v_events, v_count
+    FROM (SELECT *
+            FROM wharf.provider_event
+           WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id
+             AND (p_state IS NULL OR state = p_state)
+             AND (p_subject IS NULL OR subject = p_subject)
+             AND (p_before_id IS NULL OR id < p_before_id)
+           ORDER BY id DESC
+           LIMIT p_limit + 1) e;
+
+  IF v_count <= p_limit THEN
+    RETURN jsonb_build_object('events', v_events, 'next_cursor', NULL);
+  END IF;
+  v_events := v_events - p_limit;
+  RETURN jsonb_build_object('events', v_events, 'next_cursor', v_events -> (p_limit - 1) -> 'id');
+END $$;
+
+--
+-- Name: event_summary(wharf.provider_event); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.event_summary(e wharf.provider_event) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object(
+    'id', e.id, 'workspace_id', e.workspace_id, 'provider', e.provider, 'source', e.source,
+    'event_type', e.event_type, 'subject', e.subject, 'state', e.state,
+    'attempt', e.attempt, 'failures', e.failures, 'received_at', e.received_at,
+    'next_attempt_at', e.next_attempt_at, 'error_class', e.error_class, 'outcome', e.outcome,
+    'handled_at', e.handled_at, 'dead_at', e.dead_at)
+$$;
+
+--
+-- Name: fail(bigint, bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text) RETURNS text
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+  v_now   timestamptz := clock_timestamp();
+  v_row   record;
+  v_dead  boolean;
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL OR p_kind IS NULL OR p_error_class IS NULL THEN
+    RAISE EXCEPTION 'wharf.fail: id, epoch, kind and error_class are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_kind NOT IN ('transient', 'unknown', 'permanent', 'uncertain') THEN
+    RAISE EXCEPTION 'wharf.fail: unknown failure kind %', quote_literal(p_kind) USING ERRCODE = '22023';
+  END IF;
+  IF p_error_class !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$' THEN
+    RAISE EXCEPTION 'wharf.fail: error_class must be a class name, not free text' USING ERRCODE = '22023';
+  END IF;
+
+  SELECT attempt, failures INTO v_row
+    FROM wharf.provider_event
+   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED'
+   FOR NO KEY UPDATE;  -- the lock the UPDATE below takes anyway
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+
+  v_dead := p_kind IN ('permanent', 'uncertain')
+            OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'));
+
+  UPDATE wharf.provider_event
+     SET failures        = failures + CASE WHEN p_kind = 'unknown' THEN 1 ELSE 0 END,
+         error_class     = p_error_class,
+         leased_until    = NULL,
+         state           = CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END,
+         outcome         = CASE WHEN p_kind = 'uncertain' THEN 'uncertain' END,
+         dead_at         = CASE WHEN v_dead THEN v_now END,
+         next_attempt_at = CASE WHEN v_dead THEN next_attempt_at
+                                ELSE v_now + wharf.retry_delay(v_row.attempt) END
+   WHERE id = p_id;
+  RETURN CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
+END $_$;
+
+--
+-- Name: fence(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.fence(p_id bigint, p_epoch bigint) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_state text;
+  v_epoch bigint;
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL THEN
+    RAISE EXCEPTION 'wharf.fence: id and epoch are required' USING ERRCODE = '22004';
+  END IF;
+  SELECT state, lease_epoch INTO v_state, v_epoch
+    FROM wharf.provider_event WHERE id = p_id
+     FOR KEY SHARE NOWAIT;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: event % is gone', p_id USING ERRCODE = 'WH410';
+  END IF;
+  IF v_state <> 'LEASED' OR v_epoch <> p_epoch THEN
+    RAISE EXCEPTION 'wharf: lease % of event % is no longer held', p_epoch, p_id USING ERRCODE = 'WH412';
+  END IF;
+END $$;
+
+--
+-- Name: lifecycle_key(text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.lifecycle_key(p_kind text, p_id text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  SELECT hashtextextended('wharf:' || p_kind || ':' || p_id, 0)
+$$;
+
+--
+-- Name: list_connections(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_connections(p_workspace_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+  IF p_workspace_id IS NOT NULL THEN
+    PERFORM wharf.require_workspace(p_workspace_id);
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(wharf.show_connection(id) ORDER BY id), '[]')
+            FROM wharf.connection
+           WHERE p_workspace_id IS NULL OR workspace_id = p_workspace_id);
+END $$;
+
+--
+-- Name: list_dead(bigint, text, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_dead(p_workspace_id bigint, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT wharf.list_events(p_workspace_id, 'DEAD', p_subject, p_limit, p_before_id)
+$$;
+
+--
+-- Name: list_events(bigint, text, text, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_events(p_workspace_id bigint, p_state text DEFAULT NULL::text, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN wharf.event_page(p_workspace_id, p_state, p_subject, p_limit, p_before_id);
+END $$;
+
+--
+-- Name: list_installation_dead(text, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_installation_dead(p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT wharf.event_page(NULL, 'DEAD', p_subject, p_limit, p_before_id)
+$$;
+
+--
+-- Name: list_installation_events(text, text, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_installation_events(p_state text DEFAULT NULL::text, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT wharf.event_page(NULL, p_state, p_subject, p_limit, p_before_id)
+$$;
+
+--
+-- Name: list_tokens(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_tokens(p_workspace_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', t.id, 'workspace_id', t.workspace_id, 'name', t.name,
+                   'created_at', t.created_at, 'last_used_at', t.last_used_at,
+                   'revoked_at', t.revoked_at) ORDER BY t.id), '[]')
+            FROM wharf.api_token t WHERE t.workspace_id = p_workspace_id);
+END $$;
+
+--
+-- Name: list_workspaces(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_workspaces() RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT coalesce(jsonb_agg(wharf.show_workspace(id) ORDER BY id), '[]') FROM wharf.workspace
+$$;
+
+--
+-- Name: lock_connection_for_change(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.lock_connection_for_change(p_connection_id bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_provider text;
+  v_source   text;
+BEGIN
+  SELECT provider, source INTO v_provider, v_source FROM wharf.connection WHERE id = p_connection_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown connection %', p_connection_id USING ERRCODE = 'P0002';
+  END IF;
+  PERFORM wharf.lock_lifecycle('source', wharf.source_lock_id(v_provider, v_source));
+  PERFORM wharf.lock_lifecycle('connection', p_connection_id::text);
+END $$;
+
+--
+-- Name: lock_lifecycle(text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.lock_lifecycle(p_kind text, p_id text) RETURNS void
+    LANGUAGE sql
+    AS $$
+  SELECT pg_advisory_xact_lock(wharf.lifecycle_key(p_kind, p_id))
+$$;
+
+--
+-- Name: lock_scope(text, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.lock_scope(p_scope_key text, p_workspace_id bigint) RETURNS void
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    AS $$
+BEGIN
+  PERFORM FROM wharf.scope WHERE scope_key = p_scope_key FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO wharf.scope (scope_key, workspace_id, active)
+    VALUES (p_scope_key, p_workspace_id,
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true))
+    ON CONFLICT (scope_key) DO NOTHING;
+    -- A concurrent admitter may have created it first: wait for its row.
+    PERFORM FROM wharf.scope WHERE scope_key = p_scope_key FOR UPDATE;
+  END IF;
+END $$;
+
+--
+-- Name: log_admission(text, text, text, bigint, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.log_admission(p_provider text, p_source text, p_delivery_key text, p_connection_id bigint, p_workspace_id bigint, p_reason text) RETURNS void
+    LANGUAGE sql
+    AS $$
+  INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+  VALUES (p_provider, p_source, p_delivery_key, p_connection_id, p_workspace_id, p_reason)
+$$;
+
+--
+-- Name: mark_busy(text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.mark_busy(p_listener text) RETURNS void
+    LANGUAGE sql
+    AS $$
+  DELETE FROM wharf.idle_listener WHERE listener = p_listener
+$$;
+
+--
+-- Name: mark_idle(text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.mark_idle(p_listener text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_listener IS NULL OR p_listener = '' THEN
+    RAISE EXCEPTION 'wharf.mark_idle: listener must be named' USING ERRCODE = '22004';
+  END IF;
+  BEGIN
+    LOCK TABLE wharf.idle_listener IN SHARE ROW EXCLUSIVE MODE NOWAIT;
+  EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+  END;
+  INSERT INTO wharf.idle_listener (listener, backend_pid) VALUES (p_listener, pg_backend_pid())
+  ON CONFLICT (listener) DO UPDATE SET backend_pid = excluded.backend_pid, since = now();
+  RETURN true;
+END $$;
+
+--
+-- Name: notify_idle_claimers(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.notify_idle_claimers() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  DELETE FROM wharf.idle_listener;
+  IF FOUND THEN
+    PERFORM pg_notify('wharf_event', '');
+  END IF;
+END $$;
+
+--
+-- Name: payload_names_person(text, jsonb, text[], text[]); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.payload_names_person(p_provider text, p_payload jsonb, p_ids text[], p_logins text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT EXISTS (
+    SELECT FROM wharf.person_paths(p_provider) pp,
+           LATERAL jsonb_path_query(p_payload, pp.path) v
+     WHERE jsonb_typeof(v) IN ('string', 'number')
+       AND (v #>> '{}') = ANY (CASE pp.holds WHEN 'id' THEN p_ids ELSE p_logins END))
+$$;
+
+--
+-- Name: person_paths(text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.person_paths(p_provider text) RETURNS TABLE(path jsonpath, holds text)
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+  SELECT ('lax $.**.' || k.key || '.' || f.field)::jsonpath, f.holds
+    FROM unnest(ARRAY['sender', 'user', 'author', 'committer', 'assignee', 'member']) AS k(key),
+         (VALUES ('id', 'id'), ('login', 'login')) AS f(field, holds)
+   WHERE p_provider IN ('github', 'forgejo')
+  UNION ALL
+  SELECT p.path::jsonpath, p.holds
+    FROM (VALUES ('gitlab', 'lax $.**.user.id', 'id'), ('gitlab', 'lax $.**.user.username', 'login'),
+                 ('gitlab', 'lax $.**.author.id', 'id'), ('gitlab', 'lax $.**.author.username', 'login'),
+                 ('gitlab', 'lax $.**.user_id', 'id'), ('gitlab', 'lax $.**.user_username', 'login'),
+                 ('slack', 'lax $.**.user', 'id'), ('slack', 'lax $.**.user.id', 'id'),
+                 ('outline', 'lax $.**.actorId', 'id'), ('outline', 'lax $.**.user', 'id'),
+                 ('outline', 'lax $.**.user.id', 'id'))
+         AS p(provider, path, holds)
+   WHERE p.provider = p_provider
+$_$;
+
+--
+-- Name: purge(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  DELETE FROM wharf.provider_event
+   WHERE state = 'DONE' AND handled_at < now() - wharf.setting_interval('replay_window');
+  GET DIAGNOSTICS done_deleted = ROW_COUNT;
+
+  DELETE FROM wharf.provider_event
+   WHERE state = 'DEAD' AND dead_at < now() - wharf.setting_interval('dead_retention');
+  GET DIAGNOSTICS dead_deleted = ROW_COUNT;
+
+  -- A scope row being used right now is locked: pass over it.
+  DELETE FROM wharf.scope s
+   WHERE s.scope_key IN (SELECT scope_key FROM wharf.scope
+                          WHERE head_id IS NULL AND leased_id IS NULL
+                          FOR UPDATE SKIP LOCKED);
+END $$;
+
+--
+-- Name: reap(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.reap() RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_now          timestamptz := clock_timestamp();
+  v_max_attempts integer := wharf.setting_integer('max_attempts');
+  v_reaped       integer;
+BEGIN
+  -- The scope rows are locked here, skipping busy ones, rather than by the
+  -- trigger in update order: an admission fanning out holds one scope and
+  -- waits for the next, and must never wait for a reaper waiting for it.
+  WITH expired AS (
+    SELECT e.id
+      FROM wharf.provider_event e
+      JOIN wharf.scope s ON s.scope_key = e.scope_key
+     WHERE e.state = 'LEASED' AND e.leased_until < v_now
+     FOR UPDATE OF e, s SKIP LOCKED
+  )
+  UPDATE wharf.provider_event e
+     SET failures        = e.failures + 1,
+         error_class     = 'LeaseExpired',
+         leased_until    = NULL,
+         state           = CASE WHEN e.failures + 1 >= v_max_attempts THEN 'DEAD' ELSE 'QUEUED' END,
+         dead_at         = CASE WHEN e.failures + 1 >= v_max_attempts THEN v_now END,
+         next_attempt_at = CASE WHEN e.failures + 1 >= v_max_attempts THEN e.next_attempt_at
+                                ELSE v_now + wharf.retry_delay(e.attempt) END
+    FROM expired
+   WHERE e.id = expired.id;
+  GET DIAGNOSTICS v_reaped = ROW_COUNT;
+
+  DELETE FROM wharf.idle_listener l
+   WHERE NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = l.backend_pid);
+  RETURN v_reaped;
+END $$;
+
+--
+-- Name: release(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.release(p_id bigint, p_epoch bigint) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL THEN
+    RAISE EXCEPTION 'wharf.release: id and epoch are required' USING ERRCODE = '22004';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  UPDATE wharf.provider_event
+     SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(),
+         leased_until = NULL
+   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM wharf.notify_idle_claimers();
+  RETURN true;
+END $$;
+
+--
+-- Name: renew(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.renew(p_id bigint, p_epoch bigint) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL THEN
+    RAISE EXCEPTION 'wharf.renew: id and epoch are required' USING ERRCODE = '22004';
+  END IF;
+  UPDATE wharf.provider_event
+     SET leased_until = clock_timestamp() + wharf.setting_interval('lease')
+   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+  RETURN FOUND;
+END $$;
+
+--
+-- Name: replay(bigint, bigint, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.replay(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean DEFAULT false) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.replay: workspace is required (installation rows: replay_installation)'
+      USING ERRCODE = '22004';
+  END IF;
+  RETURN wharf.requeue_dead(p_workspace_id, p_id, p_account, p_force);
+END $$;
+
+--
+-- Name: replay_installation(bigint, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.replay_installation(p_id bigint, p_account text, p_force boolean DEFAULT false) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF NOT wharf.requeue_dead(NULL, p_id, p_account, p_force) THEN
+    RETURN false;
+  END IF;
+  INSERT INTO wharf.replay_audit (event_id, account) VALUES (p_id, p_account);
+  RETURN true;
+END $$;
+
+--
+-- Name: requeue_dead(bigint, bigint, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.requeue_dead(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_id IS NULL OR p_account IS NULL OR p_account = '' OR p_force IS NULL THEN
+    RAISE EXCEPTION 'wharf: replay needs an event id, an account and force' USING ERRCODE = '22004';
+  END IF;
+  UPDATE wharf.provider_event
+     SET state = 'QUEUED', attempt = 0, failures = 0, outcome = NULL, dead_at = NULL,
+         next_attempt_at = now(), leased_until = NULL,
+         replayed_by = p_account, replayed_at = now()
+   WHERE id = p_id
+     AND workspace_id IS NOT DISTINCT FROM p_workspace_id
+     AND state = 'DEAD'
+     AND (outcome IS DISTINCT FROM 'uncertain' OR p_force);
+  RETURN FOUND;
+END $$;
+
+--
+-- Name: require_workspace(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.require_workspace(p_workspace_id bigint) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf: workspace is required' USING ERRCODE = '22004';
+  END IF;
+  IF NOT EXISTS (SELECT FROM wharf.workspace WHERE id = p_workspace_id) THEN
+    RAISE EXCEPTION 'wharf: unknown workspace %', p_workspace_id USING ERRCODE = 'P0002';
+  END IF;
+END $$;
+
+--
+-- Name: retry_delay(integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.retry_delay(p_attempt integer) RETURNS interval
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_delay interval := least(
+    wharf.setting_interval('max_delay'),
+    -- The exponent is capped so that the product cannot overflow an interval.
+    wharf.setting_interval('base_delay') * power(2, least(greatest(coalesce(p_attempt, 1), 1) - 1, 30)));
+BEGIN
+  RETURN v_delay / 2 + random() * (v_delay / 2);
+END $$;
+
+--
+-- Name: revoke_token(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.revoke_token(p_workspace_id bigint, p_id bigint) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  UPDATE wharf.api_token SET revoked_at = now()
+   WHERE id = p_id AND workspace_id = p_workspace_id AND revoked_at IS NULL;
+  RETURN FOUND;
+END $$;
+
+--
+-- Name: safe_headers(jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.safe_headers(p_headers jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+  RETURN (
+    SELECT coalesce(jsonb_object_agg(lower(h.key), h.value), '{}')
+      FROM jsonb_each(CASE WHEN jsonb_typeof(p_headers) = 'object' THEN p_headers ELSE '{}' END) h
+     WHERE lower(h.key) NOT IN ('authorization', 'proxy-authorization', 'cookie', 'set-cookie',
+                                'x-gitlab-token')
+       AND lower(h.key) NOT LIKE '%signature%');
+END $$;
+
+--
+-- Name: set_connection_secret(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.set_connection_secret(p_connection_id bigint, p_secret text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_provider text;
+BEGIN
+  IF p_connection_id IS NULL OR p_secret IS NULL OR p_secret = '' THEN
+    RAISE EXCEPTION 'wharf.set_connection_secret: connection and secret are required'
+      USING ERRCODE = '22004';
+  END IF;
+  SELECT provider INTO v_provider FROM wharf.connection WHERE id = p_connection_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown connection %', p_connection_id USING ERRCODE = 'P0002';
+  END IF;
+  IF v_provider IN ('github', 'slack') THEN
+    RAISE EXCEPTION 'wharf.set_connection_secret: % secrets belong to the app, not the connection',
+      v_provider USING ERRCODE = '22023';
+  END IF;
+  IF v_provider = 'generic' AND p_secret !~ '^whsec_[A-Za-z0-9+/]+={0,2}$' THEN
+    RAISE EXCEPTION 'wharf.set_connection_secret: a Standard Webhooks key is whsec_<base64>'
+      USING ERRCODE = '22023';
+  END IF;
+
+  -- A secret is part of the connection's configuration: same lock, same
+  -- generation bump as every other change (sql/70-connections.sql).
+  PERFORM wharf.lock_lifecycle('connection', p_connection_id::text);
+  INSERT INTO wharf.connection_secret (connection_id, token_sha256, signing_key)
+  SELECT p_connection_id,
+         CASE WHEN v_provider = 'gitlab' THEN sha256(convert_to(p_secret, 'UTF8')) END,
+         CASE WHEN v_provider <> 'gitlab' THEN p_secret END
+  ON CONFLICT (connection_id) DO UPDATE
+     SET token_sha256 = EXCLUDED.token_sha256, signing_key = EXCLUDED.signing_key, updated_at = now();
+  UPDATE wharf.connection SET generation = generation + 1, updated_at = now() WHERE id = p_connection_id;
+END $_$;
+
+--
+-- Name: set_connection_state(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.set_connection_state(p_id bigint, p_state text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_id IS NULL OR p_state IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_connection_state: id and state are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_state NOT IN ('ACTIVE', 'SUSPENDED', 'REVOKED') THEN
+    RAISE EXCEPTION 'wharf: unknown connection state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  PERFORM wharf.lock_lifecycle('connection', p_id::text);
+  UPDATE wharf.connection
+     SET state = p_state, generation = generation + 1, updated_at = now()
+   WHERE id = p_id AND state IS DISTINCT FROM p_state;
+  IF NOT FOUND AND NOT EXISTS (SELECT FROM wharf.connection WHERE id = p_id) THEN
+    RAISE EXCEPTION 'wharf: unknown connection %', p_id USING ERRCODE = 'P0002';
+  END IF;
+END $$;
+
+--
+-- Name: set_setting(text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.set_setting(p_key text, p_value text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_type text;
+BEGIN
+  IF p_key IS NULL OR p_value IS NULL THEN
+    RAISE EXCEPTION 'wharf: set_setting needs a key and a value' USING ERRCODE = '22004';
+  END IF;
+  SELECT type INTO v_type FROM wharf.setting WHERE key = p_key FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown setting %', p_key USING ERRCODE = '22023';
+  END IF;
+  BEGIN
+    IF v_type = 'interval' AND p_value::interval <= interval '0' THEN
+      RAISE EXCEPTION USING ERRCODE = '22023';
+    ELSIF v_type = 'integer' AND p_value::integer <= 0 THEN
+      RAISE EXCEPTION USING ERRCODE = '22023';
+    END IF;
+  EXCEPTION WHEN data_exception THEN
+    RAISE EXCEPTION 'wharf: setting % takes a positive %, not %', p_key, v_type, quote_literal(p_value)
+      USING ERRCODE = '22023';
+  END;
+  UPDATE wharf.setting SET value = p_value WHERE key = p_key;
+END $$;
+
+--
+-- Name: set_workspace_state(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.set_workspace_state(p_id bigint, p_state text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_id IS NULL OR p_state IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_workspace_state: id and state are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_state NOT IN ('ACTIVE', 'SUSPENDED', 'DELETING') THEN
+    RAISE EXCEPTION 'wharf: unknown workspace state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  PERFORM wharf.lock_lifecycle('workspace', p_id::text);
+  UPDATE wharf.workspace SET state = p_state WHERE id = p_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
+  END IF;
+END $$;
+
+--
+-- Name: setting_integer(text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.setting_integer(p_key text) RETURNS integer
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  v_value integer;
+BEGIN
+  SELECT value::integer INTO v_value FROM wharf.setting WHERE key = p_key AND type = 'integer';
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown integer setting %', p_key USING ERRCODE = '22023';
+  END IF;
+  RETURN v_value;
+END $$;
+
+--
+-- Name: setting_interval(text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.setting_interval(p_key text) RETURNS interval
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  v_value interval;
+BEGIN
+  SELECT value::interval INTO v_value FROM wharf.setting WHERE key = p_key AND type = 'interval';
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown interval setting %', p_key USING ERRCODE = '22023';
+  END IF;
+  RETURN v_value;
+END $$;
+
+--
+-- Name: show_connection(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.show_connection(p_id bigint) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object(
+           'id', c.id, 'workspace_id', c.workspace_id, 'provider', c.provider,
+           'source', c.source, 'kind', c.kind, 'external_id', c.external_id, 'route', c.route,
+           'state', c.state, 'generation', c.generation, 'created_at', c.created_at,
+           'updated_at', c.updated_at,
+           'subscriptions', (SELECT coalesce(jsonb_agg(s.subject ORDER BY s.subject), '[]')
+                               FROM wharf.subscription s WHERE s.connection_id = c.id))
+    FROM wharf.connection c WHERE c.id = p_id
+$$;
+
+--
+-- Name: show_event(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.show_event(p_workspace_id bigint, p_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.show_event: workspace is required (installation rows: show_installation_event)'
+      USING ERRCODE = '22004';
+  END IF;
+  RETURN wharf.event_detail(p_workspace_id, p_id);
+END $$;
+
+--
+-- Name: show_installation_event(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.show_installation_event(p_id bigint) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT wharf.event_detail(NULL, p_id)
+$$;
+
+--
+-- Name: show_workspace(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.show_workspace(p_id bigint) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object('id', w.id, 'state', w.state, 'created_at', w.created_at,
+           'connections', (SELECT count(*) FROM wharf.connection c WHERE c.workspace_id = w.id))
+    FROM wharf.workspace w WHERE w.id = p_id
+$$;
+
+--
+-- Name: source_lock_id(text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.source_lock_id(p_provider text, p_source text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  SELECT p_provider || ' ' || p_source
+$$;
+
+--
+-- Name: step(bigint, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.step(p_id bigint, p_epoch bigint, p_step_name text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL OR p_step_name IS NULL THEN
+    RAISE EXCEPTION 'wharf.step: id, epoch and step name are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_step_name = '' OR length(p_step_name) > 200 THEN
+    RAISE EXCEPTION 'wharf.step: step name must be 1 to 200 characters' USING ERRCODE = '22023';
+  END IF;
+  PERFORM wharf.fence(p_id, p_epoch);
+  INSERT INTO wharf.provider_event_step (event_id, step_name) VALUES (p_id, p_step_name)
+  ON CONFLICT DO NOTHING;
+  RETURN FOUND;
+END $$;
+
+--
+-- Name: store_event(bigint, text, text, bigint, text, text, text, text, jsonb, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.store_event(p_workspace_id bigint, p_provider text, p_source text, p_connection_id bigint, p_delivery_key text, p_event_type text, p_subject text, p_scope_key text, p_payload jsonb, p_headers jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_id bigint;
+BEGIN
+  PERFORM wharf.lock_scope(p_scope_key, p_workspace_id);
+  INSERT INTO wharf.provider_event
+    (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+     payload, headers)
+  VALUES
+    (p_workspace_id, p_provider, p_delivery_key, p_event_type, p_subject, p_scope_key, p_source,
+     p_connection_id, p_payload, p_headers)
+  ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+  RETURNING id INTO v_id;
+  IF v_id IS NOT NULL THEN
+    RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
+  END IF;
+  SELECT id INTO v_id FROM wharf.provider_event
+   WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id AND provider = p_provider
+     AND delivery_key = p_delivery_key;
+  RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
+END $$;
+
+--
+-- Name: subscribe(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.subscribe(p_connection_id bigint, p_subject text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_connection_id IS NULL OR p_subject IS NULL OR p_subject = '' THEN
+    RAISE EXCEPTION 'wharf.subscribe: connection and subject are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.lock_connection_for_change(p_connection_id);
+  INSERT INTO wharf.subscription (connection_id, subject) VALUES (p_connection_id, p_subject)
+  ON CONFLICT DO NOTHING;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  UPDATE wharf.connection SET generation = generation + 1, updated_at = now() WHERE id = p_connection_id;
+  RETURN true;
+END $$;
+
+--
+-- Name: sync_scope_activity(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.sync_scope_activity() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  UPDATE wharf.scope SET active = (NEW.state = 'ACTIVE')
+   WHERE workspace_id = NEW.id AND active IS DISTINCT FROM (NEW.state = 'ACTIVE');
+  RETURN NULL;
+END $$;
+
+--
+-- Name: sync_scope_head(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.sync_scope_head() RETURNS trigger
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    AS $$
+DECLARE
+  v_old_state text := CASE WHEN TG_OP = 'INSERT' THEN NULL ELSE OLD.state END;
+  v_new_state text := CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE NEW.state END;
+  v_row wharf.provider_event := CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+  v_next_id  bigint;
+  v_next_due timestamptz;
+BEGIN
+  IF v_old_state = 'QUEUED' AND v_new_state IS DISTINCT FROM 'QUEUED' THEN
+    -- The row left the queue (claimed, or deleted): the next queued row heads.
+    SELECT e.id, e.next_attempt_at INTO v_next_id, v_next_due
+      FROM wharf.provider_event e
+     WHERE e.scope_key = v_row.scope_key AND e.state = 'QUEUED'
+     ORDER BY e.id
+     LIMIT 1;
+    UPDATE wharf.scope
+       SET head_id     = CASE WHEN head_id = v_row.id THEN v_next_id ELSE head_id END,
+           head_due_at = CASE WHEN head_id = v_row.id THEN v_next_due ELSE head_due_at END,
+           ready_at    = CASE WHEN head_id = v_row.id THEN greatest(v_next_due, clock_timestamp()) ELSE ready_at END,
+           leased_id   = CASE WHEN v_new_state = 'LEASED' THEN v_row.id ELSE leased_id END
+     WHERE scope_key = v_row.scope_key;
+    RETURN NULL;
+  END IF;
+
+  IF v_old_state = 'LEASED' AND v_new_state IS DISTINCT FROM 'LEASED' THEN
+    UPDATE wharf.scope SET leased_id = NULL, ready_at = greatest(head_due_at, clock_timestamp())
+     WHERE scope_key = v_row.scope_key AND leased_id = v_row.id;
+  END IF;
+
+  IF v_new_state = 'QUEUED' THEN
+    -- Entering the queue (admitted, retried, released, reaped, replayed), or
+    -- a queued row rescheduled: it heads its scope when it is the oldest.
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
+    VALUES (v_row.scope_key, v_row.workspace_id, v_row.id, v_row.next_attempt_at,
+            greatest(v_row.next_attempt_at, clock_timestamp()),
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = v_row.workspace_id), true))
+    ON CONFLICT (scope_key) DO UPDATE
+       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at
+     WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
+  ELSIF v_new_state = 'LEASED' AND v_old_state IS DISTINCT FROM 'LEASED' THEN
+    UPDATE wharf.scope SET leased_id = v_row.id WHERE scope_key = v_row.scope_key;
+  END IF;
+  RETURN NULL;
+END $$;
+
+--
+-- Name: unsubscribe(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.unsubscribe(p_connection_id bigint, p_subject text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_connection_id IS NULL OR p_subject IS NULL THEN
+    RAISE EXCEPTION 'wharf.unsubscribe: connection and subject are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.lock_connection_for_change(p_connection_id);
+  DELETE FROM wharf.subscription WHERE connection_id = p_connection_id AND subject = p_subject;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  UPDATE wharf.connection SET generation = generation + 1, updated_at = now() WHERE id = p_connection_id;
+  RETURN true;
+END $$;
+
+--
+-- Name: upsert_connection(bigint, text, text, text, text, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.upsert_connection(p_workspace_id bigint, p_provider text, p_source text, p_kind text, p_external_id text, p_route jsonb DEFAULT '{}'::jsonb) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_id    bigint;
+  v_route jsonb;
+BEGIN
+  IF p_workspace_id IS NULL OR p_provider IS NULL OR p_source IS NULL OR p_source = ''
+     OR p_kind IS NULL OR p_kind = '' OR p_route IS NULL THEN
+    RAISE EXCEPTION 'wharf.upsert_connection: workspace, provider, source, kind and route are required'
+      USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.check_provider(p_provider);
+  IF jsonb_typeof(p_route) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.upsert_connection: route must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  IF NOT EXISTS (SELECT FROM wharf.workspace WHERE id = p_workspace_id) THEN
+    RAISE EXCEPTION 'wharf: unknown workspace %', p_workspace_id USING ERRCODE = 'P0002';
+  END IF;
+
+  PERFORM wharf.lock_lifecycle('source', wharf.source_lock_id(p_provider, p_source));
+  SELECT id, route INTO v_id, v_route
+    FROM wharf.connection
+   WHERE workspace_id = p_workspace_id AND provider = p_provider AND source = p_source
+     AND kind = p_kind AND external_id IS NOT DISTINCT FROM p_external_id;
+  IF NOT FOUND THEN
+    INSERT INTO wharf.connection (workspace_id, provider, source, kind, external_id, route)
+    VALUES (p_workspace_id, p_provider, p_source, p_kind, p_external_id, p_route)
+    RETURNING id INTO v_id;
+  ELSIF v_route IS DISTINCT FROM p_route THEN
+    PERFORM wharf.lock_lifecycle('connection', v_id::text);
+    UPDATE wharf.connection
+       SET route = p_route, generation = generation + 1, updated_at = now()
+     WHERE id = v_id;
+  END IF;
+  RETURN v_id;
+END $$;
+
+--
+-- Name: upsert_workspace(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.upsert_workspace(p_id bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.upsert_workspace: id is required' USING ERRCODE = '22004';
+  END IF;
+  INSERT INTO wharf.workspace (id) VALUES (p_id) ON CONFLICT (id) DO NOTHING;
+  RETURN p_id;
+END $$;
+
+--
+-- Name: verify_token(bytea); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.verify_token(p_token_hash bytea) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_token record;
+BEGIN
+  SELECT * INTO v_token FROM wharf.api_token WHERE token_hash = p_token_hash AND revoked_at IS NULL;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF v_token.last_used_at IS NULL OR v_token.last_used_at < now() - interval '1 minute' THEN
+    UPDATE wharf.api_token SET last_used_at = now() WHERE id = v_token.id;
+  END IF;
+  RETURN jsonb_build_object('id', v_token.id, 'workspace_id', v_token.workspace_id,
+                            'name', v_token.name);
+END $$;
+
+--
+-- Name: admission_log; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.admission_log (
+    id bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    provider text,
+    source text,
+    delivery_key text,
+    connection_id bigint,
+    workspace_id bigint,
+    reason text NOT NULL
+);
+
+--
+-- Name: admission_log_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.admission_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.admission_log_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: api_token; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.api_token (
+    id bigint NOT NULL,
+    workspace_id bigint NOT NULL,
+    name text NOT NULL,
+    token_hash bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_used_at timestamp with time zone,
+    revoked_at timestamp with time zone,
+    CONSTRAINT api_token_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$'::text)),
+    CONSTRAINT api_token_token_hash_check CHECK ((length(token_hash) = 32))
+);
+
+--
+-- Name: api_token_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.api_token ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.api_token_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: connection; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.connection (
+    id bigint NOT NULL,
+    workspace_id bigint NOT NULL,
+    provider text NOT NULL,
+    source text NOT NULL,
+    kind text NOT NULL,
+    external_id text,
+    route jsonb DEFAULT '{}'::jsonb NOT NULL,
+    state text DEFAULT 'ACTIVE'::text NOT NULL,
+    generation bigint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT connection_provider_check CHECK ((provider = ANY (ARRAY['github'::text, 'gitlab'::text, 'slack'::text, 'outline'::text, 'forgejo'::text, 'generic'::text]))),
+    CONSTRAINT connection_route_check CHECK ((jsonb_typeof(route) = 'object'::text)),
+    CONSTRAINT connection_state_check CHECK ((state = ANY (ARRAY['ACTIVE'::text, 'SUSPENDED'::text, 'REVOKED'::text])))
+);
+
+--
+-- Name: connection_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.connection ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.connection_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: connection_secret; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.connection_secret (
+    connection_id bigint NOT NULL,
+    token_sha256 bytea,
+    signing_key text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT connection_secret_check CHECK ((num_nonnulls(token_sha256, signing_key) = 1)),
+    CONSTRAINT connection_secret_signing_key_check CHECK ((signing_key <> ''::text)),
+    CONSTRAINT connection_secret_token_sha256_check CHECK ((octet_length(token_sha256) = 32))
+);
+
+--
+-- Name: idle_listener; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE UNLOGGED TABLE wharf.idle_listener (
+    listener text NOT NULL,
+    backend_pid integer NOT NULL,
+    since timestamp with time zone DEFAULT now() NOT NULL
+)
+WITH (vacuum_truncate='false');
+
+--
+-- Name: provider_event_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.provider_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.provider_event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: provider_event_step; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.provider_event_step (
+    event_id bigint NOT NULL,
+    step_name text NOT NULL,
+    committed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT provider_event_step_step_name_check CHECK ((step_name <> ''::text))
+);
+
+--
+-- Name: replay_audit; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.replay_audit (
+    id bigint NOT NULL,
+    event_id bigint NOT NULL,
+    account text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: replay_audit_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.replay_audit ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.replay_audit_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: scope; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.scope (
+    scope_key text NOT NULL,
+    workspace_id bigint,
+    head_id bigint,
+    head_due_at timestamp with time zone,
+    leased_id bigint,
+    active boolean DEFAULT true NOT NULL,
+    ready_at timestamp with time zone
+)
+WITH (vacuum_truncate='false');
+
+--
+-- Name: setting; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.setting (
+    key text NOT NULL,
+    value text NOT NULL,
+    type text NOT NULL,
+    CONSTRAINT setting_type_check CHECK ((type = ANY (ARRAY['interval'::text, 'integer'::text])))
+);
+
+--
+-- Name: subscription; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.subscription (
+    connection_id bigint NOT NULL,
+    subject text NOT NULL,
+    CONSTRAINT subscription_subject_check CHECK ((subject <> ''::text))
+);
+
+--
+-- Name: workspace; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.workspace (
+    id bigint NOT NULL,
+    state text DEFAULT 'ACTIVE'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT workspace_state_check CHECK ((state = ANY (ARRAY['ACTIVE'::text, 'SUSPENDED'::text, 'DELETING'::text])))
+);
+
+--
+-- Name: admission_log admission_log_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.admission_log
+    ADD CONSTRAINT admission_log_pkey PRIMARY KEY (id);
+
+--
+-- Name: api_token api_token_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.api_token
+    ADD CONSTRAINT api_token_pkey PRIMARY KEY (id);
+
+--
+-- Name: connection connection_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.connection
+    ADD CONSTRAINT connection_pkey PRIMARY KEY (id);
+
+--
+-- Name: connection_secret connection_secret_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.connection_secret
+    ADD CONSTRAINT connection_secret_pkey PRIMARY KEY (connection_id);
+
+--
+-- Name: idle_listener idle_listener_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.idle_listener
+    ADD CONSTRAINT idle_listener_pkey PRIMARY KEY (listener);
+
+--
+-- Name: provider_event provider_event_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.provider_event
+    ADD CONSTRAINT provider_event_pkey PRIMARY KEY (id);
+
+--
+-- Name: provider_event_step provider_event_step_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.provider_event_step
+    ADD CONSTRAINT provider_event_step_pkey PRIMARY KEY (event_id, step_name);
+
+--
+-- Name: replay_audit replay_audit_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.replay_audit
+    ADD CONSTRAINT replay_audit_pkey PRIMARY KEY (id);
+
+--
+-- Name: scope scope_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.scope
+    ADD CONSTRAINT scope_pkey PRIMARY KEY (scope_key);
+
+--
+-- Name: setting setting_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.setting
+    ADD CONSTRAINT setting_pkey PRIMARY KEY (key);
+
+--
+-- Name: subscription subscription_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.subscription
+    ADD CONSTRAINT subscription_pkey PRIMARY KEY (connection_id, subject);
+
+--
+-- Name: workspace workspace_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.workspace
+    ADD CONSTRAINT workspace_pkey PRIMARY KEY (id);
+
+--
+-- Name: ix_admission_log_at; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_admission_log_at ON wharf.admission_log USING btree (at);
+
+--
+-- Name: ix_connection_workspace; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_connection_workspace ON wharf.connection USING btree (workspace_id);
+
+--
+-- Name: ix_provider_event_purge_dead; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_provider_event_purge_dead ON wharf.provider_event USING btree (dead_at) WHERE (state = 'DEAD'::text);
+
+--
+-- Name: ix_provider_event_purge_done; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_provider_event_purge_done ON wharf.provider_event USING btree (handled_at) WHERE (state = 'DONE'::text);
+
+--
+-- Name: ix_provider_event_reap; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_provider_event_reap ON wharf.provider_event USING btree (leased_until) WHERE (state = 'LEASED'::text);
+
+--
+-- Name: ix_provider_event_scope_queue; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_provider_event_scope_queue ON wharf.provider_event USING btree (scope_key, id) WHERE (state = 'QUEUED'::text);
+
+--
+-- Name: ix_provider_event_workspace_list; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_provider_event_workspace_list ON wharf.provider_event USING btree (workspace_id, state, id DESC);
+
+--
+-- Name: ix_scope_claim; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_scope_claim ON wharf.scope USING btree (ready_at, head_id) WHERE ((head_id IS NOT NULL) AND (leased_id IS NULL) AND active);
+
+--
+-- Name: ix_scope_workspace; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_scope_workspace ON wharf.scope USING btree (workspace_id);
+
+--
+-- Name: ix_subscription_recipients; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_subscription_recipients ON wharf.subscription USING btree (subject, connection_id);
+
+--
+-- Name: uq_api_token_hash; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_api_token_hash ON wharf.api_token USING btree (token_hash);
+
+--
+-- Name: uq_api_token_live_name; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_api_token_live_name ON wharf.api_token USING btree (workspace_id, name) WHERE (revoked_at IS NULL);
+
+--
+-- Name: uq_connection_installation; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_connection_installation ON wharf.connection USING btree (provider, source, kind, external_id) WHERE (kind = ANY (ARRAY['app_installation'::text, 'slack_team'::text]));
+
+--
+-- Name: uq_connection_natural_key; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_connection_natural_key ON wharf.connection USING btree (workspace_id, provider, source, kind, external_id) NULLS NOT DISTINCT;
+
+--
+-- Name: uq_provider_event_delivery; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_provider_event_delivery ON wharf.provider_event USING btree (workspace_id, provider, delivery_key) NULLS NOT DISTINCT;
+
+--
+-- Name: uq_provider_event_leased_scope; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_provider_event_leased_scope ON wharf.provider_event USING btree (scope_key) WHERE (state = 'LEASED'::text);
+
+--
+-- Name: provider_event provider_event_sync_scope_delete; Type: TRIGGER; Schema: wharf; Owner: -
+--
+
+CREATE TRIGGER provider_event_sync_scope_delete AFTER DELETE ON wharf.provider_event FOR EACH ROW WHEN ((old.state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text]))) EXECUTE FUNCTION wharf.sync_scope_head();
+
+--
+-- Name: provider_event provider_event_sync_scope_insert; Type: TRIGGER; Schema: wharf; Owner: -
+--
+
+CREATE TRIGGER provider_event_sync_scope_insert AFTER INSERT ON wharf.provider_event FOR EACH ROW WHEN ((new.state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text]))) EXECUTE FUNCTION wharf.sync_scope_head();
+
+--
+-- Name: provider_event provider_event_sync_scope_update; Type: TRIGGER; Schema: wharf; Owner: -
+--
+
+CREATE TRIGGER provider_event_sync_scope_update AFTER UPDATE OF state, next_attempt_at ON wharf.provider_event FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) OR ((new.state = 'QUEUED'::text) AND (old.next_attempt_at IS DISTINCT FROM new.next_attempt_at)))) EXECUTE FUNCTION wharf.sync_scope_head();
+
+--
+-- Name: workspace workspace_sync_scope_activity; Type: TRIGGER; Schema: wharf; Owner: -
+--
+
+CREATE TRIGGER workspace_sync_scope_activity AFTER UPDATE OF state ON wharf.workspace FOR EACH ROW WHEN ((old.state IS DISTINCT FROM new.state)) EXECUTE FUNCTION wharf.sync_scope_activity();
+
+--
+-- Name: api_token api_token_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.api_token
+    ADD CONSTRAINT api_token_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
+-- Name: connection_secret connection_secret_connection_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.connection_secret
+    ADD CONSTRAINT connection_secret_connection_id_fkey FOREIGN KEY (connection_id) REFERENCES wharf.connection(id) ON DELETE CASCADE;
+
+--
+-- Name: connection connection_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.connection
+    ADD CONSTRAINT connection_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
+-- Name: provider_event_step provider_event_step_event_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.provider_event_step
+    ADD CONSTRAINT provider_event_step_event_id_fkey FOREIGN KEY (event_id) REFERENCES wharf.provider_event(id) ON DELETE CASCADE;
+
+--
+-- Name: provider_event provider_event_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.provider_event
+    ADD CONSTRAINT provider_event_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
+-- Name: scope scope_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.scope
+    ADD CONSTRAINT scope_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
+-- Name: subscription subscription_connection_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.subscription
+    ADD CONSTRAINT subscription_connection_id_fkey FOREIGN KEY (connection_id) REFERENCES wharf.connection(id) ON DELETE CASCADE;
+
+--
+-- Name: FUNCTION admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION connection_endpoint(p_connection_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.connection_endpoint(p_connection_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION fence(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.fence(p_id bigint, p_epoch bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION set_connection_secret(p_connection_id bigint, p_secret text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.set_connection_secret(p_connection_id bigint, p_secret text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION step(p_id bigint, p_epoch bigint, p_step_name text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.step(p_id bigint, p_epoch bigint, p_step_name text) FROM PUBLIC;
+
+--
+-- PostgreSQL database dump complete
+--
