@@ -65,8 +65,8 @@ DECLARE
   v_source     wharf.connection;
   v_first      jsonb;
   v_locked     jsonb;
-  v_events     jsonb := '[]';
-  v_refused    jsonb := '[]';
+  v_events     jsonb := '[]'::jsonb;
+  v_refused    jsonb := '[]'::jsonb;
   v_drop       text;
   v_lock       bigint;
   v_ws         record;
@@ -452,7 +452,7 @@ CREATE FUNCTION wharf.event_page(p_workspace_id bigint, p_state text, p_subject 
     AS $$
 DECLARE
   v_events jsonb;
-  v_count  integer;
+  v_count  bigint;
 BEGIN
   IF p_state IS NOT NULL AND p_state NOT IN ('QUEUED', 'LEASED', 'DONE', 'DEAD') THEN
     RAISE EXCEPTION 'wharf: unknown event state %', quote_literal(p_state) USING ERRCODE = '22023';
@@ -917,8 +917,7 @@ CREATE FUNCTION wharf.replay(p_workspace_id bigint, p_id bigint, p_account text,
     AS $$
 BEGIN
   IF p_workspace_id IS NULL THEN
-    RAISE EXCEPTION 'wharf.replay: workspace is required (installation rows: replay_installation)'
-      USING ERRCODE = '22004';
+    RETURN false;
   END IF;
   RETURN wharf.requeue_dead(p_workspace_id, p_id, p_account, p_force);
 END $$;

@@ -24,14 +24,14 @@ BEGIN
 END $$;
 
 -- Replays a DEAD row of workspace p_workspace_id (see requeue_dead). An
--- installation row (NULL workspace) is never reached here.
+-- installation row (NULL workspace) is never reached here: a NULL workspace
+-- returns false like any other workspace that does not hold the row.
 CREATE OR REPLACE FUNCTION wharf.replay(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean DEFAULT false)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
   IF p_workspace_id IS NULL THEN
-    RAISE EXCEPTION 'wharf.replay: workspace is required (installation rows: replay_installation)'
-      USING ERRCODE = '22004';
+    RETURN false;
   END IF;
   RETURN wharf.requeue_dead(p_workspace_id, p_id, p_account, p_force);
 END $$;

@@ -77,8 +77,8 @@ DECLARE
   v_source     wharf.connection;
   v_first      jsonb;
   v_locked     jsonb;
-  v_events     jsonb := '[]';
-  v_refused    jsonb := '[]';
+  v_events     jsonb := '[]'::jsonb;
+  v_refused    jsonb := '[]'::jsonb;
   v_drop       text;
   v_lock       bigint;
   v_ws         record;

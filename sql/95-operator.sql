@@ -43,7 +43,7 @@ RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   v_events jsonb;
-  v_count  integer;
+  v_count  bigint;
 BEGIN
   IF p_state IS NOT NULL AND p_state NOT IN ('QUEUED', 'LEASED', 'DONE', 'DEAD') THEN
     RAISE EXCEPTION 'wharf: unknown event state %', quote_literal(p_state) USING ERRCODE = '22023';

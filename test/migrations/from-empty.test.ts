@@ -1,6 +1,6 @@
 // A database migrated from empty holds exactly what sql/ says and what the
 // committed schema snapshot shows; the migrations go down to nothing and up
-// again to the same schema.
+// again to the same schema, and one step down leaves a working inbox.
 import { readFile } from 'node:fs/promises';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,5 +65,25 @@ describe('migrations from empty', () => {
     expect(rows).toEqual([]);
     await migrate({ databaseUrl: db.url });
     expect(await schemaSnapshot(db.url)).toBe(before);
+  });
+
+  it('one step down leaves an inbox that still admits, claims and completes', async () => {
+    await migrate({ databaseUrl: db.url, direction: 'down', count: 1 });
+    await db.pool.query(`SELECT wharf.upsert_workspace(1)`);
+    const { rows: [connection] } = await db.pool.query<{ id: string }>(
+      `SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example.test', 'webhook', 'one') AS id`);
+    await db.pool.query(`SELECT wharf.subscribe($1, 'repo:a')`, [connection!.id]);
+    const { rows: [receipt] } = await db.pool.query<{ receipt: { events: { outcome: string }[] } }>(
+      `SELECT wharf.admit('generic', 'https://hooks.example.test', 'one-step-down', 'test',
+                          jsonb_build_object('connection_id', $1::bigint), ARRAY['repo:a'], '{}', '{}') AS receipt`,
+      [connection!.id]);
+    expect(receipt!.receipt.events).toEqual([expect.objectContaining({ outcome: 'stored' })]);
+    const { rows } = await db.pool.query<{ id: string; lease_epoch: string }>(`SELECT id, lease_epoch FROM wharf.claim('migrations', 1)`);
+    expect(rows).toHaveLength(1);
+    const { rows: done } = await db.pool.query<{ ok: boolean }>(
+      `SELECT wharf.complete($1, $2) AS ok`, [rows[0]!.id, rows[0]!.lease_epoch]);
+    expect(done[0]!.ok).toBe(true);
+    await migrate({ databaseUrl: db.url });
+    expect(await schemaSnapshot(db.url)).toBe(await readFile(schemaSnapshotFile, 'utf8'));
   });
 });

@@ -2,7 +2,7 @@
 -- back to the head of its scope keeping its id and steps; retention forgets
 -- DONE and DEAD rows after their windows, and nothing else.
 BEGIN;
-SELECT plan(47);
+SELECT plan(48);
 
 -- Fixture: workspaces 1 and 2, one generic connection in workspace 1; rows
 -- admitted through wharf.admit, installation rows as GitHub control events.
@@ -31,7 +31,6 @@ SELECT is(pg_temp.claim('r2'), 1::bigint, 'r2 is leased after r1 is DEAD');
 SELECT ok(wharf.complete(pg_temp.id('r2'), 1), 'r2 is handled');
 
 -- Bad input.
-SELECT throws_ok($$SELECT wharf.replay(NULL, pg_temp.id('r1'), 'ops')$$, '22004', NULL, 'replay rejects a NULL workspace');
 SELECT throws_ok($$SELECT wharf.replay(1, NULL, 'ops')$$, '22004', NULL, 'replay rejects a NULL id');
 SELECT throws_ok($$SELECT wharf.replay(1, pg_temp.id('r1'), NULL)$$, '22004', NULL, 'replay rejects a NULL account');
 SELECT throws_ok($$SELECT wharf.replay(1, pg_temp.id('r1'), '')$$, '22004', NULL, 'replay rejects an empty account');
@@ -79,6 +78,8 @@ SELECT pg_temp.admit_installation_event('i1');
 SELECT is(pg_temp.claim('i1'), 1::bigint, 'i1 is leased');
 SELECT is(wharf.fail(pg_temp.id('i1'), 1, 'permanent', 'SyntaxError'), 'DEAD', 'i1 fails permanently');
 SELECT is(wharf.replay(1, pg_temp.id('i1'), 'ops'), false, 'replay never reaches an installation row');
+SELECT is(wharf.replay(NULL, pg_temp.id('i1'), 'ops'), false, 'replay with a NULL workspace returns false');
+SELECT is((SELECT state FROM wharf.provider_event WHERE id = pg_temp.id('i1')), 'DEAD', '... and leaves the installation row DEAD');
 SELECT is(wharf.replay_installation(pg_temp.id('r3'), 'admin'), false, 'replay_installation never reaches a workspace row');
 SELECT is_empty($$SELECT 1 FROM wharf.replay_audit$$, 'a refused replay_installation writes no audit row');
 SELECT is(wharf.replay_installation(pg_temp.id('i1'), 'admin'), true, 'replay_installation replays a DEAD installation row');

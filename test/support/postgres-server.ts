@@ -41,11 +41,13 @@ async function tryTestcontainers(): Promise<PostgresServer | undefined> {
   };
 }
 
-// pgTAP is plain SQL: the system's PostgreSQL 15 package files work in the
-// embedded server too, when the system has them.
+// The system's PostgreSQL 15 packages work in the embedded server too, when
+// the system has them: pgTAP is plain SQL, plpgsql_check one library built
+// for the same major version.
 const systemExtensionDirectory = '/usr/share/postgresql/15/extension';
+const systemLibraryDirectory = '/usr/lib/postgresql/15/lib';
 
-async function addSystemPgtap(): Promise<void> {
+async function addSystemExtensions(): Promise<void> {
   const require = createRequire(import.meta.url);
   let nativeDirectory: string;
   try {
@@ -54,17 +56,20 @@ async function addSystemPgtap(): Promise<void> {
   } catch {
     return;
   }
-  const target = join(nativeDirectory, 'share', 'postgresql', 'extension');
-  const files = await readdir(systemExtensionDirectory).catch(() => [] as string[]);
-  await Promise.all(
-    files
-      .filter((name) => name.startsWith('pgtap'))
-      .map((name) => copyFile(join(systemExtensionDirectory, name), join(target, name))),
-  );
+  const copies = async (from: string, to: string, names: string[]) => {
+    const files = await readdir(from).catch(() => [] as string[]);
+    await Promise.all(
+      files
+        .filter((file) => names.some((name) => file.startsWith(name)))
+        .map((file) => copyFile(join(from, file), join(to, file))),
+    );
+  };
+  await copies(systemExtensionDirectory, join(nativeDirectory, 'share', 'postgresql', 'extension'), ['pgtap', 'plpgsql_check']);
+  await copies(systemLibraryDirectory, join(nativeDirectory, 'lib', 'postgresql'), ['plpgsql_check']);
 }
 
 async function startEmbeddedServer(): Promise<PostgresServer> {
-  await addSystemPgtap();
+  await addSystemExtensions();
   const dataDirectory = await mkdtemp(join(tmpdir(), 'wharf-test-pg-'));
   const server = await startEmbeddedPostgres({ dataDirectory, persistent: false });
   return {
