@@ -4,4 +4,4 @@
 import { register } from 'tsx/esm/api';
 
 register();
-await import('../worker/cli.ts');
+await import('../cli/wharf.ts');

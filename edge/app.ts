@@ -1,9 +1,9 @@
-// The edge receiver as one Hono app, the same on Node and on Workers: the
-// entry points give it a Database, the environment, a logger and metrics.
+// The edge receiver as one Hono app serving /hooks, the same on Node and on
+// Workers: the entry points (server/) give it a Database, the environment, a
+// logger and metrics.
 import { Hono } from 'hono';
-import { operatorApi } from './api/app.js';
 import { createConnectionCache } from './connection-cache.js';
-import type { Database } from './database.js';
+import type { Database } from '../db/database.js';
 import { createWebhookReceiver } from './receive-webhook.js';
 import { createReject } from './rejection.js';
 import { readEdgeSettings, type EdgeEnv } from './settings.js';
@@ -17,7 +17,7 @@ export interface EdgeAppOptions {
   metrics: EdgeMetrics;
 }
 
-export function createApp(options: EdgeAppOptions): Hono {
+export function createEdgeApp(options: EdgeAppOptions): Hono {
   const { database, env, logger, metrics } = options;
   const settings = readEdgeSettings(env);
   const reject = createReject(logger, metrics);
@@ -35,13 +35,6 @@ export function createApp(options: EdgeAppOptions): Hono {
   app.post('/hooks/:provider/:endpoint', receiveWebhook);
   app.all('/hooks/:provider/:endpoint', (c) =>
     reject(c, 405, 'method-not-allowed', 'Use POST.', { method: c.req.method }, { Allow: 'POST' }));
-  app.route('/api', operatorApi({
-    db: database,
-    adminToken: typeof env.WHARF_ADMIN_TOKEN === 'string' && env.WHARF_ADMIN_TOKEN !== '' ? env.WHARF_ADMIN_TOKEN : undefined,
-    onUnexpectedError: (error) =>
-      logger.error({ event: 'api_error', error: error instanceof Error ? error.name : typeof error }, 'operator API error'),
-  }));
-
   app.notFound((c) => c.json({ error: 'not-found', message: 'No such route.' }, 404));
   app.onError((error, c) => {
     logger.error({ event: 'edge_error', error: error.name }, 'unhandled error');

@@ -2,8 +2,8 @@
 // flood of requests to one endpoint, authenticated or not, costs one lookup
 // per `ttlMs`. Unknown connections are cached too; concurrent misses share
 // one query. A rotated secret takes effect within `ttlMs`.
-import type { Database } from './database.js';
-import { readConnectionEndpoint, type ConnectionEndpoint } from './sql/connection-endpoint.js';
+import type { Database } from '../db/database.js';
+import { readConnectionEndpoint, type ConnectionEndpoint } from './sql/connection-secrets.js';
 
 export interface ConnectionCache {
   get(connectionId: number): Promise<ConnectionEndpoint | undefined>;

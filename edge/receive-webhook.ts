@@ -4,10 +4,10 @@ import type { Context } from 'hono';
 import type { Adapter, Endpoint } from './adapters/adapter.js';
 import { adapters } from './adapters/index.js';
 import type { ConnectionCache } from './connection-cache.js';
-import { classifyDatabaseError, type Database } from './database.js';
+import { classifyDatabaseError, type Database } from '../db/database.js';
 import { parseJsonBody, readBodyWithin } from './request-body.js';
 import { readAppSecret, type EdgeEnv, type EdgeSettings } from './settings.js';
-import { admit, type Receipt } from './sql/admit.js';
+import { admit, type Receipt } from './sql/admission.js';
 import type { Reject } from './rejection.js';
 import type { EdgeLogger, EdgeMetrics } from './telemetry.js';
 

@@ -3,8 +3,7 @@
 // WH409), fan-out through App and PAT connections, and bad input.
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pgDatabase } from '../edge/entry-node.js';
-import { admit, type Admission, type Receipt } from '../edge/sql/admit.js';
+import { admit, type Admission, type Receipt } from '../edge/sql/admission.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
 import { backendPid, blockedOnLock } from './support/sessions.js';
 
@@ -71,7 +70,7 @@ describe('the same delivery from 16 connections at once', () => {
     const clients = await Promise.all(Array.from({ length: 16 }, () => db.connect()));
 
     const receipts = await Promise.all(
-      clients.map((client) => admit(pgDatabase(client), push(source, '1', 'same', ['repo:acme/api', 'org:acme']))),
+      clients.map((client) => admit(client, push(source, '1', 'same', ['repo:acme/api', 'org:acme']))),
     );
 
     expect(await storedWorkspaces(source, 'same')).toEqual([101, 102]);
@@ -129,7 +128,7 @@ async function raceChange(options: {
       while (next < options.count) {
         const index = next++;
         try {
-          results[index] = await admit(pgDatabase(client), options.admission(index));
+          results[index] = await admit(client, options.admission(index));
         } catch (error) {
           if (sqlState(error) !== 'WH409') throw error;
           results[index] = 'WH409';
@@ -214,7 +213,7 @@ describe('a suspension racing 100 admissions', () => {
     // The provider retries a WH409 against the current route: dropped, nothing stored.
     for (const [index, result] of results.entries()) {
       if (result !== 'WH409') continue;
-      const again = await admit(pgDatabase(db.pool), push(source, '1', `c-${index}`, ['repo:acme/api']));
+      const again = await admit(db.pool, push(source, '1', `c-${index}`, ['repo:acme/api']));
       expect(again.dropped).toBe('source-inactive');
     }
     expect(await sql('SELECT 1 FROM wharf.provider_event WHERE source = $1', [source])).toHaveLength(storedKeys.size);
@@ -242,7 +241,7 @@ describe('a lifecycle change committed while an admission waits for its lock', (
     await holder.query('BEGIN');
     await holder.query(change, params);
     const pid = await backendPid(admitter);
-    const admission = admit(pgDatabase(admitter), push(source, '1', deliveryKey, ['repo:acme/api']));
+    const admission = admit(admitter, push(source, '1', deliveryKey, ['repo:acme/api']));
     const settled = admission.then(
       () => undefined,
       () => undefined,
@@ -259,7 +258,7 @@ describe('a lifecycle change committed while an admission waits for its lock', (
     ).rejects.toMatchObject({ code: 'WH409' });
     expect(await storedWorkspaces(source, 'sub-1')).toEqual([]);
 
-    const retry = await admit(pgDatabase(db.pool), push(source, '1', 'sub-1', ['repo:acme/api']));
+    const retry = await admit(db.pool, push(source, '1', 'sub-1', ['repo:acme/api']));
     expect(retry.events.map((event) => [event.workspace_id, event.outcome])).toEqual([
       [401, 'stored'],
       [402, 'stored'],
@@ -272,7 +271,7 @@ describe('a lifecycle change committed while an admission waits for its lock', (
       admitDuring('SELECT wharf.unsubscribe($1, $2)', [pat, 'repo:acme/api'], 'unsub-1'),
     ).rejects.toMatchObject({ code: 'WH409' });
     expect(await storedWorkspaces(source, 'unsub-1')).toEqual([]);
-    const retry = await admit(pgDatabase(db.pool), push(source, '1', 'unsub-1', ['repo:acme/api']));
+    const retry = await admit(db.pool, push(source, '1', 'unsub-1', ['repo:acme/api']));
     expect(retry.events.map((event) => event.workspace_id)).toEqual([401, 403]);
   });
 
@@ -312,7 +311,7 @@ describe('fan-out through App and PAT connections', () => {
   });
 
   it('three recipient workspaces, one suspended: two rows and one refusal in the log', async () => {
-    const receipt = await admit(pgDatabase(db.pool), push(source, '1', 'fan-1', ['repo:acme/api', 'org:acme']));
+    const receipt = await admit(db.pool, push(source, '1', 'fan-1', ['repo:acme/api', 'org:acme']));
     expect(receipt.events.map((event) => [event.workspace_id, event.outcome])).toEqual([
       [501, 'stored'],
       [502, 'stored'],
@@ -328,20 +327,20 @@ describe('fan-out through App and PAT connections', () => {
 
   it('with the source App suspended: no row at all', async () => {
     await sql(`SELECT wharf.set_connection_state($1, 'SUSPENDED')`, [app]);
-    const receipt = await admit(pgDatabase(db.pool), push(source, '1', 'fan-2', ['repo:acme/api', 'org:acme']));
+    const receipt = await admit(db.pool, push(source, '1', 'fan-2', ['repo:acme/api', 'org:acme']));
     expect(receipt).toMatchObject({ events: [], refused: [], dropped: 'source-inactive' });
     expect(await storedWorkspaces(source, 'fan-2')).toEqual([]);
     await sql(`SELECT wharf.set_connection_state($1, 'ACTIVE')`, [app]);
   });
 
   it('a subscription added: the next delivery after its commit reaches the new workspace', async () => {
-    const before = await admit(pgDatabase(db.pool), push(source, '1', 'sub-before', ['repo:acme/web', 'org:acme']));
+    const before = await admit(db.pool, push(source, '1', 'sub-before', ['repo:acme/web', 'org:acme']));
     expect(before.events.map((event) => event.workspace_id)).toEqual([501]);
 
     const late = await connection(504, source, 'pat', 'p', []);
     expect(await sql('SELECT wharf.subscribe($1, $2) AS changed', [late, 'repo:acme/web'])).toEqual([{ changed: true }]);
 
-    const after = await admit(pgDatabase(db.pool), push(source, '1', 'sub-after', ['repo:acme/web', 'org:acme']));
+    const after = await admit(db.pool, push(source, '1', 'sub-after', ['repo:acme/web', 'org:acme']));
     expect(after.events.map((event) => event.workspace_id)).toEqual([501, 504]);
     expect(await storedWorkspaces(source, 'sub-after')).toEqual([501, 504]);
   });

@@ -3,12 +3,8 @@
 // goes idle while an admission is in flight.
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { pgDatabase } from '../edge/entry-node.js';
-import { admit, type Admission } from '../edge/sql/admit.js';
-import { claimEvents } from '../worker/sql/claimEvents.js';
-import { completeEvent } from '../worker/sql/completeEvent.js';
-import { markListenerBusy } from '../worker/sql/markListenerBusy.js';
-import { markListenerIdle } from '../worker/sql/markListenerIdle.js';
+import { admit, type Admission } from '../edge/sql/admission.js';
+import { claimEvents, completeEvent, markListenerBusy, markListenerIdle } from '../worker/sql/claim-lease.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
 
 const source = 'https://github.com';
@@ -86,12 +82,12 @@ afterAll(async () => {
 describe('wake-up', () => {
   it('an idle listener is notified by an admission that stores a row', async () => {
     await markListenerIdle(listener, 'host-a');
-    await admit(pgDatabase(db.pool), push('idle-1'));
+    await admit(db.pool, push('idle-1'));
     expect(await notificationsBeforeNow()).toEqual(['']);
   });
 
   it('a listener that did not mark itself idle gets no notification', async () => {
-    const receipt = await admit(pgDatabase(db.pool), push('busy-1'));
+    const receipt = await admit(db.pool, push('busy-1'));
     expect(receipt.events).toMatchObject([{ outcome: 'stored' }]);
     expect(await notificationsBeforeNow()).toEqual([]);
   });
@@ -99,16 +95,16 @@ describe('wake-up', () => {
   it('a listener marked busy again gets no notification', async () => {
     await markListenerIdle(listener, 'host-a');
     await markListenerBusy(listener, 'host-a');
-    await admit(pgDatabase(db.pool), push('busy-2'));
+    await admit(db.pool, push('busy-2'));
     expect(await notificationsBeforeNow()).toEqual([]);
   });
 
   it('an admission that stores nothing (a duplicate, a drop) notifies nobody', async () => {
-    await admit(pgDatabase(db.pool), push('dup-1'));
+    await admit(db.pool, push('dup-1'));
     await markListenerIdle(listener, 'host-a');
-    const duplicate = await admit(pgDatabase(db.pool), push('dup-1'));
+    const duplicate = await admit(db.pool, push('dup-1'));
     expect(duplicate.events).toMatchObject([{ outcome: 'duplicate' }]);
-    const dropped = await admit(pgDatabase(db.pool), push('dup-2', ['repo:nobody/x']));
+    const dropped = await admit(db.pool, push('dup-2', ['repo:nobody/x']));
     expect(dropped.dropped).toBe('no-subscriber');
     expect(await notificationsBeforeNow()).toEqual([]);
   });
@@ -116,7 +112,7 @@ describe('wake-up', () => {
   it('a listener going idle while an admission is in flight is refused, then marks once it committed and claims the row', async () => {
     const admitter = await db.connect();
     await admitter.query('BEGIN');
-    const receipt = await admit(pgDatabase(admitter), push('inflight-1'));
+    const receipt = await admit(admitter, push('inflight-1'));
     expect(receipt.events).toMatchObject([{ outcome: 'stored' }]);
 
     // Had mark_idle succeeded now, a claim would miss the uncommitted row and
@@ -139,7 +135,7 @@ describe('wake-up', () => {
     for (let round = 0; round < 25; round += 1) {
       const deliveryKey = `race-${round}`;
       // A scope of its own: a row left QUEUED by an earlier round must not hide this one.
-      const admission = admit(pgDatabase(admitter), push(deliveryKey, [`repo:acme/race-${round}`, 'org:acme']));
+      const admission = admit(admitter, push(deliveryKey, [`repo:acme/race-${round}`, 'org:acme']));
       // The worker's protocol: claim after every attempt to mark, until marked.
       const claimed: Awaited<ReturnType<typeof claimEvents>> = [];
       for (;;) {

@@ -3,7 +3,7 @@
 // 202/404/409 answers, bad parameters, and a database that is gone.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiToken } from '../edge/api/queries/api-tokens.js';
+import { createApiToken } from '../operator/sql/operator.js';
 import { adminToken, apiClient, type ApiCall } from './support/api-client.js';
 import {
   admitEvent, createConnection, createWorkspace, deadEvent, deadInstallationEvent, finishEvent,

@@ -2,7 +2,7 @@
 // token of the named workspace, a token of another workspace, no token and a
 // wrong token. A refused call changes nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiToken, revokeApiToken } from '../edge/api/queries/api-tokens.js';
+import { createApiToken, revokeApiToken } from '../operator/sql/operator.js';
 import { adminToken, apiClient, type ApiCall } from './support/api-client.js';
 import {
   admitEvent, createConnection, createWorkspace, deadEvent, deadInstallationEvent,
@@ -85,7 +85,7 @@ function expectedStatus(route: Route, caller: Caller): number {
 
 describe('operator API permissions', () => {
   it('covers every route the API registers', async () => {
-    const { operatorApi } = await import('../edge/api/app.js');
+    const { operatorApi } = await import('../operator/api/app.js');
     const registered = new Set(
       operatorApi({ db: db.pool, adminToken }).routes
         .filter((route) => route.method !== 'ALL')

@@ -2,7 +2,7 @@
 // tables for people, --json for scripts, and on a mistake a message on stderr
 // with a non-zero exit code.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyApiToken } from '../edge/api/queries/api-tokens.js';
+import { verifyApiToken } from '../operator/sql/operator.js';
 import { runWharf, type CliResult } from './support/api-cli.js';
 import {
   admitEvent, createConnection, createWorkspace, deadEvent, deadInstallationEvent,

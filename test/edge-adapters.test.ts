@@ -2,8 +2,7 @@
 // stored for a valid delivery, and that nothing is stored for a bad one.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Hono } from 'hono';
-import { createApp } from '../edge/app.js';
-import { pgDatabase } from '../edge/entry-node.js';
+import { createEdgeApp } from '../edge/app.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
 import {
   countEvents, edgeEnv, freshId, newDeliveryKey, providers, recorder, scenario, type ProviderScenario,
@@ -17,8 +16,8 @@ const recorded = recorder();
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  app = createApp({
-    database: pgDatabase(db.pool),
+  app = createEdgeApp({
+    database: db.pool,
     env: { ...edgeEnv, WHARF_MAX_BODY_BYTES: String(maxBodyBytes) },
     logger: recorded.logger,
     metrics: recorded.metrics,

@@ -2,7 +2,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createConnectionCache } from '../edge/connection-cache.js';
 import { hashGitLabToken } from '../edge/adapters/index.js';
-import { pgDatabase } from '../edge/entry-node.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
 import { freshId, seedConnection, type Provider } from './support/edge-fixtures.js';
 
@@ -71,7 +70,7 @@ describe('the connection cache', () => {
     const id = await connection('forgejo', 'old-key');
     let clock = 0;
     let lookups = 0;
-    const database = pgDatabase(db.pool);
+    const database = db.pool;
     const cache = createConnectionCache(
       { query: (text, params) => { lookups += 1; return database.query(text, params); } },
       { ttlMs: 1000, now: () => clock },
@@ -90,7 +89,7 @@ describe('the connection cache', () => {
   it('remembers an unknown connection, and forgets a failed lookup', async () => {
     let lookups = 0;
     let fail = true;
-    const database = pgDatabase(db.pool);
+    const database = db.pool;
     const cache = createConnectionCache({
       query: (text, params) => {
         lookups += 1;

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
 import { signGitHubBody } from '../edge/adapters/index.js';
-import { startEdgeServer, type EdgeServer } from '../edge/entry-node.js';
+import { startEdgeServer, type EdgeServer } from '../server/node.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
 import { countEvents, edgeEnv, freshId, githubSecret, newDeliveryKey, recorder, seedConnection } from './support/edge-fixtures.js';
 

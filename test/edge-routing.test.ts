@@ -4,10 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Hono } from 'hono';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
-import { createApp } from '../edge/app.js';
+import { createEdgeApp } from '../edge/app.js';
 import { signGitHubBody, signSlackRequest, verifyStandardWebhook } from '../edge/adapters/index.js';
-import type { Database } from '../edge/database.js';
-import { pgDatabase } from '../edge/entry-node.js';
+import type { Database } from '../db/database.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
 import {
   countEvents, edgeEnv, freshId, githubSecret, newDeliveryKey, recorder, scenario, seedConnection, slackSecret,
@@ -32,7 +31,7 @@ function countingDatabase(inner: Database): Database {
 beforeAll(async () => {
   db = await createTestDatabase();
   queries = [];
-  app = createApp({ database: countingDatabase(pgDatabase(db.pool)), env: edgeEnv, logger: recorded.logger, metrics: recorded.metrics });
+  app = createEdgeApp({ database: countingDatabase(db.pool), env: edgeEnv, logger: recorded.logger, metrics: recorded.metrics });
 });
 afterAll(async () => {
   await db?.drop();
@@ -115,8 +114,8 @@ describe('GitHub', () => {
   });
 
   it('answers 404 for an app without a configured secret', async () => {
-    const { status, json } = await github('push', {}, newDeliveryKey(), createApp({
-      database: pgDatabase(db.pool), env: {}, logger: recorded.logger, metrics: recorded.metrics,
+    const { status, json } = await github('push', {}, newDeliveryKey(), createEdgeApp({
+      database: db.pool, env: {}, logger: recorded.logger, metrics: recorded.metrics,
     }));
     expect(status).toBe(404);
     expect(json.error).toBe('unknown-app');
@@ -237,7 +236,7 @@ describe('HTTP surface', () => {
   });
 
   it('answers 413 to a streamed body over the limit without Content-Length', async () => {
-    const small = createApp({ database: pgDatabase(db.pool), env: { ...edgeEnv, WHARF_MAX_BODY_BYTES: '1000' }, logger: recorded.logger, metrics: recorded.metrics });
+    const small = createEdgeApp({ database: db.pool, env: { ...edgeEnv, WHARF_MAX_BODY_BYTES: '1000' }, logger: recorded.logger, metrics: recorded.metrics });
     const chunk = new TextEncoder().encode('x'.repeat(600));
     const stream = new ReadableStream<Uint8Array>({
       start(controller) {
@@ -256,7 +255,7 @@ describe('database failures', () => {
   it('answer 503 with Retry-After when PostgreSQL is unreachable, for admit and for a secret lookup', async () => {
     const port = await freePort();
     const pool = new pg.Pool({ connectionString: `postgres://postgres@127.0.0.1:${port}/wharf`, connectionTimeoutMillis: 2000 });
-    const down = createApp({ database: pgDatabase(pool), env: edgeEnv, logger: recorded.logger, metrics: recorded.metrics });
+    const down = createEdgeApp({ database: pool, env: edgeEnv, logger: recorded.logger, metrics: recorded.metrics });
     try {
       const viaAdmit = await github('push', { installation: { id: 1 }, repository: { full_name: 'a/b' } }, newDeliveryKey(), down);
       expect(viaAdmit.status).toBe(503);

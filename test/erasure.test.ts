@@ -3,12 +3,10 @@
 // admission goes on (and never deadlocks with an erasure).
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pgDatabase } from '../edge/entry-node.js';
-import { admit, type Admission } from '../edge/sql/admit.js';
+import { admit, type Admission } from '../edge/sql/admission.js';
 import type { Lease } from '../worker/sql/event-row.js';
-import { claimEvents } from '../worker/sql/claimEvents.js';
-import { claimStep } from '../worker/sql/claimStep.js';
-import { fenceEvent } from '../worker/sql/fenceEvent.js';
+import { claimEvents } from '../worker/sql/claim-lease.js';
+import { claimStep, fenceEvent } from '../worker/sql/steps-fences.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
 import { backendPid, blockedOnLock, timedSession } from './support/sessions.js';
 
@@ -76,7 +74,7 @@ afterAll(async () => {
 
 describe('erasure of a LEASED row', () => {
   it("deletes the row and its steps; the holder's next step and fence raise WH410", async () => {
-    await admit(pgDatabase(db.pool), push('leased-1', 'repo:acme/r0', 'alice'));
+    await admit(db.pool, push('leased-1', 'repo:acme/r0', 'alice'));
     const held = await lease('leased-1');
     const handler = await db.connect();
     await handler.query('BEGIN');
@@ -96,7 +94,7 @@ describe('erasure of a LEASED row', () => {
   });
 
   it('waits for a business transaction holding the fence; a fence during the erasure raises 55P03', async () => {
-    await admit(pgDatabase(db.pool), push('leased-2', 'repo:acme/r1', 'alice'));
+    await admit(db.pool, push('leased-2', 'repo:acme/r1', 'alice'));
     const held = await lease('leased-2');
     const handler = await db.connect();
     const eraser = await db.connect();
@@ -126,15 +124,15 @@ describe('erasure of a LEASED row', () => {
 
 describe('admission during an erasure', () => {
   it('other deliveries are admitted while an erasure is uncommitted', async () => {
-    await admit(pgDatabase(db.pool), push('before-1', 'repo:acme/r2', 'alice'));
+    await admit(db.pool, push('before-1', 'repo:acme/r2', 'alice'));
     const eraser = await db.connect();
     await eraser.query('BEGIN');
     expect(await erase(eraser)).toBe(2);
 
     // A wait here would be a bug: fail instead of hanging the suite.
     const admitter = await timedSession(db, '10s');
-    const bob = await admit(pgDatabase(admitter), push('during-1', 'repo:acme/r3', 'bob'));
-    const aliceAgain = await admit(pgDatabase(admitter), push('during-2', 'repo:acme/r4', 'alice'));
+    const bob = await admit(admitter, push('during-1', 'repo:acme/r3', 'bob'));
+    const aliceAgain = await admit(admitter, push('during-2', 'repo:acme/r4', 'alice'));
     expect(bob.events.map((event) => event.outcome)).toEqual(['stored', 'stored']);
     expect(aliceAgain.events.map((event) => event.outcome)).toEqual(['stored', 'stored']);
 
@@ -152,8 +150,8 @@ describe('admission during an erasure', () => {
   it('a redelivery racing the erasure of its own rows neither deadlocks nor fails', async () => {
     // Rows of one delivery in two workspaces, then a leased row whose handler
     // holds the fence, so the erasure reaches it last and waits there.
-    await admit(pgDatabase(db.pool), push('redelivered', 'repo:acme/r5', 'alice'));
-    await admit(pgDatabase(db.pool), push('blocking', 'repo:acme/r6', 'alice'));
+    await admit(db.pool, push('redelivered', 'repo:acme/r5', 'alice'));
+    await admit(db.pool, push('blocking', 'repo:acme/r6', 'alice'));
     const claimed = await claimEvents(db.pool, 'worker-1', 100);
     const blocking = claimed.find((row) => row.delivery_key === 'blocking' && row.workspace_id === '1');
     expect(claimed.filter((row) => row.delivery_key === 'redelivered')).toHaveLength(2);
@@ -168,7 +166,7 @@ describe('admission during an erasure', () => {
     const erasing = erase(eraser);
     await blockedOnLock(db.pool, eraserPid);
 
-    const redelivery = admit(pgDatabase(admitter), push('redelivered', 'repo:acme/r5', 'alice'));
+    const redelivery = admit(admitter, push('redelivered', 'repo:acme/r5', 'alice'));
     const redeliveryDone = redelivery.then(
       () => undefined,
       () => undefined,

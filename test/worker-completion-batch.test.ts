@@ -3,7 +3,7 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CompletionBatcher } from '../worker/completion-batcher.js';
-import { claimEvents } from '../worker/sql/claimEvents.js';
+import { claimEvents } from '../worker/sql/claim-lease.js';
 import { createTestDatabase, type TestDatabase } from './support/database.js';
 import { eventState, insertEvents } from './support/worker-inbox.js';
 

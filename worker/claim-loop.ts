@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { classOf } from './classify.js';
 import type { Listener } from './listener.js';
 import { claimedTotal } from './metrics.js';
-import { claimEvents } from './sql/claimEvents.js';
+import { claimEvents } from './sql/claim-lease.js';
 import type { ProviderEventRow } from './sql/event-row.js';
 import type { Wakeup } from './wakeup.js';
 

@@ -7,8 +7,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
 import type { ProviderEventRow } from './sql/event-row.js';
-import { completeEvent } from './sql/completeEvent.js';
-import { completeEvents, type Completion } from './sql/completeEvents.js';
+import { completeEvent, completeEvents, type Completion } from './sql/claim-lease.js';
 
 interface Pending extends Completion {
   workspaceId: string | null;

@@ -4,9 +4,8 @@ import type { Logger } from 'pino';
 import { runFencedTransaction } from './fenced-transaction.js';
 import type { HandlerContext, InboxEvent } from './handlers.js';
 import { retryTotal } from './metrics.js';
-import { claimStep } from './sql/claimStep.js';
+import { claimStep, fenceEvent } from './sql/steps-fences.js';
 import type { Lease, ProviderEventRow } from './sql/event-row.js';
-import { fenceEvent } from './sql/fenceEvent.js';
 
 export function toInboxEvent(row: ProviderEventRow): InboxEvent {
   return {

@@ -18,7 +18,7 @@ import { startReaper } from './reaper.js';
 import { startRetention, type RetentionResult } from './retention.js';
 import { resolveSettings, type WorkerSettings } from './settings.js';
 import type { ProviderEventRow } from './sql/event-row.js';
-import { readQueueStats } from './sql/readQueueStats.js';
+import { readQueueStats } from './sql/queue-stats.js';
 import { Wakeup } from './wakeup.js';
 
 export interface WorkerOptions {

@@ -20,9 +20,8 @@ import {
 } from './metrics.js';
 import { sanitizeCauses } from './sanitize.js';
 import type { Lease, ProviderEventRow } from './sql/event-row.js';
-import { failEvent } from './sql/failEvent.js';
-import { releaseEvent } from './sql/releaseEvent.js';
-import { renewLease } from './sql/renewLease.js';
+import { failEvent } from './sql/failure-dead-letters.js';
+import { releaseEvent, renewLease } from './sql/claim-lease.js';
 
 /** How an attempt ended, as the worker's events and metrics name it. */
 export type RunOutcome =

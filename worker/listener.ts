@@ -5,8 +5,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
-import { markListenerBusy } from './sql/markListenerBusy.js';
-import { markListenerIdle } from './sql/markListenerIdle.js';
+import { markListenerBusy, markListenerIdle } from './sql/claim-lease.js';
 
 export interface ListenerOptions {
   pool: pg.Pool;

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { classOf } from './classify.js';
 import { reapedTotal } from './metrics.js';
 import { runPeriodically, type Periodic } from './periodic.js';
-import { reapExpiredLeases } from './sql/reapExpiredLeases.js';
+import { reapExpiredLeases } from './sql/claim-lease.js';
 
 export function startReaper(options: {
   pool: pg.Pool;

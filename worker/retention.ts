@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { classOf } from './classify.js';
 import { retentionDeletedTotal, retentionFailuresTotal } from './metrics.js';
 import { runPeriodically, type Periodic } from './periodic.js';
-import { purgeExpiredEvents, type PurgeResult } from './sql/purgeExpiredEvents.js';
+import { purgeExpiredEvents, type PurgeResult } from './sql/replay-retention.js';
 
 export type RetentionResult = PurgeResult | { purged: false; failed: true };
 

@@ -2,8 +2,8 @@
 // poll_every come from wharf.setting (an operator changes them without a
 // deploy; the worker reads them again at every reaper run) unless the options
 // override them; the rest are host-side.
-import type { Queryable } from './sql/queryable.js';
-import { readWorkerSettings } from './sql/readWorkerSettings.js';
+import type { Database } from '../db/database.js';
+import { readWorkerSettings } from './sql/settings.js';
 
 export interface WorkerSettings {
   renewEvery: number;
@@ -23,7 +23,7 @@ export const hostSettingDefaults = {
   drainTimeout: 10_000,
 } as const;
 
-export async function resolveSettings(db: Queryable, overrides: Partial<WorkerSettings>): Promise<WorkerSettings> {
+export async function resolveSettings(db: Database, overrides: Partial<WorkerSettings>): Promise<WorkerSettings> {
   const stored = await readWorkerSettings(db);
   const defined = Object.fromEntries(Object.entries(overrides).filter(([, value]) => value !== undefined));
   return { ...hostSettingDefaults, ...stored, ...defined };

@@ -1,4 +1,4 @@
-// Signed GitHub deliveries through the Node receiver (edge/entry-node.ts, in
+// Signed GitHub deliveries through the Node receiver (server/node.ts, in
 // a child process), loaded by autocannon with as many connections as the
 // direct-call clients, against direct wharf.admit calls in the same database.
 import { spawn } from 'node:child_process';

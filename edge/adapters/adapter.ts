@@ -2,8 +2,8 @@
 // reading of the verified body into admit's arguments.
 import { constantTimeEqual, hmacSha256, type Bytes } from '../crypto.js';
 import type { JsonObject } from '../request-body.js';
-import type { ConnectionEndpoint } from '../sql/connection-endpoint.js';
-import type { Provider } from '../sql/admit.js';
+import type { ConnectionEndpoint } from '../sql/connection-secrets.js';
+import type { Provider } from '../sql/admission.js';
 
 /** Where a delivery was posted: an app (secret from the environment) or a connection (from PostgreSQL). */
 export type Endpoint =

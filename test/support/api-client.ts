@@ -1,6 +1,6 @@
 // Calls the operator API the way the edge mounts it, in process.
 import { Hono } from 'hono';
-import { operatorApi, type OperatorApiDeps } from '../../edge/api/app.js';
+import { operatorApi, type OperatorApiDeps } from '../../operator/api/app.js';
 
 export const adminToken = 'test-admin-token-0123456789abcdef';
 

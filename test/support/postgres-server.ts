@@ -5,9 +5,9 @@ import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { startEmbeddedPostgres } from '../../worker/embedded-postgres.js';
+import { startEmbeddedPostgres } from '../../cli/embedded-postgres.js';
 
-export { freePort } from '../../worker/free-port.js';
+export { freePort } from '../../cli/free-port.js';
 
 export interface PostgresServer {
   /** A connection string to a maintenance database on the server. */

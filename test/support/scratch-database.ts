@@ -3,7 +3,7 @@
 // imports nothing of vitest so that tsx can load it outside a test run.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { withDatabase } from '../../worker/database-url.js';
+import { databaseUrlFor } from '../../db/database-url.js';
 import { migrate } from '../../db/migrate.js';
 
 export interface ScratchDatabase {
@@ -45,7 +45,7 @@ export async function createScratchDatabase(serverUrl: string, options: ScratchD
   const dropDatabase = () => onServer(serverUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
   const template = options.template ? ` TEMPLATE ${options.template}` : '';
   await onServer(serverUrl, (client) => client.query(`CREATE DATABASE ${name}${template}`));
-  const url = withDatabase(serverUrl, name);
+  const url = databaseUrlFor(serverUrl, name);
   try {
     if ((options.migrate ?? true) && !options.template) await migrate({ databaseUrl: url });
   } catch (error) {

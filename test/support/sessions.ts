@@ -5,7 +5,7 @@ import type pg from 'pg';
 import type { ScratchDatabase } from './scratch-database.js';
 import { waitFor } from './worker-inbox.js';
 
-type Queryable = Pick<pg.ClientBase | pg.Pool, 'query'>;
+type Database = Pick<pg.ClientBase | pg.Pool, 'query'>;
 
 /** A row wharf.claim handed out, as SQL returns it (worker/sql/event-row's Lease calls the epoch `epoch`). */
 export interface Lease {
@@ -21,19 +21,19 @@ export async function timedSession(db: Pick<ScratchDatabase, 'connect'>, stateme
 }
 
 /** The column `value` of the first row: most race assertions look at one value. */
-export async function scalar<T>(client: Queryable, sql: string, params: unknown[] = []): Promise<T> {
+export async function scalar<T>(client: Database, sql: string, params: unknown[] = []): Promise<T> {
   const { rows } = await client.query<{ value: T }>(sql, params);
   return rows[0]!.value;
 }
 
 /** Claims at most one due row for `worker` in `client`'s session; undefined when none is due. */
-export async function claimOne(client: Queryable, worker: string): Promise<Lease | undefined> {
+export async function claimOne(client: Database, worker: string): Promise<Lease | undefined> {
   const { rows } = await client.query<Lease>('SELECT id, lease_epoch FROM wharf.claim($1)', [worker]);
   return rows[0];
 }
 
 /** The server process id of `client`'s session, to find it in pg_stat_activity. */
-export async function backendPid(client: Queryable): Promise<number> {
+export async function backendPid(client: Database): Promise<number> {
   const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
   return rows[0]!.pid;
 }
@@ -45,7 +45,7 @@ export async function backendPid(client: Queryable): Promise<number> {
  * polls through waitFor and throws after `timeout` ms, naming `what`.
  */
 export async function blockedOnLock(
-  observer: Queryable,
+  observer: Database,
   pid: number,
   bound?: { timeout: number; what?: string },
 ): Promise<void> {

@@ -1,0 +1,195 @@
+// `wharf start` (npm start): the whole system in one process. Without
+// DATABASE_URL it runs an embedded PostgreSQL whose data stays in
+// <state-dir>/pg between runs, and sets up a demo GitHub App connection so
+// that the printed curl delivers a correctly signed event at once.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { Command, Option } from 'commander';
+import pg from 'pg';
+import { pino, type Logger } from 'pino';
+import { Registry, register } from 'prom-client';
+import { signGitHubBody } from '../../edge/adapters/github.js';
+import { startEdgeServer } from '../../server/node.js';
+import { createWorker } from '../../worker/create-worker.js';
+import { databaseUrlFor } from '../../db/database-url.js';
+import { startEmbeddedPostgres, type EmbeddedPostgresServer } from '../embedded-postgres.js';
+import { exampleHandlers } from '../example-handlers.js';
+import { loadHandlers } from '../load-handlers.js';
+import { workerRegistry } from '../../worker/metrics.js';
+import { startMetricsServer } from '../../worker/metrics-server.js';
+import { migrate } from '../../db/migrate.js';
+import { port, positiveInteger } from './option-parsers.js';
+import { stopOnSignals } from './shutdown.js';
+
+interface StartOptions {
+  port: number;
+  metricsPort: number;
+  databaseUrl?: string;
+  handlers?: string;
+  concurrency: number;
+  stateDir: string;
+}
+
+/** The demo's GitHub App: its route is /hooks/github/demo. */
+const demo = {
+  app: 'demo',
+  source: 'https://github.com',
+  workspaceId: 1,
+  installationId: '1',
+  subject: 'repo:acme/api',
+} as const;
+
+export function startCommand(): Command {
+  return new Command('start')
+    .description('migrate, then run the edge receiver, operator API and a worker (embedded PostgreSQL without DATABASE_URL)')
+    .option('--port <port>', 'edge receiver port', port, 8787)
+    .option('--metrics-port <port>', 'Prometheus /metrics port', port, 9187)
+    .addOption(new Option('--database-url <url>', 'PostgreSQL connection string (default: embedded)').env('DATABASE_URL'))
+    .option('--handlers <module>', 'handler module (default: example handlers that log each event)')
+    .option('--concurrency <n>', 'handlers running at once', positiveInteger, 4)
+    .option('--state-dir <dir>', 'where the embedded PostgreSQL and generated secrets live', '.wharf')
+    .action((options: StartOptions) => runStart(options));
+}
+
+interface DevSecrets {
+  adminToken: string;
+  githubWebhookSecret: string;
+}
+
+/** Generated once per state directory, so tokens and curls keep working across restarts. */
+async function loadDevSecrets(stateDir: string): Promise<DevSecrets> {
+  const file = join(stateDir, 'dev-secrets.json');
+  const saved = existsSync(file) ? (JSON.parse(await readFile(file, 'utf8')) as Partial<DevSecrets>) : {};
+  const secrets: DevSecrets = {
+    adminToken: saved.adminToken ?? randomBytes(24).toString('base64url'),
+    githubWebhookSecret: saved.githubWebhookSecret ?? randomBytes(24).toString('base64url'),
+  };
+  await writeFile(file, JSON.stringify(secrets, null, 2), { mode: 0o600 });
+  return secrets;
+}
+
+async function ensureDatabase(serverUrl: string, name: string): Promise<string> {
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (!rowCount) await client.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await client.end();
+  }
+  return databaseUrlFor(serverUrl, name);
+}
+
+async function setUpDemo(pool: pg.Pool): Promise<void> {
+  await pool.query('SELECT wharf.upsert_workspace($1)', [demo.workspaceId]);
+  const { rows } = await pool.query<{ id: string }>(
+    `SELECT wharf.upsert_connection($1, 'github', $2, 'app_installation', $3) AS id`,
+    [demo.workspaceId, demo.source, demo.installationId],
+  );
+  await pool.query('SELECT wharf.subscribe($1, $2)', [rows[0]!.id, demo.subject]);
+}
+
+async function sampleCurl(edgeUrl: string, secret: string): Promise<string> {
+  const body = JSON.stringify({
+    ref: 'refs/heads/main',
+    repository: { full_name: 'acme/api', name: 'api', owner: { login: 'acme' } },
+    organization: { login: 'acme' },
+    installation: { id: Number(demo.installationId) },
+    sender: { id: 1, login: 'octocat' },
+  });
+  const signature = await signGitHubBody(secret, body);
+  return [
+    `curl -sS -X POST ${edgeUrl}/hooks/github/${demo.app} \\`,
+    `  -H 'Content-Type: application/json' -H 'X-GitHub-Event: push' \\`,
+    `  -H 'X-GitHub-Delivery: ${randomUUID()}' \\`,
+    `  -H 'X-Hub-Signature-256: ${signature}' \\`,
+    `  --data '${body}'`,
+  ].join('\n');
+}
+
+async function runStart(options: StartOptions): Promise<void> {
+  const logger: Logger = pino({ name: 'wharf' });
+  const stateDir = resolve(options.stateDir);
+  await mkdir(stateDir, { recursive: true });
+  const secrets = await loadDevSecrets(stateDir);
+  const adminToken = process.env.WHARF_ADMIN_TOKEN || secrets.adminToken;
+
+  let embedded: EmbeddedPostgresServer | undefined;
+  let databaseUrl = options.databaseUrl;
+  if (!databaseUrl) {
+    embedded = await startEmbeddedPostgres({ dataDirectory: join(stateDir, 'pg'), persistent: true });
+    databaseUrl = await ensureDatabase(embedded.url, 'wharf');
+  }
+  await migrate({ databaseUrl });
+
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: options.concurrency + 6 });
+  pool.on('error', () => {});
+  const githubSecretName = `GITHUB_APP_${demo.app.toUpperCase()}_WEBHOOK_SECRET`;
+  const githubSecret = process.env[githubSecretName] || secrets.githubWebhookSecret;
+  if (embedded) await setUpDemo(pool);
+
+  const edge = await startEdgeServer({
+    pool,
+    port: options.port,
+    logger,
+    env: { ...process.env, WHARF_ADMIN_TOKEN: adminToken, [githubSecretName]: githubSecret },
+  });
+  const worker = createWorker({
+    pool,
+    handlers: options.handlers ? await loadHandlers(options.handlers) : exampleHandlers,
+    concurrency: options.concurrency,
+    logger,
+  });
+  await worker.start();
+  const metrics = await startMetricsServer(Registry.merge([register, workerRegistry]), options.metricsPort, '127.0.0.1');
+
+  process.stdout.write(
+    [
+      '',
+      'Wharf is running.',
+      `  edge receiver   ${edge.url}/hooks/<provider>/<app or connection>`,
+      `  operator API    ${edge.url}/api   (Authorization: Bearer <admin token>)`,
+      `  metrics         http://127.0.0.1:${metrics.port}/metrics`,
+      `  database        ${embedded ? `${databaseUrl}  (embedded, data in ${join(stateDir, 'pg')})` : 'DATABASE_URL'}`,
+      `  admin token     ${adminToken}`,
+      '',
+      ...(embedded
+        ? [
+            `Deliver a signed sample GitHub push (demo App "${demo.app}", workspace ${demo.workspaceId}):`,
+            '',
+            await sampleCurl(edge.url, githubSecret),
+            '',
+            `Then: curl -sS -H 'Authorization: Bearer ${adminToken}' ${edge.url}/api/workspaces/${demo.workspaceId}/events`,
+            '',
+          ]
+        : []),
+      'Ctrl-C stops everything.',
+      '',
+    ].join('\n'),
+  );
+
+  // npm and the shell above this process may report Ctrl-C as a signal: the
+  // log says how this process itself ended.
+  process.once('exit', (code) => logger.info({ code }, 'exited'));
+  stopOnSignals(logger, async () => {
+    // Every step runs even when an earlier one failed, so that PostgreSQL
+    // stops whatever happened to the worker; the first failure is reported.
+    const steps: (() => Promise<unknown>)[] = [
+      () => worker.stop(),
+      () => Promise.allSettled([edge.close(), metrics.close()]),
+      () => pool.end(),
+      async () => embedded?.stop(),
+    ];
+    const failures: unknown[] = [];
+    for (const step of steps) {
+      try {
+        await step();
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+    if (failures.length > 0) throw failures[0];
+  });
+}

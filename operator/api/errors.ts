@@ -1,0 +1,49 @@
+// What a failure means to an API caller or a CLI user: a status, a stable
+// code and a message that names no internals (no SQL, no stack, no host).
+import { classifyDatabaseError } from '../../db/database.js';
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: 400 | 401 | 403 | 404 | 409 | 500 | 503,
+    readonly code: string,
+    message: string,
+    /** Further fields of the error body, e.g. the state of a row that cannot be replayed. */
+    readonly details: Record<string, unknown> = {},
+    options?: { cause: unknown },
+  ) {
+    super(message, options);
+    this.name = 'ApiError';
+  }
+
+  body(): Record<string, unknown> {
+    return { error: this.code, message: this.message, ...this.details };
+  }
+}
+
+/**
+ * What a failed query means (callWharf applies it to every query). The wharf
+ * functions raise 22004/22023 (bad argument) and P0002 (unknown object) with
+ * messages written for operators, which are passed on; what the edge's
+ * classifier calls unavailable is a 503; any other server error a 500 that
+ * keeps the original as its cause.
+ */
+export function databaseError(error: unknown): ApiError {
+  if (classifyDatabaseError(error) !== 'database-error') {
+    return new ApiError(503, 'database_unavailable', 'the database is unavailable; retry later', {}, { cause: error });
+  }
+  const code = (error as { code: string }).code;
+  const message = error instanceof Error ? error.message : '';
+  const operatorMessage = message.startsWith('wharf') ? message.replace(/^wharf(\.\w+)?: /, '') : undefined;
+  if (code === '22004' || code === '22023' || code === '22P02' || code === '22003') {
+    return new ApiError(400, 'bad_request', operatorMessage ?? 'invalid argument');
+  }
+  if (code === 'P0002') return new ApiError(404, 'not_found', operatorMessage ?? 'not found');
+  if (code === '23505') return new ApiError(409, 'conflict', 'it already exists');
+  if (code === '23503') return new ApiError(409, 'conflict', 'it refers to something that no longer exists');
+  return new ApiError(500, 'internal', 'internal error', {}, { cause: error });
+}
+
+/** Any error a route throws: ApiErrors as they are, anything else (a bug) a 500. */
+export function toApiError(error: unknown): ApiError {
+  return error instanceof ApiError ? error : new ApiError(500, 'internal', 'internal error', {}, { cause: error });
+}

@@ -1,0 +1,159 @@
+// The calls of sql/95-operator.sql: listings and details of events,
+// workspaces and connections, and workspace API tokens. Every event query
+// binds its owner: one workspace, or the installation rows only an instance
+// admin reaches.
+import type { Database } from '../../db/database.js';
+import type { EventState } from '../api/params.js';
+import { generateWorkspaceToken, tokenHashHex } from '../api/tokens.js';
+import { callWharf } from './call-wharf.js';
+
+/** Whose events a query reads; no query takes a NULL workspace to mean "any". */
+export type EventOwner = { workspaceId: string } | { installation: true };
+
+export function isInstallation(owner: EventOwner): owner is { installation: true } {
+  return 'installation' in owner;
+}
+
+export interface EventSummary {
+  id: number;
+  workspace_id: number | null;
+  provider: string;
+  source: string;
+  event_type: string;
+  subject: string | null;
+  state: EventState;
+  attempt: number;
+  failures: number;
+  received_at: string;
+  next_attempt_at: string;
+  error_class: string | null;
+  outcome: string | null;
+  handled_at: string | null;
+  dead_at: string | null;
+}
+
+export interface EventPage {
+  events: EventSummary[];
+  /** Pass as `before` for the next page; null on the last page. */
+  next_cursor: number | null;
+}
+
+export interface EventFilter {
+  state?: EventState;
+  subject?: string;
+  limit: number;
+  /** Only events with a smaller id (the previous page's next_cursor). */
+  before?: string;
+}
+
+export interface EventDetail extends EventSummary {
+  delivery_key: string;
+  scope_key: string;
+  connection_id: number | null;
+  payload: unknown;
+  /** As admission stored them: without credentials or signatures. */
+  headers: Record<string, unknown>;
+  lease_epoch: number;
+  leased_until: string | null;
+  leased_by: string | null;
+  replayed_by: string | null;
+  replayed_at: string | null;
+  steps: { name: string; committed_at: string }[];
+}
+
+/** A page of events, newest first (wharf.list_events / list_installation_events). */
+export function listEvents(db: Database, owner: EventOwner, filter: EventFilter): Promise<EventPage> {
+  const page = [filter.state ?? null, filter.subject ?? null, filter.limit, filter.before ?? null];
+  return isInstallation(owner)
+    ? callWharf(db, 'wharf.list_installation_events($1, $2, $3, $4)', page)
+    : callWharf(db, 'wharf.list_events($1, $2, $3, $4, $5)', [owner.workspaceId, ...page]);
+}
+
+/** A page of dead letters, newest first (wharf.list_dead / list_installation_dead). */
+export function listDead(db: Database, owner: EventOwner, filter: Omit<EventFilter, 'state'>): Promise<EventPage> {
+  const page = [filter.subject ?? null, filter.limit, filter.before ?? null];
+  return isInstallation(owner)
+    ? callWharf(db, 'wharf.list_installation_dead($1, $2, $3)', page)
+    : callWharf(db, 'wharf.list_dead($1, $2, $3, $4)', [owner.workspaceId, ...page]);
+}
+
+/** One event of the owner, or null when the owner has no event with that id. */
+export function showEvent(db: Database, owner: EventOwner, id: string): Promise<EventDetail | null> {
+  return isInstallation(owner)
+    ? callWharf(db, 'wharf.show_installation_event($1)', [id])
+    : callWharf(db, 'wharf.show_event($1, $2)', [owner.workspaceId, id]);
+}
+
+export interface Workspace {
+  id: number;
+  state: 'ACTIVE' | 'SUSPENDED' | 'DELETING';
+  created_at: string;
+  connections: number;
+}
+
+export function showWorkspace(db: Database, id: string): Promise<Workspace | null> {
+  return callWharf(db, 'wharf.show_workspace($1)', [id]);
+}
+
+export function listWorkspaces(db: Database): Promise<Workspace[]> {
+  return callWharf(db, 'wharf.list_workspaces()', []);
+}
+
+export interface Connection {
+  id: number;
+  workspace_id: number;
+  provider: string;
+  source: string;
+  kind: string;
+  external_id: string | null;
+  route: Record<string, unknown>;
+  state: 'ACTIVE' | 'SUSPENDED' | 'REVOKED';
+  generation: number;
+  created_at: string;
+  updated_at: string;
+  subscriptions: string[];
+}
+
+export function showConnection(db: Database, id: string): Promise<Connection | null> {
+  return callWharf(db, 'wharf.show_connection($1)', [id]);
+}
+
+/** Every connection of a workspace, or of every workspace when none is given. */
+export function listConnections(db: Database, workspaceId?: string): Promise<Connection[]> {
+  return callWharf(db, 'wharf.list_connections($1)', [workspaceId ?? null]);
+}
+
+export interface ApiToken {
+  id: number;
+  workspace_id: number;
+  name: string;
+  created_at: string;
+  last_used_at?: string | null;
+  revoked_at?: string | null;
+}
+
+/** Creates a workspace token; the secret is in the result and nowhere else. */
+export async function createApiToken(
+  db: Database, workspaceId: string, name: string,
+): Promise<ApiToken & { token: string }> {
+  const token = generateWorkspaceToken();
+  const created = await callWharf<ApiToken>(db, "wharf.create_token($1, $2, decode($3, 'hex'))",
+    [workspaceId, name, tokenHashHex(token)]);
+  return { ...created, token };
+}
+
+/** The live token with this secret, or null. */
+export function verifyApiToken(
+  db: Database, token: string,
+): Promise<Pick<ApiToken, 'id' | 'workspace_id' | 'name'> | null> {
+  return callWharf(db, "wharf.verify_token(decode($1, 'hex'))", [tokenHashHex(token)]);
+}
+
+export function listApiTokens(db: Database, workspaceId: string): Promise<ApiToken[]> {
+  return callWharf(db, 'wharf.list_tokens($1)', [workspaceId]);
+}
+
+/** True when a live token of that workspace was revoked. */
+export function revokeApiToken(db: Database, workspaceId: string, id: string): Promise<boolean> {
+  return callWharf(db, 'wharf.revoke_token($1, $2)', [workspaceId, id]);
+}

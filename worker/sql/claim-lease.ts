@@ -1,0 +1,83 @@
+// The calls of sql/30-claim-lease.sql a worker makes: claim, renew, complete,
+// release, reap, and the idle marks of its listener.
+import type pg from 'pg';
+import type { Database } from '../../db/database.js';
+import type { Lease, ProviderEventRow } from './event-row.js';
+
+/** Leases up to `max` due scope heads for `worker` (wharf.claim). */
+export async function claimEvents(db: Database, worker: string, max: number): Promise<ProviderEventRow[]> {
+  const { rows } = await db.query<ProviderEventRow>('SELECT * FROM wharf.claim($1, $2)', [worker, max]);
+  return rows;
+}
+
+/** Extends a lease (wharf.renew); false when it is no longer held. */
+export async function renewLease(db: Database, lease: Lease): Promise<boolean> {
+  const { rows } = await db.query<{ renewed: boolean }>('SELECT wharf.renew($1, $2) AS renewed', [
+    lease.id,
+    lease.epoch,
+  ]);
+  return rows[0]?.renewed === true;
+}
+
+/** Ends a lease as DONE with `outcome` (wharf.complete); false when it is no longer held. */
+export async function completeEvent(db: Database, lease: Lease, outcome: 'handled' | 'ignored'): Promise<boolean> {
+  const { rows } = await db.query<{ completed: boolean }>('SELECT wharf.complete($1, $2, $3) AS completed', [
+    lease.id,
+    lease.epoch,
+    outcome,
+  ]);
+  return rows[0]?.completed === true;
+}
+
+export interface Completion {
+  id: string;
+  epoch: string;
+  outcome: 'handled' | 'ignored';
+}
+
+/**
+ * Ends several leases as DONE in one statement and one commit (wharf.complete
+ * for each, in the order given); for each, false when it was no longer held.
+ * Callers pass them in admission's lock order (workspace, then scope) so that
+ * the scope rows the completions lock cannot form a cycle with an admission.
+ */
+export async function completeEvents(db: Database, completions: readonly Completion[]): Promise<boolean[]> {
+  const { rows } = await db.query<{ completed: boolean }>(
+    `SELECT wharf.complete(c.id, c.epoch, c.outcome) AS completed
+       FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS c(id, epoch, outcome, n)
+      ORDER BY c.n`,
+    [completions.map((c) => c.id), completions.map((c) => c.epoch), completions.map((c) => c.outcome)],
+  );
+  return rows.map((row) => row.completed === true);
+}
+
+/** Gives an unfinished lease back, its attempt uncounted (wharf.release). */
+export async function releaseEvent(db: Database, lease: Lease): Promise<boolean> {
+  const { rows } = await db.query<{ released: boolean }>('SELECT wharf.release($1, $2) AS released', [
+    lease.id,
+    lease.epoch,
+  ]);
+  return rows[0]?.released === true;
+}
+
+/** Takes back every expired lease (wharf.reap); returns how many. */
+export async function reapExpiredLeases(db: Database): Promise<number> {
+  const { rows } = await db.query<{ reaped: number }>('SELECT wharf.reap() AS reaped');
+  return rows[0]?.reaped ?? 0;
+}
+
+/**
+ * Tells admissions to notify (wharf.mark_idle). Runs on the LISTEN connection
+ * itself: the row names its backend, and the reaper forgets it when that
+ * session ends. False while an admission is in flight: claim, then try again.
+ * Once true, a claim made after it sees every row admitted before.
+ */
+export async function markListenerIdle(listenerConnection: pg.ClientBase, listener: string): Promise<boolean> {
+  const { rows } = await listenerConnection.query<{ marked: boolean }>('SELECT wharf.mark_idle($1) AS marked', [listener]);
+  return rows[0]?.marked === true;
+}
+
+/** Admissions may stop paying for pg_notify on this host's account (wharf.mark_busy). */
+export async function markListenerBusy(db: Database, listener: string): Promise<void> {
+  await db.query('SELECT wharf.mark_busy($1)', [listener]);
+}
