@@ -1,7 +1,7 @@
 // Each workload runs in databases of its own on the shared server, created
 // for one system and one repetition and dropped afterwards, so no run sees
 // another's rows, bloat or statistics.
-import { createScratchDatabase, type ScratchDatabase } from '../test/support/scratch-database.js';
+import { createScratchDatabase, type ScratchDatabase } from '../cli/scratch-database.js';
 
 export type BenchDatabase = ScratchDatabase;
 

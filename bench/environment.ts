@@ -1,7 +1,7 @@
 // Where and with what a run measured: versions, machine and server settings.
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import { onServer } from '../test/support/scratch-database.js';
+import { onServer } from '../cli/scratch-database.js';
 
 export interface Environment {
   node: string;

@@ -2,7 +2,7 @@
 // with autovacuum running, as it does on a default PostgreSQL. Some servers
 // (this workplace's CI configuration among them) turn it off: for that phase
 // the benchmark turns it on with ALTER SYSTEM, and puts it back afterwards.
-import { onServer } from '../test/support/scratch-database.js';
+import { onServer } from '../cli/scratch-database.js';
 
 async function autovacuumSetting(serverUrl: string): Promise<{ setting: string; sourcefile: string | null }> {
   return onServer(serverUrl, async (client) => {

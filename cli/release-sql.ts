@@ -8,8 +8,8 @@
 // function changes in the migration after them.
 import { readFile, unlink, writeFile } from 'node:fs/promises';
 import { formatLock, lockFile, lockProblems, migrationsDirectory, readLock, readMigrationFiles } from '../db/migration-files.js';
-import { startPostgresServer } from '../test/support/postgres-server.js';
-import { createScratchDatabase } from '../test/support/scratch-database.js';
+import { startPostgresServer } from './postgres-server.js';
+import { createScratchDatabase } from './scratch-database.js';
 import { readCatalog } from './sql-release/catalog.js';
 import { planRelease } from './sql-release/plan-release.js';
 import { schemaSnapshot, schemaSnapshotFile } from './sql-release/schema-snapshot.js';

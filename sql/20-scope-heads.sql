@@ -8,10 +8,9 @@
 -- vacuums the heap fills with dead versions. PL/pgSQL caches a generic plan
 -- for each statement after five calls; for the lookups by scope_key below,
 -- planned while the table was a few pages, that plan is a sequential scan,
--- which then reads every dead version on every call (a drain measured it
--- at 24 pages per update and growing). The functions that look up scope
--- rows by key therefore run with enable_seqscan off: their plans stay on the
--- primary key whatever size the table had when they were planned.
+-- which then reads every dead version on every call. The functions that look
+-- up scope rows by key therefore run with enable_seqscan off: their plans
+-- stay on the primary key whatever size the table had when they were planned.
 
 -- Locks the scope row of `p_scope_key`, creating it when missing. admit calls
 -- it before inserting, so that within a scope ids are assigned and committed
@@ -39,9 +38,9 @@ END $$;
 -- to the back of the line. It also keeps ix_scope_claim healthy: its new
 -- entries land at its end, while the dead entries of served heads stay at
 -- its front, on pages no insert touches, where an index scan can mark them
--- dead. Keyed by the head's due time instead, a backlog's next heads landed
--- among those dead entries, the changing pages kept scans from marking them,
--- and each claim re-read every one (2,500 buffers per claim, measured).
+-- dead. Keyed by the head's due time instead, a backlog's next heads would
+-- land among those dead entries, the changing pages would keep scans from
+-- marking them, and each claim would re-read every one.
 CREATE OR REPLACE FUNCTION wharf.sync_scope_head() RETURNS trigger
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE

@@ -10,15 +10,14 @@
 -- The plan is pinned to its one good shape: walk ix_scope_claim in order and
 -- fetch each head by primary key, stopping after p_max. PL/pgSQL caches a
 -- generic plan after five calls, and for a small scope table the planner's
--- generic choice was a sequential scan of wharf.scope merge-joined with the
--- whole provider_event primary key, reading the backlog on every claim
--- (3,000 buffers per claim with 20,000 rows, against about 150). Turning off
--- the other scan and join methods leaves it the index path alone.
+-- generic choice is a sequential scan of wharf.scope merge-joined with the
+-- whole provider_event primary key, which reads the backlog on every claim.
+-- Turning off the other scan and join methods leaves it the index path alone.
 --
--- That plan is also forced generic. Left to choose, the plan cache found the
--- custom plans (LIMIT p_max known) cheaper than the generic one and planned
--- every call afresh: 0.24 ms of a 1.06 ms claim in an unordered drain
--- (pg_stat_statements with track_planning).
+-- That plan is also forced generic: left to choose, the plan cache finds the
+-- custom plans (LIMIT p_max known) cheaper and plans every call afresh, which
+-- costs a claim a quarter of its time. The figures are in bench/RESULTS.md
+-- and the commits that pinned both.
 CREATE OR REPLACE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1)
 RETURNS SETOF wharf.provider_event
 LANGUAGE plpgsql

@@ -18,7 +18,7 @@ describe('wharf migrate', () => {
   });
 
   it('--dry-run prints every pending migration and writes nothing', async () => {
-    const result = await runWharf(['migrate', '--dry-run'], db.url);
+    const result = await runWharf(['migrate', '--dry-run'], { DATABASE_URL: db.url });
     expect(result.code).toBe(0);
     const files = await readMigrationFiles();
     for (const file of files) expect(result.stdout).toContain(`-- migrations/${file.file} (up)`);
@@ -29,17 +29,17 @@ describe('wharf migrate', () => {
   }, 30_000);
 
   it('creates the schema with its settings', async () => {
-    const result = await runWharf(['migrate'], db.url);
+    const result = await runWharf(['migrate'], { DATABASE_URL: db.url });
     expect(result.code).toBe(0);
     const { rows } = await db.pool.query(`SELECT value FROM wharf.setting WHERE key = 'poll_every'`);
     expect(rows).toEqual([{ value: '5 seconds' }]);
-    const dryRun = await runWharf(['migrate', '--dry-run'], db.url);
+    const dryRun = await runWharf(['migrate', '--dry-run'], { DATABASE_URL: db.url });
     expect(dryRun.stdout.trim()).toBe('-- nothing to migrate');
   }, 30_000);
 
   it('refuses a database whose recorded migrations are newer than the code', async () => {
     await db.pool.query(`INSERT INTO pgmigrations (name, run_on) VALUES ('9999999999999_from-the-future', now())`);
-    const result = await runWharf(['migrate'], db.url);
+    const result = await runWharf(['migrate'], { DATABASE_URL: db.url });
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain('this database was migrated by a newer Wharf');
     expect(result.stderr).toContain('9999999999999_from-the-future');
@@ -59,7 +59,7 @@ describe('wharf worker', () => {
 
   it('exits non-zero when the handler module exports no handler map', async () => {
     const handlers = fileURLToPath(new URL('../support/worker-inbox.ts', import.meta.url));
-    const result = await runWharf(['worker', '--handlers', handlers], db.url);
+    const result = await runWharf(['worker', '--handlers', handlers], { DATABASE_URL: db.url });
     expect(result.code).not.toBe(0);
     expect(result.stdout + result.stderr).toContain('exports no handler map');
   }, 30_000);

@@ -9,7 +9,7 @@ import { migrate } from '../../db/migrate.js';
 import { readLock } from '../../db/migration-files.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { pgtapSuites, runPgtapSuite, tapFailures } from '../support/pgtap.js';
-import { createScratchDatabase } from '../support/scratch-database.js';
+import { createScratchDatabase } from '../../cli/scratch-database.js';
 import { runWharf } from '../support/wharf-cli.js';
 
 interface StartingPoint {
@@ -53,7 +53,7 @@ for (const start of startingPoints) {
     });
 
     it('migrates without a manual step to the schema of a new database', async () => {
-      const result = await runWharf(['migrate'], db.url);
+      const result = await runWharf(['migrate'], { DATABASE_URL: db.url });
       expect(result.stderr).not.toMatch(/error/i);
       expect(result.code).toBe(0);
       expect(await schemaSnapshot(db.url)).toBe(await readFile(schemaSnapshotFile, 'utf8'));

@@ -2,7 +2,7 @@
 // global setup found or started: a copy of the migrated template that the
 // global setup made once, or an empty one.
 import { inject } from 'vitest';
-import { createScratchDatabase, type ScratchDatabase } from './scratch-database.js';
+import { createScratchDatabase, type ScratchDatabase } from '../../cli/scratch-database.js';
 
 export type TestDatabase = ScratchDatabase;
 

@@ -1,8 +1,8 @@
 // Once per test run: the PostgreSQL server, and one database migrated from
 // empty that every test database is copied from.
 import type { TestProject } from 'vitest/node';
-import { startPostgresServer } from './postgres-server.js';
-import { createScratchDatabase } from './scratch-database.js';
+import { startPostgresServer } from '../../cli/postgres-server.js';
+import { createScratchDatabase } from '../../cli/scratch-database.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -2,7 +2,7 @@
 // other: a session that cannot hang, one-value queries, a claim of one row,
 // and waiting until a session blocks on another's lock.
 import type pg from 'pg';
-import type { ScratchDatabase } from './scratch-database.js';
+import type { ScratchDatabase } from '../../cli/scratch-database.js';
 import { waitFor } from './worker-inbox.js';
 
 type Database = Pick<pg.ClientBase | pg.Pool, 'query'>;

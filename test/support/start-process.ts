@@ -7,7 +7,7 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from './postgres-server.js';
+import { freePort } from '../../cli/postgres-server.js';
 import { waitFor } from './worker-inbox.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));

@@ -1,27 +1,27 @@
-// Runs the `wharf` command as a user would: a process of its own, from the
-// repository's bin/, with DATABASE_URL set and no terminal.
-import { spawn } from 'node:child_process';
+// Runs the real `wharf` command (node bin/wharf.js) to completion, as a user would.
+import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
 export interface CliResult {
-  code: number | null;
+  code: number;
   stdout: string;
   stderr: string;
 }
 
-export function runWharf(args: string[], databaseUrl: string): Promise<CliResult> {
+/** `env` replaces DATABASE_URL and friends; undefined values are removed. */
+export function runWharf(args: string[], env: Record<string, string | undefined>): Promise<CliResult> {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env };
+  for (const [key, value] of Object.entries(env)) {
+    if (value === undefined) delete childEnv[key];
+    else childEnv[key] = value;
+  }
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['bin/wharf.js', ...args], {
-      cwd: root,
-      env: { ...process.env, DATABASE_URL: databaseUrl },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+    execFile(process.execPath, ['bin/wharf.js', ...args], { cwd: root, env: childEnv, timeout: 30_000 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      });
   });
 }

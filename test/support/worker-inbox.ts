@@ -1,5 +1,5 @@
-// Inbox rows for worker tests: settings, direct inserts (the scope trigger
-// keeps heads right), a subscribed connection for wharf.admit, and polling.
+// Inbox rows for worker tests: settings, admissions through wharf.admit, and
+// polling.
 import type pg from 'pg';
 
 type Db = Pick<pg.Pool | pg.Client, 'query'>;
@@ -23,52 +23,53 @@ export interface NewEvent {
 
 let deliveries = 0;
 
-/** Inserts events in the given order (so ids follow it) into the test workspace; returns their ids. */
-export async function insertEvents(db: Db, events: NewEvent[]): Promise<string[]> {
-  await db.query('SELECT wharf.upsert_workspace($1)', [testWorkspace]);
-  const { rows } = await db.query<{ id: string }>(
-    `INSERT INTO wharf.provider_event
-       (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, payload)
-     SELECT $1::bigint, e.provider, e.delivery_key, e.event_type, e.scope, $1::bigint || ':' || e.provider || ':' || e.scope, $2::text, e.payload
-       FROM jsonb_to_recordset($3::jsonb)
-            AS e(provider text, delivery_key text, event_type text, scope text, payload jsonb, n int)
-      ORDER BY e.n
-     RETURNING id`,
-    [
-      testWorkspace,
-      testSource,
-      JSON.stringify(
-        events.map((event, n) => ({
-          n,
-          provider: event.provider ?? 'generic',
-          delivery_key: `delivery-${process.pid}-${(deliveries += 1)}`,
-          event_type: event.eventType ?? 'test',
-          scope: event.scope,
-          payload: event.payload ?? {},
-        })),
-      ),
-    ],
-  );
-  return rows.map((row) => row.id);
+/**
+ * Admits events through wharf.admit, one delivery per statement in the given
+ * order (so ids follow it), into the test workspace; returns their ids. Only
+ * admission inserts into the inbox: it takes the scope and lifecycle locks in
+ * the product's order, so it can race workers' completions without deadlock.
+ */
+export async function admitEvents(db: Db, events: NewEvent[]): Promise<string[]> {
+  const connections = new Map<string, string>();
+  for (const event of events) {
+    const provider = event.provider ?? 'generic';
+    const key = `${provider} ${event.scope}`;
+    if (!connections.has(key)) connections.set(key, await subscribedConnection(db, event.scope, provider));
+  }
+  const ids: string[] = [];
+  for (const event of events) {
+    const provider = event.provider ?? 'generic';
+    ids.push(await admitEvent(db, connections.get(`${provider} ${event.scope}`)!, event.scope, event.eventType, {
+      provider,
+      payload: event.payload ?? {},
+    }));
+  }
+  return ids;
 }
 
-/** A generic connection of the test workspace subscribed to `subject`; returns its id for route.connection_id. */
-export async function subscribedConnection(db: Db, subject: string): Promise<string> {
+/** A connection of the test workspace subscribed to `subject`; returns its id for route.connection_id. */
+export async function subscribedConnection(db: Db, subject: string, provider = 'generic'): Promise<string> {
   await db.query('SELECT wharf.upsert_workspace($1)', [testWorkspace]);
   const { rows } = await db.query<{ id: string }>(
-    `SELECT wharf.upsert_connection($1, 'generic', $2, 'webhook', NULL) AS id`,
-    [testWorkspace, testSource],
+    `SELECT wharf.upsert_connection($1, $2, $3, 'webhook', NULL) AS id`,
+    [testWorkspace, provider, testSource],
   );
   const id = rows[0]!.id;
   await db.query('SELECT wharf.subscribe($1, $2)', [id, subject]);
   return id;
 }
 
-/** Admits one generic delivery through wharf.admit; returns the stored event id. */
-export async function admitEvent(db: Db, connectionId: string, subject: string, eventType = 'test'): Promise<string> {
+/** Admits one delivery through wharf.admit; returns the stored event id. */
+export async function admitEvent(
+  db: Db, connectionId: string, subject: string, eventType = 'test',
+  options: { provider?: string; payload?: unknown } = {},
+): Promise<string> {
   const { rows } = await db.query<{ receipt: { events: Array<{ event_id: number }> } }>(
-    `SELECT wharf.admit('generic', $1, $2, $3, $4, $5, '{}', '{}') AS receipt`,
-    [testSource, `admitted-${process.pid}-${(deliveries += 1)}`, eventType, { connection_id: Number(connectionId) }, [subject]],
+    `SELECT wharf.admit($1, $2, $3, $4, $5, $6, $7, '{}') AS receipt`,
+    [
+      options.provider ?? 'generic', testSource, `admitted-${process.pid}-${(deliveries += 1)}`, eventType,
+      { connection_id: Number(connectionId) }, [subject], JSON.stringify(options.payload ?? {}),
+    ],
   );
   const id = rows[0]?.receipt.events[0]?.event_id;
   if (id === undefined) throw new Error('admit stored nothing');

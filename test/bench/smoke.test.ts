@@ -1,0 +1,60 @@
+// A small run of the benchmark harness (bench/), so that it cannot rot: every
+// workload completes against the real PostgreSQL, Wharf handles every event
+// once and in scope order, and every figure is a positive number. Speed is
+// never asserted here; `npm run bench` measures it.
+import { describe, expect, inject, it } from 'vitest';
+import { describeEnvironment } from '../../bench/environment.js';
+import { runBenchmark, type BenchRun } from '../../bench/harness.js';
+import { renderMarkdown } from '../../bench/report.js';
+import { smokeSettings } from '../../bench/settings.js';
+
+describe('bench smoke run', () => {
+  it('runs every workload on a few hundred events and reports sane figures', { timeout: 180_000 }, async () => {
+    const serverUrl = inject('postgresUrl');
+    const run: BenchRun = await runBenchmark({
+      ...smokeSettings,
+      serverUrl,
+      admissionEvents: 200,
+      receiverRequests: 100,
+      orderedEvents: 200,
+      unorderedEvents: 200,
+      drainConcurrencies: [8],
+      latencySeconds: 1,
+      growthSmallRows: 100,
+      growthLargeRows: 400,
+      growthMeasuredEvents: 50,
+      sustainedSeconds: 2,
+    });
+    const { results } = run;
+
+    // Every workload produced its series, each with one positive sample.
+    for (const id of ['admission.wharf', 'admission.plain', 'admission.receiver', 'admission.receiver_direct',
+      'ordered.wharf.c8', 'ordered.graphile.c8', 'ordered.pgboss.c8',
+      'unordered.wharf', 'unordered.plain', 'unordered.graphile', 'unordered.pgboss',
+      'latency.wharf.p50', 'latency.wharf.p99', 'latency.graphile.p50',
+      'growth.small', 'growth.large', 'growth.sustained_handled']) {
+      const series = results.get(id);
+      expect(series, id).toBeDefined();
+      expect(series?.samples).toHaveLength(1);
+    }
+    for (const series of results.series) {
+      for (const sample of series.samples) {
+        expect(Number.isFinite(sample), series.id).toBe(true);
+        // A stalled pg-boss drain is recorded, not fatal: it may handle nothing.
+        if (series.unit === 'ms' || series.id.includes('pgboss')) expect(sample, series.id).toBeGreaterThanOrEqual(0);
+        else expect(sample, series.id).toBeGreaterThan(0);
+      }
+    }
+
+    // Wharf handled every event exactly once and in order within each scope.
+    for (const id of ['ordered.wharf.c8', 'unordered.wharf', 'growth.sustained_handled']) {
+      expect(results.get(id)?.integrity, id).toEqual({ orderViolations: 0, duplicates: 0, errors: 0 });
+    }
+
+    // The sustained period recorded sizes around it, and the report renders.
+    expect(results.sizes.map((snapshot) => snapshot.phase)).toEqual(['before', 'halfway', 'after']);
+    const markdown = renderMarkdown(run, await describeEnvironment(serverUrl));
+    expect(markdown).toContain('## Goals');
+    expect(markdown).toMatch(/ordered drain ≥ 2× graphile-worker.*\| \*\*(met|not met)\*\*/);
+  });
+});

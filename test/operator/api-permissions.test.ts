@@ -1,0 +1,138 @@
+// The permission matrix of every operator API route: the instance admin, a
+// token of the named workspace, a token of another workspace, no token and a
+// wrong token. A refused call changes nothing.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiToken, revokeApiToken } from '../../operator/sql/operator.js';
+import { adminToken, apiClient, type ApiCall } from '../support/api-client.js';
+import {
+  admitEvent, createConnection, createWorkspace, deadEvent, deadInstallationEvent,
+} from '../support/api-fixtures.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+type Caller = 'admin' | 'own' | 'other' | 'none' | 'garbage' | 'unknown' | 'revoked';
+const callers: Caller[] = ['admin', 'own', 'other', 'none', 'garbage', 'unknown', 'revoked'];
+
+interface Route {
+  name: string;
+  method: string;
+  /** Builds a fresh target, so that each caller acts on a row of its own. */
+  path: () => Promise<string>;
+  body?: () => unknown;
+  success: number;
+  /** Whether a token of workspace A (the workspace in the path) may call it. */
+  workspaceToken: boolean;
+}
+
+let db: TestDatabase;
+let api: ApiCall;
+const tokens: Partial<Record<Caller, string>> = {};
+const A = 101;
+const B = 102;
+let connectionA: number;
+let seq = 1000;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  api = apiClient({ db: db.pool, adminToken });
+  await createWorkspace(db.pool, A);
+  await createWorkspace(db.pool, B);
+  connectionA = await createConnection(db.pool, A);
+  tokens.admin = adminToken;
+  tokens.own = (await createApiToken(db.pool, String(A), 'own')).token;
+  tokens.other = (await createApiToken(db.pool, String(B), 'other')).token;
+  tokens.garbage = 'not-a-token';
+  tokens.unknown = `wharf_ws_${'0'.repeat(64)}`;
+  const revoked = await createApiToken(db.pool, String(A), 'revoked');
+  await revokeApiToken(db.pool, String(A), String(revoked.id));
+  tokens.revoked = revoked.token;
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+const routes: Route[] = [
+  { name: 'list events', method: 'GET', path: async () => `/workspaces/${A}/events`, success: 200, workspaceToken: true },
+  { name: 'show event', method: 'GET', path: async () => `/workspaces/${A}/events/${await admitEvent(db.pool, connectionA)}`, success: 200, workspaceToken: true },
+  { name: 'list dead', method: 'GET', path: async () => `/workspaces/${A}/dead`, success: 200, workspaceToken: true },
+  { name: 'replay', method: 'POST', path: async () => `/workspaces/${A}/events/${await deadEvent(db.pool, connectionA)}/replay`, success: 202, workspaceToken: true },
+  { name: 'list installation events', method: 'GET', path: async () => '/installation-events', success: 200, workspaceToken: false },
+  { name: 'list installation dead', method: 'GET', path: async () => '/installation-events/dead', success: 200, workspaceToken: false },
+  { name: 'show installation event', method: 'GET', path: async () => `/installation-events/${await deadInstallationEvent(db.pool)}`, success: 200, workspaceToken: false },
+  { name: 'replay installation event', method: 'POST', path: async () => `/installation-events/${await deadInstallationEvent(db.pool)}/replay`, success: 202, workspaceToken: false },
+  { name: 'list workspaces', method: 'GET', path: async () => '/workspaces', success: 200, workspaceToken: false },
+  { name: 'create workspace', method: 'POST', path: async () => '/workspaces', body: () => ({ id: ++seq }), success: 201, workspaceToken: false },
+  { name: 'suspend workspace', method: 'POST', path: async () => `/workspaces/${await createWorkspace(db.pool, ++seq)}/suspend`, success: 200, workspaceToken: false },
+  { name: 'activate workspace', method: 'POST', path: async () => `/workspaces/${await createWorkspace(db.pool, ++seq)}/activate`, success: 200, workspaceToken: false },
+  { name: 'list connections', method: 'GET', path: async () => `/workspaces/${A}/connections`, success: 200, workspaceToken: false },
+  { name: 'create connection', method: 'POST', path: async () => `/workspaces/${A}/connections`, body: () => ({ provider: 'gitlab', source: 'https://gitlab.example.test', kind: 'webhook', external_id: `hook-${++seq}` }), success: 201, workspaceToken: false },
+  { name: 'suspend connection', method: 'POST', path: async () => `/connections/${await createConnection(db.pool, A)}/suspend`, success: 200, workspaceToken: false },
+  { name: 'activate connection', method: 'POST', path: async () => `/connections/${await createConnection(db.pool, A)}/activate`, success: 200, workspaceToken: false },
+  { name: 'rotate connection secret', method: 'POST', path: async () => `/connections/${await createConnection(db.pool, A)}/rotate-secret`, success: 200, workspaceToken: false },
+  { name: 'subscribe', method: 'POST', path: async () => `/connections/${connectionA}/subscriptions`, body: () => ({ subject: `repo:acme/s${++seq}` }), success: 200, workspaceToken: false },
+  { name: 'unsubscribe', method: 'DELETE', path: async () => `/connections/${connectionA}/subscriptions`, body: () => ({ subject: 'repo:acme/none' }), success: 200, workspaceToken: false },
+  { name: 'list tokens', method: 'GET', path: async () => `/workspaces/${A}/tokens`, success: 200, workspaceToken: false },
+  { name: 'create token', method: 'POST', path: async () => `/workspaces/${A}/tokens`, body: () => ({ name: `t${++seq}` }), success: 201, workspaceToken: false },
+  { name: 'revoke token', method: 'DELETE', path: async () => `/workspaces/${A}/tokens/${(await createApiToken(db.pool, String(A), `r${++seq}`)).id}`, success: 200, workspaceToken: false },
+];
+
+function expectedStatus(route: Route, caller: Caller): number {
+  if (caller === 'admin') return route.success;
+  if (caller === 'own') return route.workspaceToken ? route.success : 403;
+  if (caller === 'other') return 403;
+  return 401;
+}
+
+describe('operator API permissions', () => {
+  it('covers every route the API registers', async () => {
+    const { operatorApi } = await import('../../operator/api/app.js');
+    const registered = new Set(
+      operatorApi({ db: db.pool, adminToken }).routes
+        .filter((route) => route.method !== 'ALL')
+        .map((route) => `${route.method} ${route.path}`),
+    );
+    expect(registered.size).toBe(routes.length);
+  });
+
+  for (const route of routes) {
+    for (const caller of callers) {
+      const expected = expectedStatus(route, caller);
+      it(`${route.name} as ${caller}: ${expected}`, async () => {
+        const response = await api(route.method, await route.path(), {
+          token: tokens[caller],
+          body: route.body?.(),
+        });
+        expect(response.status, JSON.stringify(response.body)).toBe(expected);
+        if (expected >= 400) {
+          expect(response.body.error).toBe(expected === 401 ? 'unauthorized' : 'forbidden');
+          expect(typeof response.body.message).toBe('string');
+        }
+        if (expected === 401) expect(response.headers.get('www-authenticate')).toBe('Bearer');
+      });
+    }
+  }
+
+  it('a refused replay leaves the dead letter as it was', async () => {
+    const id = await deadEvent(db.pool, connectionA);
+    for (const caller of ['other', 'none', 'unknown'] as const) {
+      const response = await api('POST', `/workspaces/${A}/events/${id}/replay`, { token: tokens[caller] });
+      expect(response.status).toBeGreaterThanOrEqual(401);
+    }
+    const { rows } = await db.pool.query('SELECT state, replayed_by FROM wharf.provider_event WHERE id = $1', [id]);
+    expect(rows[0]).toEqual({ state: 'DEAD', replayed_by: null });
+  });
+
+  it('a refused workspace creation creates nothing', async () => {
+    const response = await api('POST', '/workspaces', { token: tokens.own, body: { id: 999 } });
+    expect(response.status).toBe(403);
+    const { rows } = await db.pool.query('SELECT 1 FROM wharf.workspace WHERE id = 999');
+    expect(rows).toEqual([]);
+  });
+
+  it('accepts no token at all when WHARF_ADMIN_TOKEN is empty', async () => {
+    const noAdmin = apiClient({ db: db.pool, adminToken: '' });
+    expect((await noAdmin('GET', '/workspaces', { token: '' })).status).toBe(401);
+    expect((await noAdmin('GET', '/workspaces', { token: adminToken })).status).toBe(401);
+    expect((await noAdmin('GET', `/workspaces/${A}/events`, { token: tokens.own })).status).toBe(200);
+  });
+});

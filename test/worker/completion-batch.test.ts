@@ -1,0 +1,43 @@
+// Completions that arrive together share one statement and one commit, each
+// still answering for its own lease.
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CompletionBatcher } from '../../worker/completion-batcher.js';
+import { claimEvents } from '../../worker/sql/claim-lease.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { eventState, admitEvents } from '../support/worker-inbox.js';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+describe('CompletionBatcher', () => {
+  it('completes leases that finish in the same turn in one statement, and reports a lost lease as false', async () => {
+    await admitEvents(db.pool, Array.from({ length: 12 }, (_, n) => ({ scope: `batch-${n}` })));
+    const rows = await claimEvents(db.pool, 'batcher', 12);
+    expect(rows).toHaveLength(12);
+    const stale = { ...rows[5]!, lease_epoch: String(Number(rows[5]!.lease_epoch) + 1) };
+
+    let statements = 0;
+    const query = db.pool.query.bind(db.pool);
+    const counted = Object.assign(Object.create(db.pool) as typeof db.pool, {
+      query: ((...args: Parameters<typeof db.pool.query>) => {
+        statements += 1;
+        return query(...args);
+      }) as typeof db.pool.query,
+    });
+    const batcher = new CompletionBatcher(counted, pino({ level: 'silent' }));
+    const results = await Promise.all(rows.map((row, n) => batcher.complete(n === 5 ? stale : row, 'handled')));
+
+    expect(results).toEqual(rows.map((_, n) => n !== 5));
+    // All twelve arrived in one turn of the event loop: one statement.
+    expect(statements).toBe(1);
+    for (const [n, row] of rows.entries()) {
+      expect(await eventState(db.pool, row.id)).toMatchObject({ state: n === 5 ? 'LEASED' : 'DONE' });
+    }
+  });
+});

@@ -1,0 +1,114 @@
+// Wake-ups: LISTEN wharf_event brings an admitted event in long before the
+// poll would; a killed LISTEN connection comes back; the poll alone finds
+// rows nobody notified about; an idle host holds only its listener.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createWorker, type RunOutcome, type Worker } from '../../worker/index.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { admitEvent, admitEvents, setSettings, subscribedConnection, waitFor } from '../support/worker-inbox.js';
+
+let db: TestDatabase;
+let connectionId: string;
+const outcomes = new Map<string, RunOutcome>();
+const subject = 'repo:acme/api';
+
+async function listenerPid(worker: Worker): Promise<number | undefined> {
+  const { rows } = await db.pool.query<{ pid: number }>(
+    `SELECT l.backend_pid AS pid FROM wharf.idle_listener l
+      WHERE l.listener = $1 AND EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = l.backend_pid)`,
+    [worker.id],
+  );
+  return rows[0]?.pid;
+}
+
+function start(options: { applicationName: string; pollEvery?: number }): Worker {
+  const url = new URL(db.url);
+  url.searchParams.set('application_name', options.applicationName);
+  const worker = createWorker({
+    connectionString: url.toString(),
+    handlers: { 'generic:*': () => {} },
+    concurrency: 2,
+    ...(options.pollEvery !== undefined ? { settings: { pollEvery: options.pollEvery } } : {}),
+  });
+  worker.on('settled', ({ eventId, outcome }) => outcomes.set(eventId, outcome));
+  return worker;
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  // Only a notification can explain a wake-up within a minute.
+  await setSettings(db.pool, { poll_every: '60 seconds' });
+  connectionId = await subscribedConnection(db.pool, subject);
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+describe('with poll_every at 60 s', () => {
+  let worker: Worker;
+  beforeAll(async () => {
+    worker = start({ applicationName: 'wharf-wakeup-listen' });
+    await worker.start();
+    await waitFor(() => listenerPid(worker), 10_000, 'the listener to go idle');
+  });
+  afterAll(async () => {
+    await worker?.stop();
+  });
+
+  it('handles an admitted event through LISTEN, long before the next poll', async () => {
+    const id = await admitEvent(db.pool, connectionId, subject);
+    expect(await waitFor(async () => outcomes.get(id), 5_000, 'the notified event')).toBe('handled');
+  });
+
+  it('an idle host holds its listener connection and no other', async () => {
+    const count = async (): Promise<number> => {
+      const { rows } = await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'wharf-wakeup-listen'`,
+      );
+      return rows[0]!.n;
+    };
+    await waitFor(async () => (await count()) === 1, 10_000, 'the pool to close idle connections');
+    expect(await count()).toBe(1);
+  });
+
+  it('reconnects a killed LISTEN connection and is woken through it again', async () => {
+    const killed = await listenerPid(worker);
+    await db.pool.query('SELECT pg_terminate_backend($1)', [killed]);
+    const replaced = await waitFor(async () => {
+      const pid = await listenerPid(worker);
+      return pid !== undefined && pid !== killed ? pid : undefined;
+    }, 10_000, 'a new listener');
+    expect(replaced).not.toBe(killed);
+    const id = await admitEvent(db.pool, connectionId, subject);
+    expect(await waitFor(async () => outcomes.get(id), 5_000, 'the event after reconnecting')).toBe('handled');
+  });
+});
+
+describe('with a short poll', () => {
+  let worker: Worker;
+  beforeAll(async () => {
+    worker = start({ applicationName: 'wharf-wakeup-poll', pollEvery: 500 });
+    await worker.start();
+    await waitFor(() => listenerPid(worker), 10_000, 'the listener to go idle');
+  });
+  afterAll(async () => {
+    await worker?.stop();
+  });
+
+  it('finds a row that no notification announced', async () => {
+    // A direct INSERT sends no notification: only the poll can find it.
+    const [id] = await admitEvents(db.pool, [{ scope: subject, eventType: 'unannounced' }]);
+    expect(await waitFor(async () => outcomes.get(id!), 10_000, 'the polled event')).toBe('handled');
+  });
+
+  it('keeps polling while its LISTEN connection is dead', async () => {
+    const killed = await listenerPid(worker);
+    await db.pool.query('SELECT pg_terminate_backend($1)', [killed]);
+    const [id] = await admitEvents(db.pool, [{ scope: subject, eventType: 'while-deaf' }]);
+    expect(await waitFor(async () => outcomes.get(id!), 10_000, 'the event while the listener was down')).toBe('handled');
+    await waitFor(async () => {
+      const pid = await listenerPid(worker);
+      return pid !== undefined && pid !== killed;
+    }, 10_000, 'the listener to come back');
+  });
+});
