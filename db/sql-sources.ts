@@ -1,8 +1,9 @@
 import { readdir, readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageRoot } from './package-root.js';
 
 /** The procedure sources of sql/: what a DBA reads, one file per concern. */
-export const sqlDirectory = fileURLToPath(new URL('../sql/', import.meta.url));
+export const sqlDirectory = join(packageRoot, 'sql/');
 
 export interface SqlSource {
   /** The file name, e.g. `30-claim-lease.sql`. */

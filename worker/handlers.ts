@@ -1,9 +1,10 @@
 // What a handler is, what it receives, and how an event finds its handler.
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import type { PayloadOf, TypedHandlerKey } from './provider-payloads.js';
 
 /** The event a handler receives. Ids are bigint, passed as decimal strings. */
-export interface InboxEvent {
+export interface InboxEvent<Payload = unknown> {
   id: string;
   workspaceId: string | null;
   provider: string;
@@ -13,7 +14,7 @@ export interface InboxEvent {
   scopeKey: string;
   source: string;
   connectionId: string | null;
-  payload: unknown;
+  payload: Payload;
   headers: Record<string, string>;
   receivedAt: Date;
   /** 1 on the first attempt (a release does not count one). */
@@ -22,8 +23,8 @@ export interface InboxEvent {
   replayedAt: Date | null;
 }
 
-export interface HandlerContext {
-  event: InboxEvent;
+export interface HandlerContext<Payload = unknown> {
+  event: InboxEvent<Payload>;
   /** Aborts when the worker stops, the lease is lost, or handler_timeout passes. */
   signal: AbortSignal;
   /**
@@ -37,10 +38,21 @@ export interface HandlerContext {
   logger: Logger;
 }
 
-export type Handler = (ctx: HandlerContext) => Promise<void> | void;
+// Method syntax makes the parameter bivariant, so that a handler typed for
+// one payload still fits the map's catch-all `unknown` entries.
+export type Handler<Payload = unknown> = {
+  handle(ctx: HandlerContext<Payload>): Promise<void> | void;
+}['handle'];
 
-/** Handlers keyed `provider:event_type`, with `provider:*` as each provider's fallback. */
-export type HandlerMap = Record<string, Handler>;
+/**
+ * Handlers keyed `provider:event_type`, with `provider:*` as each provider's
+ * fallback. A typed key (`github:push`, `gitlab:merge_request`,
+ * `slack:app_mention`) receives its provider's payload type; any other key
+ * receives `unknown`. Write `export const handlers = { … } satisfies HandlerMap`.
+ */
+export type HandlerMap = { [Key in TypedHandlerKey]?: Handler<PayloadOf<Key>> } & {
+  [key: string]: Handler | undefined;
+};
 
 export function findHandler(handlers: HandlerMap, provider: string, eventType: string): Handler | undefined {
   return handlers[`${provider}:${eventType}`] ?? handlers[`${provider}:*`];

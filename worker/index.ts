@@ -1,6 +1,7 @@
 // The worker library: what a host application imports.
 export { createWorker, type Worker, type WorkerEvents, type WorkerOptions } from './create-worker.js';
 export type { Handler, HandlerContext, HandlerMap, InboxEvent } from './handlers.js';
+export type { GitLabEventMap, PayloadOf, ProviderPayloads, SlackEventEnvelope, SlackEventMap, TypedHandlerKey } from './provider-payloads.js';
 export { OutcomeUncertainError, PayloadParsingError, TransientError, HandlerTimeoutError, LeaseLostError } from './errors.js';
 export { classifyFailure, type Classification, type FailureKind } from './classify.js';
 export type { WorkerSettings } from './settings.js';

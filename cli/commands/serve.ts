@@ -1,6 +1,6 @@
 // `wharf serve`: the edge receiver (and operator API) on Node.
 import { Command, Option } from 'commander';
-import { pino } from 'pino';
+import { createCliLogger } from '../logger.js';
 import { startEdgeServer } from '../../server/node.js';
 import { port } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
@@ -19,7 +19,7 @@ export function serveCommand(): Command {
     .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL'))
     .action(async (options: ServeOptions) => {
       if (!options.databaseUrl) throw new Error('set DATABASE_URL or pass --database-url');
-      const logger = pino({ name: 'wharf-edge' });
+      const logger = createCliLogger('wharf-edge');
       const edge = await startEdgeServer({
         databaseUrl: options.databaseUrl,
         port: options.port,

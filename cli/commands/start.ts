@@ -8,7 +8,8 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import pg from 'pg';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { createCliLogger } from '../logger.js';
 import { Registry, register } from 'prom-client';
 import { signGitHubBody } from '../../edge/adapters/github.js';
 import { startEdgeServer } from '../../server/node.js';
@@ -110,7 +111,7 @@ async function sampleCurl(edgeUrl: string, secret: string): Promise<string> {
 }
 
 async function runStart(options: StartOptions): Promise<void> {
-  const logger: Logger = pino({ name: 'wharf' });
+  const logger: Logger = createCliLogger('wharf');
   const stateDir = resolve(options.stateDir);
   await mkdir(stateDir, { recursive: true });
   const secrets = await loadDevSecrets(stateDir);

@@ -2,7 +2,7 @@
 // serves /metrics, and shuts down gracefully on SIGTERM/SIGINT (a second
 // signal exits at once).
 import { Command, Option } from 'commander';
-import { pino } from 'pino';
+import { createCliLogger } from '../logger.js';
 import { createWorker } from '../../worker/create-worker.js';
 import { loadHandlers } from '../load-handlers.js';
 import { workerRegistry } from '../../worker/metrics.js';
@@ -35,7 +35,7 @@ export function workerCommand(): Command {
     .option('--retention-every <duration>', 'how often this host tries retention (default 1h)', duration)
     .action(async (options: WorkerCommandOptions) => {
       if (!options.databaseUrl) throw new Error('set DATABASE_URL or pass --database-url');
-      const logger = pino({ name: 'wharf-worker' });
+      const logger = createCliLogger('wharf-worker');
       const settings: Partial<WorkerSettings> = {
         ...(options.drainTimeout !== undefined ? { drainTimeout: options.drainTimeout } : {}),
         ...(options.reapEvery !== undefined ? { reapEvery: options.reapEvery } : {}),
