@@ -4,6 +4,7 @@
 import { readFile } from 'node:fs/promises';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dropAllFunctions } from '../../cli/sql-release/catalog.js';
 import { schemaSnapshot, schemaSnapshotFile } from '../../cli/sql-release/schema-snapshot.js';
 import { migrate } from '../../db/migrate.js';
 import { readSqlSources } from '../../db/sql-sources.js';
@@ -38,14 +39,7 @@ describe('migrations from empty', () => {
 
     const client = await db.connect();
     await client.query('BEGIN');
-    await client.query(`
-      DO $$
-      DECLARE f regprocedure;
-      BEGIN
-        FOR f IN SELECT oid::regprocedure FROM pg_proc WHERE pronamespace = 'wharf'::regnamespace LOOP
-          EXECUTE format('DROP FUNCTION %s CASCADE', f);
-        END LOOP;
-      END $$`);
+    await client.query(dropAllFunctions);
     expect(await definitions(client)).toEqual([]);
     for (const source of await readSqlSources()) await client.query(source.text);
     const fromSources = await definitions(client);
