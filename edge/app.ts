@@ -28,7 +28,7 @@ export function createEdgeApp(options: EdgeAppOptions): Hono {
     logger,
     metrics,
     reject,
-    connections: createConnectionCache(database, { ttlMs: settings.secretCacheMs }),
+    connections: createConnectionCache(database, { ttlMs: settings.secretCacheMs, keyRing: settings.keyRing }),
   });
 
   const app = new Hono();

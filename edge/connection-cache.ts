@@ -1,11 +1,18 @@
-// Per-isolate cache of connection endpoints (secrets included), so that a
+// Per-isolate cache of connection endpoints (secrets decrypted), so that a
 // flood of requests to one endpoint, authenticated or not, costs one lookup
 // per `ttlMs`. Unknown connections are cached too; concurrent misses share
 // one query. A rotated secret takes effect within `ttlMs`.
 import type { Database } from '../db/database.js';
-import { readConnectionEndpoint, type ConnectionEndpoint } from './sql/connection-secrets.js';
+import { decryptSecret, type KeyRing } from '../db/secret-box.js';
+import { readConnectionEndpoint, type StoredEndpoint } from './sql/connection-secrets.js';
+
+export interface ConnectionEndpoint extends Omit<StoredEndpoint, 'storedSigningKeys'> {
+  /** Outline, Forgejo/Gitea, generic: the HMAC keys, current then previous. */
+  signingKeys: string[];
+}
 
 export interface ConnectionCache {
+  /** Rejects with a SecretKeyError when a stored key does not decrypt under the key ring. */
   get(connectionId: number): Promise<ConnectionEndpoint | undefined>;
 }
 
@@ -14,9 +21,18 @@ interface Entry {
   value: Promise<ConnectionEndpoint | undefined>;
 }
 
+async function readDecrypted(database: Database, keyRing: Promise<KeyRing | undefined>, connectionId: number) {
+  const stored = await readConnectionEndpoint(database, connectionId);
+  if (!stored) return undefined;
+  const { storedSigningKeys, ...endpoint } = stored;
+  const ring = storedSigningKeys.length > 0 ? await keyRing : undefined;
+  const signingKeys = await Promise.all(storedSigningKeys.map((key) => decryptSecret(ring, connectionId, key)));
+  return { ...endpoint, signingKeys };
+}
+
 export function createConnectionCache(
   database: Database,
-  options: { ttlMs: number; maxEntries?: number; now?: () => number },
+  options: { ttlMs: number; keyRing: Promise<KeyRing | undefined>; maxEntries?: number; now?: () => number },
 ): ConnectionCache {
   const entries = new Map<number, Entry>();
   const maxEntries = options.maxEntries ?? 10_000;
@@ -28,7 +44,7 @@ export function createConnectionCache(
       entries.delete(connectionId);
       // Map order is insertion order: the first key is the oldest entry.
       if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
-      const value = readConnectionEndpoint(database, connectionId);
+      const value = readDecrypted(database, options.keyRing, connectionId);
       entries.set(connectionId, { expiresAt: now() + options.ttlMs, value });
       // A failed lookup is not an answer: the next request asks again.
       value.catch(() => {

@@ -5,8 +5,9 @@ import type { Adapter, Endpoint } from './adapters/adapter.js';
 import { adapters } from './adapters/index.js';
 import type { ConnectionCache } from './connection-cache.js';
 import { classifyDatabaseError, type Database } from '../db/database.js';
+import { SecretKeyError } from '../db/secret-box.js';
 import { parseJsonBody, readBodyWithin } from './request-body.js';
-import { readAppSecret, type EdgeEnv, type EdgeSettings } from './settings.js';
+import { readAppSecrets, type EdgeEnv, type EdgeSettings } from './settings.js';
 import { admit, type Receipt } from './sql/admission.js';
 import type { Reject } from './rejection.js';
 import type { EdgeLogger, EdgeMetrics } from './telemetry.js';
@@ -43,7 +44,7 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
   async function resolveEndpoint(c: Context, adapter: Adapter, param: string): Promise<Endpoint | Response> {
     const facts = { provider: adapter.provider, endpoint: param };
     if (adapter.endpointKind === 'app') {
-      const app = readAppSecret(deps.env, adapter.provider as 'github' | 'slack', param);
+      const app = readAppSecrets(deps.env, adapter.provider as 'github' | 'slack', param);
       if (!app) return reject(c, 404, 'unknown-app', 'No such app.', facts);
       return { kind: 'app', app: param, ...app };
     }
@@ -52,12 +53,18 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     try {
       connection = await deps.connections.get(Number(param));
     } catch (error) {
+      if (error instanceof SecretKeyError) {
+        // The key ring lacks the key the secret was stored under: an
+        // operator's fix, after which the provider's retry goes through.
+        logger.error({ event: 'secret_unreadable', ...facts, error: error.message }, 'connection secret does not decrypt');
+        return reject(c, 503, 'secret-unreadable', 'The endpoint is not available; retry later.', facts, { 'Retry-After': '60' });
+      }
       return rejectDatabaseError(c, error, facts);
     }
     if (!connection || connection.provider !== adapter.provider) {
       return reject(c, 404, 'unknown-connection', 'No such connection.', facts);
     }
-    if (!connection.tokenSha256 && !connection.signingKey) {
+    if (connection.tokenSha256s.length === 0 && connection.signingKeys.length === 0) {
       return reject(c, 404, 'connection-without-secret', 'No such connection.', facts);
     }
     return { kind: 'connection', connection };

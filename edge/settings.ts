@@ -1,13 +1,19 @@
 // The edge's configuration, read from the Worker's bindings or process.env.
 //
 //   GITHUB_APP_<APP>_WEBHOOK_SECRET  secret of the GitHub App posting to /hooks/github/<app>
+//   GITHUB_APP_<APP>_WEBHOOK_SECRET_PREVIOUS  the secret it replaced, still accepted while
+//                                    the App's settings are being changed (remove it after)
 //   GITHUB_APP_<APP>_SOURCE          its server (default https://github.com; GHES: its URL)
 //   SLACK_APP_<APP>_SIGNING_SECRET   signing secret of the Slack app posting to /hooks/slack/<app>
+//   SLACK_APP_<APP>_SIGNING_SECRET_PREVIOUS  likewise
 //   SLACK_APP_<APP>_SOURCE           default https://slack.com
 //   WHARF_MAX_BODY_BYTES             body size limit (default 25 MiB)
 //   WHARF_SECRET_CACHE_SECONDS       how long an isolate keeps a connection's secret (default 30)
+//   WHARF_SECRET_KEYS                the key ring that decrypts connections' signing keys
+//                                    (db/secret-box.ts)
 //
 // <APP> is the route's :app upper-cased, every character outside [A-Z0-9] as `_`.
+import { parseKeyRing, type KeyRing } from '../db/secret-box.js';
 import { defaultMaxBodyBytes } from './request-body.js';
 
 export type EdgeEnv = Record<string, unknown>;
@@ -15,12 +21,17 @@ export type EdgeEnv = Record<string, unknown>;
 export interface EdgeSettings {
   maxBodyBytes: number;
   secretCacheMs: number;
+  /** Rejects with a SecretKeyError when WHARF_SECRET_KEYS is malformed (every lookup then answers 503). */
+  keyRing: Promise<KeyRing | undefined>;
 }
 
 export function readEdgeSettings(env: EdgeEnv): EdgeSettings {
+  const keyRing = parseKeyRing(env.WHARF_SECRET_KEYS);
+  keyRing.catch(() => {});
   return {
     maxBodyBytes: positiveInteger(env.WHARF_MAX_BODY_BYTES) ?? defaultMaxBodyBytes,
     secretCacheMs: (positiveInteger(env.WHARF_SECRET_CACHE_SECONDS) ?? 30) * 1000,
+    keyRing,
   };
 }
 
@@ -31,17 +42,18 @@ const appSecretNames = {
   slack: { secret: 'SIGNING_SECRET', prefix: 'SLACK_APP_', defaultSource: 'https://slack.com' },
 } as const;
 
-/** The app's secret and source, or undefined when no such app is configured. */
-export function readAppSecret(
+/** The app's secrets (current, then previous) and source, or undefined when no such app is configured. */
+export function readAppSecrets(
   env: EdgeEnv, provider: keyof typeof appSecretNames, app: string,
-): { secret: string; source: string } | undefined {
+): { secrets: string[]; source: string } | undefined {
   if (!appName.test(app)) return undefined;
   const names = appSecretNames[provider];
   const stem = `${names.prefix}${app.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`;
-  const secret = env[`${stem}${names.secret}`];
+  const [secret, previous] = [env[`${stem}${names.secret}`], env[`${stem}${names.secret}_PREVIOUS`]];
   if (typeof secret !== 'string' || secret === '') return undefined;
+  const secrets = typeof previous === 'string' && previous !== '' ? [secret, previous] : [secret];
   const source = env[`${stem}SOURCE`];
-  return { secret, source: typeof source === 'string' && source !== '' ? source : names.defaultSource };
+  return { secrets, source: typeof source === 'string' && source !== '' ? source : names.defaultSource };
 }
 
 function positiveInteger(value: unknown): number | undefined {

@@ -20,10 +20,10 @@ SET row_security = off;
 CREATE SCHEMA wharf;
 
 --
--- Name: admission_snapshot(bigint, text, text, text[]); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: admission_snapshot(bigint, text, text, text[], boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.admission_snapshot(p_source_id bigint, p_provider text, p_source text, p_subjects text[]) RETURNS jsonb
+CREATE FUNCTION wharf.admission_snapshot(p_source_id bigint, p_provider text, p_source text, p_subjects text[], p_connection_signed boolean) RETURNS jsonb
     LANGUAGE plpgsql STABLE
     AS $$
 BEGIN
@@ -33,6 +33,7 @@ BEGIN
       FROM wharf.connection c
       JOIN wharf.workspace w ON w.id = c.workspace_id
      WHERE c.provider = p_provider AND c.source = p_source
+       AND (c.id = p_source_id OR NOT p_connection_signed)
        AND EXISTS (SELECT FROM wharf.subscription s
                     WHERE s.connection_id = c.id AND s.subject = ANY (p_subjects))
   ),
@@ -72,6 +73,10 @@ DECLARE
   v_ws         record;
   v_rec        record;
   v_stored     boolean := false;
+  -- Signed with a secret one workspace shares with the provider (GitLab,
+  -- Outline, Forgejo, Standard Webhooks): the body is only as trusted as that
+  -- workspace, so it reaches that connection alone, whatever it names.
+  v_connection_signed boolean := coalesce(p_route ? 'connection_id', false);
 BEGIN
   IF p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL OR p_delivery_key = ''
      OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN
@@ -133,9 +138,11 @@ BEGIN
   END IF;
 
   IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
-    -- 3. Lifecycle lock: read the recipients, lock source, connections (id
+    -- 3. Lifecycle lock: read the recipients (a provider-signed delivery fans
+    -- out to every subscribed connection of its source; a connection-signed
+    -- one reaches its own connection only), lock source, connections (id
     -- order) and workspaces (id order) in shared mode, read them again.
-    v_first := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects);
+    v_first := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
     PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)));
     FOR v_lock IN
       SELECT DISTINCT (c->>'id')::bigint AS id FROM jsonb_array_elements(v_first->'connections') c ORDER BY 1
@@ -147,7 +154,7 @@ BEGIN
     LOOP
       PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('workspace', v_lock::text));
     END LOOP;
-    v_locked := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects);
+    v_locked := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
     IF v_locked->'connections' IS DISTINCT FROM v_first->'connections' THEN
       RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
         USING ERRCODE = 'WH409';
@@ -206,6 +213,35 @@ BEGIN
 END $_$;
 
 --
+-- Name: check_lease(bigint, bigint, uuid, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.check_lease(p_id bigint, p_epoch bigint, p_token uuid, p_token_given boolean) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_state text;
+  v_epoch bigint;
+  v_token uuid;
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL THEN
+    RAISE EXCEPTION 'wharf: a lease is named by its event id and epoch' USING ERRCODE = '22004';
+  END IF;
+  IF p_token_given AND p_token IS NULL THEN
+    RAISE EXCEPTION 'wharf: the lease token is required' USING ERRCODE = '22004';
+  END IF;
+  SELECT state, lease_epoch, lease_token INTO v_state, v_epoch, v_token
+    FROM wharf.provider_event WHERE id = p_id
+     FOR KEY SHARE NOWAIT;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: event % is gone', p_id USING ERRCODE = 'WH410';
+  END IF;
+  IF v_state <> 'LEASED' OR v_epoch <> p_epoch OR (p_token_given AND v_token IS DISTINCT FROM p_token) THEN
+    RAISE EXCEPTION 'wharf: lease % of event % is no longer held', p_epoch, p_id USING ERRCODE = 'WH412';
+  END IF;
+END $$;
+
+--
 -- Name: check_provider(text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -253,6 +289,7 @@ CREATE TABLE wharf.provider_event (
     dead_at timestamp with time zone,
     replayed_by text,
     replayed_at timestamp with time zone,
+    lease_token uuid,
     CONSTRAINT provider_event_state_check CHECK ((state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text, 'DONE'::text, 'DEAD'::text])))
 )
 WITH (toast_tuple_target='128');
@@ -262,7 +299,8 @@ WITH (toast_tuple_target='128');
 --
 
 CREATE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1) RETURNS SETOF wharf.provider_event
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
     SET enable_mergejoin TO 'off'
     SET enable_hashjoin TO 'off'
@@ -303,7 +341,8 @@ BEGIN
          attempt      = e.attempt + 1,
          lease_epoch  = e.lease_epoch + 1,
          leased_until = v_now + v_lease,
-         leased_by    = p_worker
+         leased_by    = p_worker,
+         lease_token  = gen_random_uuid()
     FROM due_heads
    WHERE e.id = due_heads.id
   RETURNING e.*;
@@ -314,7 +353,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAULT 'handled'::text) RETURNS boolean
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL OR p_outcome IS NULL OR p_outcome = '' THEN
@@ -330,13 +370,15 @@ END $$;
 -- Name: connection_endpoint(bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.connection_endpoint(p_connection_id bigint) RETURNS TABLE(provider text, source text, route jsonb, token_sha256 text, signing_key text)
+CREATE FUNCTION wharf.connection_endpoint(p_connection_id bigint) RETURNS TABLE(provider text, source text, route jsonb, token_sha256 text, signing_key text, previous_token_sha256 text, previous_signing_key text)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   RETURN QUERY
-  SELECT c.provider, c.source, c.route, encode(s.token_sha256, 'hex'), s.signing_key
+  SELECT c.provider, c.source, c.route, encode(s.token_sha256, 'hex'), s.signing_key,
+         CASE WHEN s.previous_valid_until > now() THEN encode(s.previous_token_sha256, 'hex') END,
+         CASE WHEN s.previous_valid_until > now() THEN s.previous_signing_key END
     FROM wharf.connection c
     LEFT JOIN wharf.connection_secret s ON s.connection_id = c.id
    WHERE c.id = p_connection_id;
@@ -347,7 +389,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.create_token(p_workspace_id bigint, p_name text, p_token_hash bytea) RETURNS jsonb
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
   v_token record;
@@ -503,7 +546,8 @@ $$;
 --
 
 CREATE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text) RETURNS text
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
   v_now   timestamptz := clock_timestamp();
@@ -549,26 +593,22 @@ END $_$;
 --
 
 CREATE FUNCTION wharf.fence(p_id bigint, p_epoch bigint) RETURNS void
-    LANGUAGE plpgsql SECURITY DEFINER
+    LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-DECLARE
-  v_state text;
-  v_epoch bigint;
-BEGIN
-  IF p_id IS NULL OR p_epoch IS NULL THEN
-    RAISE EXCEPTION 'wharf.fence: id and epoch are required' USING ERRCODE = '22004';
-  END IF;
-  SELECT state, lease_epoch INTO v_state, v_epoch
-    FROM wharf.provider_event WHERE id = p_id
-     FOR KEY SHARE NOWAIT;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'wharf: event % is gone', p_id USING ERRCODE = 'WH410';
-  END IF;
-  IF v_state <> 'LEASED' OR v_epoch <> p_epoch THEN
-    RAISE EXCEPTION 'wharf: lease % of event % is no longer held', p_epoch, p_id USING ERRCODE = 'WH412';
-  END IF;
-END $$;
+  SELECT wharf.check_lease(p_id, p_epoch, NULL, false)
+$$;
+
+--
+-- Name: fence(bigint, bigint, uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.fence(p_id bigint, p_epoch bigint, p_lease_token uuid) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.check_lease(p_id, p_epoch, p_lease_token, true)
+$$;
 
 --
 -- Name: lifecycle_key(text, text); Type: FUNCTION; Schema: wharf; Owner: -
@@ -585,7 +625,8 @@ $$;
 --
 
 CREATE FUNCTION wharf.list_connections(p_workspace_id bigint DEFAULT NULL::bigint) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_workspace_id IS NOT NULL THEN
@@ -601,7 +642,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.list_dead(p_workspace_id bigint, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   SELECT wharf.list_events(p_workspace_id, 'DEAD', p_subject, p_limit, p_before_id)
 $$;
@@ -611,7 +653,8 @@ $$;
 --
 
 CREATE FUNCTION wharf.list_events(p_workspace_id bigint, p_state text DEFAULT NULL::text, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   PERFORM wharf.require_workspace(p_workspace_id);
@@ -623,7 +666,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.list_installation_dead(p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   SELECT wharf.event_page(NULL, 'DEAD', p_subject, p_limit, p_before_id)
 $$;
@@ -633,7 +677,8 @@ $$;
 --
 
 CREATE FUNCTION wharf.list_installation_events(p_state text DEFAULT NULL::text, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   SELECT wharf.event_page(NULL, p_state, p_subject, p_limit, p_before_id)
 $$;
@@ -643,7 +688,8 @@ $$;
 --
 
 CREATE FUNCTION wharf.list_tokens(p_workspace_id bigint) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   PERFORM wharf.require_workspace(p_workspace_id);
@@ -659,7 +705,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.list_workspaces() RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   SELECT coalesce(jsonb_agg(wharf.show_workspace(id) ORDER BY id), '[]') FROM wharf.workspace
 $$;
@@ -729,7 +776,8 @@ $$;
 --
 
 CREATE FUNCTION wharf.mark_busy(p_listener text) RETURNS void
-    LANGUAGE sql
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   DELETE FROM wharf.idle_listener WHERE listener = p_listener
 $$;
@@ -739,7 +787,8 @@ $$;
 --
 
 CREATE FUNCTION wharf.mark_idle(p_listener text) RETURNS boolean
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_listener IS NULL OR p_listener = '' THEN
@@ -795,6 +844,15 @@ CREATE FUNCTION wharf.person_paths(p_provider text) RETURNS TABLE(path jsonpath,
          (VALUES ('id', 'id'), ('login', 'login')) AS f(field, holds)
    WHERE p_provider IN ('github', 'forgejo')
   UNION ALL
+  -- Push events: a commit's author and committer carry the login as username.
+  -- Anchored at the root, where push payloads hold them: one walk over the
+  -- commits, not another over the whole payload.
+  SELECT p.path::jsonpath, 'login'
+    FROM (VALUES ('lax $.commits[*].author.username'), ('lax $.commits[*].committer.username'),
+                 ('lax $.head_commit.author.username'), ('lax $.head_commit.committer.username'))
+         AS p(path)
+   WHERE p_provider IN ('github', 'forgejo')
+  UNION ALL
   SELECT p.path::jsonpath, p.holds
     FROM (VALUES ('gitlab', 'lax $.**.user.id', 'id'), ('gitlab', 'lax $.**.user.username', 'login'),
                  ('gitlab', 'lax $.**.author.id', 'id'), ('gitlab', 'lax $.**.author.username', 'login'),
@@ -811,7 +869,8 @@ $_$;
 --
 
 CREATE FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint) RETURNS record
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   DELETE FROM wharf.provider_event
@@ -830,11 +889,28 @@ BEGIN
 END $$;
 
 --
+-- Name: queue_stats(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision) RETURNS record
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT (SELECT coalesce(jsonb_object_agg(state, n), '{}')
+            FROM (SELECT state, count(*) AS n FROM wharf.provider_event GROUP BY state) s),
+         coalesce((SELECT extract(epoch FROM clock_timestamp() - min(head_due_at))::float8
+                     FROM wharf.scope
+                    WHERE head_id IS NOT NULL AND leased_id IS NULL AND active
+                      AND head_due_at <= clock_timestamp()), 0)
+$$;
+
+--
 -- Name: reap(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
 CREATE FUNCTION wharf.reap() RETURNS integer
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_now          timestamptz := clock_timestamp();
@@ -869,11 +945,32 @@ BEGIN
 END $$;
 
 --
+-- Name: record_step(bigint, bigint, text, uuid, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.record_step(p_id bigint, p_epoch bigint, p_step_name text, p_token uuid, p_token_given boolean) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_step_name IS NULL THEN
+    RAISE EXCEPTION 'wharf.step: id, epoch and step name are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_step_name = '' OR length(p_step_name) > 200 THEN
+    RAISE EXCEPTION 'wharf.step: step name must be 1 to 200 characters' USING ERRCODE = '22023';
+  END IF;
+  PERFORM wharf.check_lease(p_id, p_epoch, p_token, p_token_given);
+  INSERT INTO wharf.provider_event_step (event_id, step_name) VALUES (p_id, p_step_name)
+  ON CONFLICT DO NOTHING;
+  RETURN FOUND;
+END $$;
+
+--
 -- Name: release(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
 CREATE FUNCTION wharf.release(p_id bigint, p_epoch bigint) RETURNS boolean
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL THEN
@@ -896,7 +993,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.renew(p_id bigint, p_epoch bigint) RETURNS boolean
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL THEN
@@ -909,11 +1007,32 @@ BEGIN
 END $$;
 
 --
+-- Name: replace_signing_key_ciphertext(bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.replace_signing_key_ciphertext(p_connection_id bigint, p_from text, p_to text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_connection_id IS NULL OR p_from IS NULL OR p_to IS NULL THEN
+    RAISE EXCEPTION 'wharf.replace_signing_key_ciphertext: connection, from and to are required'
+      USING ERRCODE = '22004';
+  END IF;
+  UPDATE wharf.connection_secret
+     SET signing_key          = CASE WHEN signing_key = p_from THEN p_to ELSE signing_key END,
+         previous_signing_key = CASE WHEN previous_signing_key = p_from THEN p_to ELSE previous_signing_key END,
+         updated_at           = now()
+   WHERE connection_id = p_connection_id AND p_from IN (signing_key, previous_signing_key);
+  RETURN FOUND;
+END $$;
+
+--
 -- Name: replay(bigint, bigint, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
 CREATE FUNCTION wharf.replay(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean DEFAULT false) RETURNS boolean
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_workspace_id IS NULL THEN
@@ -927,7 +1046,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.replay_installation(p_id bigint, p_account text, p_force boolean DEFAULT false) RETURNS boolean
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF NOT wharf.requeue_dead(NULL, p_id, p_account, p_force) THEN
@@ -996,7 +1116,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.revoke_token(p_workspace_id bigint, p_id bigint) RETURNS boolean
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   UPDATE wharf.api_token SET revoked_at = now()
@@ -1021,17 +1142,17 @@ BEGIN
 END $$;
 
 --
--- Name: set_connection_secret(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: set_connection_secret(bigint, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.set_connection_secret(p_connection_id bigint, p_secret text) RETURNS void
+CREATE FUNCTION wharf.set_connection_secret(p_connection_id bigint, p_secret text, p_keep_previous boolean DEFAULT true) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
   v_provider text;
 BEGIN
-  IF p_connection_id IS NULL OR p_secret IS NULL OR p_secret = '' THEN
+  IF p_connection_id IS NULL OR p_secret IS NULL OR p_secret = '' OR p_keep_previous IS NULL THEN
     RAISE EXCEPTION 'wharf.set_connection_secret: connection and secret are required'
       USING ERRCODE = '22004';
   END IF;
@@ -1043,8 +1164,9 @@ BEGIN
     RAISE EXCEPTION 'wharf.set_connection_secret: % secrets belong to the app, not the connection',
       v_provider USING ERRCODE = '22023';
   END IF;
-  IF v_provider = 'generic' AND p_secret !~ '^whsec_[A-Za-z0-9+/]+={0,2}$' THEN
-    RAISE EXCEPTION 'wharf.set_connection_secret: a Standard Webhooks key is whsec_<base64>'
+  IF v_provider <> 'gitlab'
+     AND p_secret !~ '^aes256gcm:[A-Za-z0-9_.-]{1,32}:[A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}$' THEN
+    RAISE EXCEPTION 'wharf.set_connection_secret: a signing key is stored encrypted with the key ring (WHARF_SECRET_KEYS)'
       USING ERRCODE = '22023';
   END IF;
 
@@ -1056,7 +1178,11 @@ BEGIN
          CASE WHEN v_provider = 'gitlab' THEN sha256(convert_to(p_secret, 'UTF8')) END,
          CASE WHEN v_provider <> 'gitlab' THEN p_secret END
   ON CONFLICT (connection_id) DO UPDATE
-     SET token_sha256 = EXCLUDED.token_sha256, signing_key = EXCLUDED.signing_key, updated_at = now();
+     SET previous_token_sha256 = CASE WHEN p_keep_previous THEN connection_secret.token_sha256 END,
+         previous_signing_key  = CASE WHEN p_keep_previous AND connection_secret.signing_key LIKE 'aes256gcm:%'
+                                      THEN connection_secret.signing_key END,
+         previous_valid_until  = CASE WHEN p_keep_previous THEN now() + wharf.setting_interval('secret_overlap') END,
+         token_sha256 = EXCLUDED.token_sha256, signing_key = EXCLUDED.signing_key, updated_at = now();
   UPDATE wharf.connection SET generation = generation + 1, updated_at = now() WHERE id = p_connection_id;
 END $_$;
 
@@ -1065,7 +1191,8 @@ END $_$;
 --
 
 CREATE FUNCTION wharf.set_connection_state(p_id bigint, p_state text) RETURNS void
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_id IS NULL OR p_state IS NULL THEN
@@ -1118,7 +1245,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.set_workspace_state(p_id bigint, p_state text) RETURNS void
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_id IS NULL OR p_state IS NULL THEN
@@ -1173,7 +1301,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.show_connection(p_id bigint) RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   SELECT jsonb_build_object(
            'id', c.id, 'workspace_id', c.workspace_id, 'provider', c.provider,
@@ -1190,7 +1319,8 @@ $$;
 --
 
 CREATE FUNCTION wharf.show_event(p_workspace_id bigint, p_id bigint) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_workspace_id IS NULL THEN
@@ -1205,7 +1335,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.show_installation_event(p_id bigint) RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   SELECT wharf.event_detail(NULL, p_id)
 $$;
@@ -1215,7 +1346,8 @@ $$;
 --
 
 CREATE FUNCTION wharf.show_workspace(p_id bigint) RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   SELECT jsonb_build_object('id', w.id, 'state', w.state, 'created_at', w.created_at,
            'connections', (SELECT count(*) FROM wharf.connection c WHERE c.workspace_id = w.id))
@@ -1237,21 +1369,22 @@ $$;
 --
 
 CREATE FUNCTION wharf.step(p_id bigint, p_epoch bigint, p_step_name text) RETURNS boolean
-    LANGUAGE plpgsql SECURITY DEFINER
+    LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-BEGIN
-  IF p_id IS NULL OR p_epoch IS NULL OR p_step_name IS NULL THEN
-    RAISE EXCEPTION 'wharf.step: id, epoch and step name are required' USING ERRCODE = '22004';
-  END IF;
-  IF p_step_name = '' OR length(p_step_name) > 200 THEN
-    RAISE EXCEPTION 'wharf.step: step name must be 1 to 200 characters' USING ERRCODE = '22023';
-  END IF;
-  PERFORM wharf.fence(p_id, p_epoch);
-  INSERT INTO wharf.provider_event_step (event_id, step_name) VALUES (p_id, p_step_name)
-  ON CONFLICT DO NOTHING;
-  RETURN FOUND;
-END $$;
+  SELECT wharf.record_step(p_id, p_epoch, p_step_name, NULL, false)
+$$;
+
+--
+-- Name: step(bigint, bigint, text, uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.step(p_id bigint, p_epoch bigint, p_step_name text, p_lease_token uuid) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.record_step(p_id, p_epoch, p_step_name, p_lease_token, true)
+$$;
 
 --
 -- Name: store_event(bigint, text, text, bigint, text, text, text, text, jsonb, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1282,11 +1415,25 @@ BEGIN
 END $$;
 
 --
+-- Name: stored_signing_keys(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.stored_signing_keys() RETURNS TABLE(connection_id bigint, signing_key text, previous_signing_key text)
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT s.connection_id, s.signing_key, s.previous_signing_key
+    FROM wharf.connection_secret s
+   WHERE s.signing_key IS NOT NULL OR s.previous_signing_key IS NOT NULL
+   ORDER BY s.connection_id
+$$;
+
+--
 -- Name: subscribe(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
 CREATE FUNCTION wharf.subscribe(p_connection_id bigint, p_subject text) RETURNS boolean
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_connection_id IS NULL OR p_subject IS NULL OR p_subject = '' THEN
@@ -1372,7 +1519,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.unsubscribe(p_connection_id bigint, p_subject text) RETURNS boolean
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_connection_id IS NULL OR p_subject IS NULL THEN
@@ -1392,7 +1540,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.upsert_connection(p_workspace_id bigint, p_provider text, p_source text, p_kind text, p_external_id text, p_route jsonb DEFAULT '{}'::jsonb) RETURNS bigint
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_id    bigint;
@@ -1434,7 +1583,8 @@ END $$;
 --
 
 CREATE FUNCTION wharf.upsert_workspace(p_id bigint) RETURNS bigint
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   IF p_id IS NULL THEN
@@ -1445,11 +1595,23 @@ BEGIN
 END $$;
 
 --
+-- Name: validate_encrypted_secrets(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.validate_encrypted_secrets() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  ALTER TABLE wharf.connection_secret VALIDATE CONSTRAINT connection_secret_signing_key_encrypted;
+END $$;
+
+--
 -- Name: verify_token(bytea); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
 CREATE FUNCTION wharf.verify_token(p_token_hash bytea) RETURNS jsonb
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_token record;
@@ -1464,6 +1626,19 @@ BEGIN
   RETURN jsonb_build_object('id', v_token.id, 'workspace_id', v_token.workspace_id,
                             'name', v_token.name);
 END $$;
+
+--
+-- Name: worker_settings(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.worker_settings(OUT renew_every double precision, OUT handler_timeout double precision, OUT poll_every double precision) RETURNS record
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT extract(epoch FROM wharf.setting_interval('renew_every'))::float8 * 1000,
+         extract(epoch FROM wharf.setting_interval('handler_timeout'))::float8 * 1000,
+         extract(epoch FROM wharf.setting_interval('poll_every'))::float8 * 1000
+$$;
 
 --
 -- Name: admission_log; Type: TABLE; Schema: wharf; Owner: -
@@ -1565,7 +1740,12 @@ CREATE TABLE wharf.connection_secret (
     token_sha256 bytea,
     signing_key text,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    previous_token_sha256 bytea,
+    previous_signing_key text,
+    previous_valid_until timestamp with time zone,
     CONSTRAINT connection_secret_check CHECK ((num_nonnulls(token_sha256, signing_key) = 1)),
+    CONSTRAINT connection_secret_previous_signing_key_check CHECK ((previous_signing_key <> ''::text)),
+    CONSTRAINT connection_secret_previous_token_sha256_check CHECK ((octet_length(previous_token_sha256) = 32)),
     CONSTRAINT connection_secret_signing_key_check CHECK ((signing_key <> ''::text)),
     CONSTRAINT connection_secret_token_sha256_check CHECK ((octet_length(token_sha256) = 32))
 );
@@ -1703,6 +1883,13 @@ ALTER TABLE ONLY wharf.connection
 
 ALTER TABLE ONLY wharf.connection_secret
     ADD CONSTRAINT connection_secret_pkey PRIMARY KEY (connection_id);
+
+--
+-- Name: connection_secret connection_secret_signing_key_encrypted; Type: CHECK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.connection_secret
+    ADD CONSTRAINT connection_secret_signing_key_encrypted CHECK (((signing_key ~ '^aes256gcm:[A-Za-z0-9_.-]{1,32}:[A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}$'::text) AND (previous_signing_key ~ '^aes256gcm:[A-Za-z0-9_.-]{1,32}:[A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}$'::text))) NOT VALID;
 
 --
 -- Name: idle_listener idle_listener_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
@@ -1936,10 +2123,34 @@ ALTER TABLE ONLY wharf.subscription
 REVOKE ALL ON FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION claim(p_worker text, p_max integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.claim(p_worker text, p_max integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION complete(p_id bigint, p_epoch bigint, p_outcome text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION connection_endpoint(p_connection_id bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.connection_endpoint(p_connection_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION create_token(p_workspace_id bigint, p_name text, p_token_hash bytea); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.create_token(p_workspace_id bigint, p_name text, p_token_hash bytea) FROM PUBLIC;
+
+--
+-- Name: FUNCTION fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION fence(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
@@ -1948,16 +2159,220 @@ REVOKE ALL ON FUNCTION wharf.connection_endpoint(p_connection_id bigint) FROM PU
 REVOKE ALL ON FUNCTION wharf.fence(p_id bigint, p_epoch bigint) FROM PUBLIC;
 
 --
--- Name: FUNCTION set_connection_secret(p_connection_id bigint, p_secret text); Type: ACL; Schema: wharf; Owner: -
+-- Name: FUNCTION fence(p_id bigint, p_epoch bigint, p_lease_token uuid); Type: ACL; Schema: wharf; Owner: -
 --
 
-REVOKE ALL ON FUNCTION wharf.set_connection_secret(p_connection_id bigint, p_secret text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wharf.fence(p_id bigint, p_epoch bigint, p_lease_token uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_connections(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_connections(p_workspace_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_dead(p_workspace_id bigint, p_subject text, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_dead(p_workspace_id bigint, p_subject text, p_limit integer, p_before_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_events(p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_events(p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_installation_dead(p_subject text, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_installation_dead(p_subject text, p_limit integer, p_before_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_installation_events(p_state text, p_subject text, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_installation_events(p_state text, p_subject text, p_limit integer, p_before_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_tokens(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_tokens(p_workspace_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_workspaces(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_workspaces() FROM PUBLIC;
+
+--
+-- Name: FUNCTION mark_busy(p_listener text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.mark_busy(p_listener text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION mark_idle(p_listener text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.mark_idle(p_listener text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION purge(OUT done_deleted bigint, OUT dead_deleted bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision) FROM PUBLIC;
+
+--
+-- Name: FUNCTION reap(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.reap() FROM PUBLIC;
+
+--
+-- Name: FUNCTION release(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.release(p_id bigint, p_epoch bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION renew(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.renew(p_id bigint, p_epoch bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION replace_signing_key_ciphertext(p_connection_id bigint, p_from text, p_to text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.replace_signing_key_ciphertext(p_connection_id bigint, p_from text, p_to text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION replay(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.replay(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION replay_installation(p_id bigint, p_account text, p_force boolean); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.replay_installation(p_id bigint, p_account text, p_force boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION revoke_token(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.revoke_token(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION set_connection_secret(p_connection_id bigint, p_secret text, p_keep_previous boolean); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.set_connection_secret(p_connection_id bigint, p_secret text, p_keep_previous boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION set_connection_state(p_id bigint, p_state text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.set_connection_state(p_id bigint, p_state text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION set_workspace_state(p_id bigint, p_state text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.set_workspace_state(p_id bigint, p_state text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION show_connection(p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.show_connection(p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION show_event(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.show_event(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION show_installation_event(p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.show_installation_event(p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION show_workspace(p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.show_workspace(p_id bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION step(p_id bigint, p_epoch bigint, p_step_name text); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.step(p_id bigint, p_epoch bigint, p_step_name text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION step(p_id bigint, p_epoch bigint, p_step_name text, p_lease_token uuid); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.step(p_id bigint, p_epoch bigint, p_step_name text, p_lease_token uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION stored_signing_keys(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.stored_signing_keys() FROM PUBLIC;
+
+--
+-- Name: FUNCTION subscribe(p_connection_id bigint, p_subject text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.subscribe(p_connection_id bigint, p_subject text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION unsubscribe(p_connection_id bigint, p_subject text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.unsubscribe(p_connection_id bigint, p_subject text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION upsert_connection(p_workspace_id bigint, p_provider text, p_source text, p_kind text, p_external_id text, p_route jsonb); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.upsert_connection(p_workspace_id bigint, p_provider text, p_source text, p_kind text, p_external_id text, p_route jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION upsert_workspace(p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.upsert_workspace(p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION validate_encrypted_secrets(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.validate_encrypted_secrets() FROM PUBLIC;
+
+--
+-- Name: FUNCTION verify_token(p_token_hash bytea); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.verify_token(p_token_hash bytea) FROM PUBLIC;
+
+--
+-- Name: FUNCTION worker_settings(OUT renew_every double precision, OUT handler_timeout double precision, OUT poll_every double precision); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.worker_settings(OUT renew_every double precision, OUT handler_timeout double precision, OUT poll_every double precision) FROM PUBLIC;
 
 --
 -- PostgreSQL database dump complete

@@ -3,6 +3,7 @@
 // and server/cloudflare-worker.ts give it its database and environment.
 import type { Hono } from 'hono';
 import { createEdgeApp, type EdgeAppOptions } from '../edge/app.js';
+import { parseKeyRing } from '../db/secret-box.js';
 import { operatorApi } from '../operator/api/app.js';
 
 export interface ServerAppOptions extends EdgeAppOptions {
@@ -17,6 +18,7 @@ export function createServerApp(options: ServerAppOptions): Hono {
     app.route('/api', operatorApi({
       db: options.database,
       adminToken: typeof adminToken === 'string' && adminToken !== '' ? adminToken : undefined,
+      keyRing: parseKeyRing(options.env.WHARF_SECRET_KEYS),
       onUnexpectedError: (error) =>
         options.logger.error({ event: 'api_error', error: error instanceof Error ? error.name : typeof error }, 'operator API error'),
     }));

@@ -53,3 +53,14 @@ BEGIN
   END;
   UPDATE wharf.setting SET value = p_value WHERE key = p_key;
 END $$;
+
+-- The worker-side settings, in milliseconds. SECURITY DEFINER: the worker's
+-- role needs EXECUTE on it, not read access to wharf.setting.
+CREATE OR REPLACE FUNCTION wharf.worker_settings(OUT renew_every float8, OUT handler_timeout float8, OUT poll_every float8)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT extract(epoch FROM wharf.setting_interval('renew_every'))::float8 * 1000,
+         extract(epoch FROM wharf.setting_interval('handler_timeout'))::float8 * 1000,
+         extract(epoch FROM wharf.setting_interval('poll_every'))::float8 * 1000
+$$;
+
+REVOKE ALL ON FUNCTION wharf.worker_settings() FROM PUBLIC;

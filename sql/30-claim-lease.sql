@@ -1,11 +1,17 @@
 -- Claim and lease: workers lease the head of each scope, renew it while the
 -- handler runs, and end it with complete or release. Every write after the
 -- claim names the lease epoch and is a no-op under any other epoch.
+--
+-- The functions a worker calls are SECURITY DEFINER with a fixed search_path
+-- and not executable by PUBLIC: the worker's role gets EXECUTE on them and no
+-- access to the inbox tables (sql/README.md, "Roles and GRANTs").
 
 -- Leases up to p_max rows, each the oldest QUEUED row of its scope, due now,
 -- in a scope with no LEASED row and an ACTIVE (or no) workspace; scopes are
 -- served longest ready first (wharf.scope.ready_at). Increments attempt and
--- lease_epoch. Concurrent claimers pass over each other.
+-- lease_epoch, and draws the lease's random lease_token, which the handler's
+-- step and fence present (sql/50-steps-fences.sql). Concurrent claimers pass
+-- over each other.
 --
 -- The plan is pinned to its one good shape: walk ix_scope_claim in order and
 -- fetch each head by primary key, stopping after p_max. PL/pgSQL caches a
@@ -20,7 +26,7 @@
 -- and the commits that pinned both.
 CREATE OR REPLACE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1)
 RETURNS SETOF wharf.provider_event
-LANGUAGE plpgsql
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off SET enable_mergejoin = off SET enable_hashjoin = off
 SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
@@ -58,7 +64,8 @@ BEGIN
          attempt      = e.attempt + 1,
          lease_epoch  = e.lease_epoch + 1,
          leased_until = v_now + v_lease,
-         leased_by    = p_worker
+         leased_by    = p_worker,
+         lease_token  = gen_random_uuid()
     FROM due_heads
    WHERE e.id = due_heads.id
   RETURNING e.*;
@@ -67,7 +74,7 @@ END $$;
 -- Extends the lease of a row LEASED under p_epoch to now + lease, also when it
 -- expired but was not reaped yet. False when the lease is gone.
 CREATE OR REPLACE FUNCTION wharf.renew(p_id bigint, p_epoch bigint) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL THEN
     RAISE EXCEPTION 'wharf.renew: id and epoch are required' USING ERRCODE = '22004';
@@ -82,7 +89,7 @@ END $$;
 -- False when the row is not LEASED under p_epoch.
 CREATE OR REPLACE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAULT 'handled')
 RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL OR p_outcome IS NULL OR p_outcome = '' THEN
     RAISE EXCEPTION 'wharf.complete: id, epoch and outcome are required' USING ERRCODE = '22004';
@@ -97,7 +104,7 @@ END $$;
 -- was before the claim, and idle claimers woken. False when the row is not
 -- LEASED under p_epoch.
 CREATE OR REPLACE FUNCTION wharf.release(p_id bigint, p_epoch bigint) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL THEN
     RAISE EXCEPTION 'wharf.release: id and epoch are required' USING ERRCODE = '22004';
@@ -120,7 +127,7 @@ END $$;
 -- (the next run takes them). Returns how many it reaped.
 -- Also forgets idle listeners whose session has ended.
 CREATE OR REPLACE FUNCTION wharf.reap() RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_now          timestamptz := clock_timestamp();
   v_max_attempts integer := wharf.setting_integer('max_attempts');
@@ -175,7 +182,7 @@ END $$;
 -- after this commits sees every row admitted before; NOWAIT because a waiting
 -- request would queue every new admission behind it.
 CREATE OR REPLACE FUNCTION wharf.mark_idle(p_listener text) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_listener IS NULL OR p_listener = '' THEN
     RAISE EXCEPTION 'wharf.mark_idle: listener must be named' USING ERRCODE = '22004';
@@ -192,6 +199,22 @@ END $$;
 
 -- The listener's host is busy again: admissions stop paying for pg_notify.
 CREATE OR REPLACE FUNCTION wharf.mark_busy(p_listener text) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   DELETE FROM wharf.idle_listener WHERE listener = p_listener
 $$;
+
+-- Queue depth by state and the age in seconds of the oldest due scope head
+-- that no lease holds (0 when none is): the worker's gauges.
+CREATE OR REPLACE FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age float8)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT (SELECT coalesce(jsonb_object_agg(state, n), '{}')
+            FROM (SELECT state, count(*) AS n FROM wharf.provider_event GROUP BY state) s),
+         coalesce((SELECT extract(epoch FROM clock_timestamp() - min(head_due_at))::float8
+                     FROM wharf.scope
+                    WHERE head_id IS NOT NULL AND leased_id IS NULL AND active
+                      AND head_due_at <= clock_timestamp()), 0)
+$$;
+
+REVOKE ALL ON FUNCTION wharf.claim(text, integer), wharf.renew(bigint, bigint),
+  wharf.complete(bigint, bigint, text), wharf.release(bigint, bigint), wharf.reap(),
+  wharf.mark_idle(text), wharf.mark_busy(text), wharf.queue_stats() FROM PUBLIC;

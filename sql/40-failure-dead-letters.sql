@@ -25,7 +25,7 @@ END $$;
 -- for anything else, 22023 for an unknown kind.
 CREATE OR REPLACE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text)
 RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_now   timestamptz := clock_timestamp();
   v_row   record;
@@ -64,3 +64,5 @@ BEGIN
    WHERE id = p_id;
   RETURN CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
 END $$;
+
+REVOKE ALL ON FUNCTION wharf.fail(bigint, bigint, text, text) FROM PUBLIC;

@@ -28,7 +28,7 @@ END $$;
 -- returns false like any other workspace that does not hold the row.
 CREATE OR REPLACE FUNCTION wharf.replay(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean DEFAULT false)
 RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_workspace_id IS NULL THEN
     RETURN false;
@@ -40,7 +40,7 @@ END $$;
 -- replay_audit, in the same transaction.
 CREATE OR REPLACE FUNCTION wharf.replay_installation(p_id bigint, p_account text, p_force boolean DEFAULT false)
 RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF NOT wharf.requeue_dead(NULL, p_id, p_account, p_force) THEN
     RETURN false;
@@ -53,7 +53,7 @@ END $$;
 -- longer than dead_retention (never a QUEUED or LEASED row), then the scope
 -- rows left with nothing queued or leased.
 CREATE OR REPLACE FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   DELETE FROM wharf.provider_event
    WHERE state = 'DONE' AND handled_at < now() - wharf.setting_interval('replay_window');
@@ -69,3 +69,7 @@ BEGIN
                           WHERE head_id IS NULL AND leased_id IS NULL
                           FOR UPDATE SKIP LOCKED);
 END $$;
+
+REVOKE ALL ON FUNCTION wharf.replay(bigint, bigint, text, boolean),
+  wharf.replay_installation(bigint, text, boolean),
+  wharf.purge() FROM PUBLIC;

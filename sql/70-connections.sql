@@ -6,6 +6,9 @@
 --
 -- Lifecycle locks are transaction-scoped advisory locks: unlike FOR SHARE row
 -- locks they queue fairly, so a stream of admissions cannot starve a change.
+--
+-- The changes an operator makes are SECURITY DEFINER with a fixed
+-- search_path and not executable by PUBLIC (sql/README.md, "Roles and GRANTs").
 
 -- The advisory lock key of one lifecycle object ('source', 'connection',
 -- 'workspace'). 64-bit hashes: a collision only makes two objects wait for
@@ -39,7 +42,7 @@ END $$;
 
 -- Creates workspace p_id ACTIVE when missing; changes nothing otherwise.
 CREATE OR REPLACE FUNCTION wharf.upsert_workspace(p_id bigint) RETURNS bigint
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_id IS NULL THEN
     RAISE EXCEPTION 'wharf.upsert_workspace: id is required' USING ERRCODE = '22004';
@@ -51,7 +54,7 @@ END $$;
 -- Sets a workspace ACTIVE, SUSPENDED or DELETING (no admission, no claim while
 -- not ACTIVE). P0002 for an unknown workspace, 22023 for an unknown state.
 CREATE OR REPLACE FUNCTION wharf.set_workspace_state(p_id bigint, p_state text) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_id IS NULL OR p_state IS NULL THEN
     RAISE EXCEPTION 'wharf.set_workspace_state: id and state are required' USING ERRCODE = '22004';
@@ -73,7 +76,7 @@ CREATE OR REPLACE FUNCTION wharf.upsert_connection(
   p_workspace_id bigint, p_provider text, p_source text, p_kind text, p_external_id text,
   p_route jsonb DEFAULT '{}')
 RETURNS bigint
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_id    bigint;
   v_route jsonb;
@@ -111,7 +114,7 @@ END $$;
 
 -- Sets a connection ACTIVE, SUSPENDED or REVOKED. P0002 for an unknown one.
 CREATE OR REPLACE FUNCTION wharf.set_connection_state(p_id bigint, p_state text) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_id IS NULL OR p_state IS NULL THEN
     RAISE EXCEPTION 'wharf.set_connection_state: id and state are required' USING ERRCODE = '22004';
@@ -147,7 +150,7 @@ END $$;
 -- The connection's workspace receives events about p_subject. True when the
 -- subscription is new.
 CREATE OR REPLACE FUNCTION wharf.subscribe(p_connection_id bigint, p_subject text) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_connection_id IS NULL OR p_subject IS NULL OR p_subject = '' THEN
     RAISE EXCEPTION 'wharf.subscribe: connection and subject are required' USING ERRCODE = '22004';
@@ -164,7 +167,7 @@ END $$;
 
 -- Ends a subscription. True when there was one.
 CREATE OR REPLACE FUNCTION wharf.unsubscribe(p_connection_id bigint, p_subject text) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_connection_id IS NULL OR p_subject IS NULL THEN
     RAISE EXCEPTION 'wharf.unsubscribe: connection and subject are required' USING ERRCODE = '22004';
@@ -177,3 +180,10 @@ BEGIN
   UPDATE wharf.connection SET generation = generation + 1, updated_at = now() WHERE id = p_connection_id;
   RETURN true;
 END $$;
+
+REVOKE ALL ON FUNCTION wharf.upsert_workspace(bigint),
+  wharf.set_workspace_state(bigint, text),
+  wharf.upsert_connection(bigint, text, text, text, text, jsonb),
+  wharf.set_connection_state(bigint, text),
+  wharf.subscribe(bigint, text),
+  wharf.unsubscribe(bigint, text) FROM PUBLIC;

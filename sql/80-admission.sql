@@ -84,6 +84,10 @@ DECLARE
   v_ws         record;
   v_rec        record;
   v_stored     boolean := false;
+  -- Signed with a secret one workspace shares with the provider (GitLab,
+  -- Outline, Forgejo, Standard Webhooks): the body is only as trusted as that
+  -- workspace, so it reaches that connection alone, whatever it names.
+  v_connection_signed boolean := coalesce(p_route ? 'connection_id', false);
 BEGIN
   IF p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL OR p_delivery_key = ''
      OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN
@@ -145,9 +149,11 @@ BEGIN
   END IF;
 
   IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
-    -- 3. Lifecycle lock: read the recipients, lock source, connections (id
+    -- 3. Lifecycle lock: read the recipients (a provider-signed delivery fans
+    -- out to every subscribed connection of its source; a connection-signed
+    -- one reaches its own connection only), lock source, connections (id
     -- order) and workspaces (id order) in shared mode, read them again.
-    v_first := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects);
+    v_first := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
     PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)));
     FOR v_lock IN
       SELECT DISTINCT (c->>'id')::bigint AS id FROM jsonb_array_elements(v_first->'connections') c ORDER BY 1
@@ -159,7 +165,7 @@ BEGIN
     LOOP
       PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('workspace', v_lock::text));
     END LOOP;
-    v_locked := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects);
+    v_locked := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
     IF v_locked->'connections' IS DISTINCT FROM v_first->'connections' THEN
       RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
         USING ERRCODE = 'WH409';
@@ -219,11 +225,13 @@ END $$;
 
 -- What admission decides from, read in one statement: the source connection's
 -- state, the recipients (connections of the same provider and source
--- subscribed to any of the subjects, with their workspace's state), and the
--- id and generation of every connection involved, in id order, so that two
--- reads compare equal exactly when no connection changed in between.
+-- subscribed to any of the subjects, with their workspace's state; for a
+-- connection-signed delivery, the source connection alone, when it
+-- subscribes), and the id and generation of every connection involved, in
+-- id order, so that two reads compare equal exactly when no connection
+-- changed in between.
 CREATE OR REPLACE FUNCTION wharf.admission_snapshot(
-  p_source_id bigint, p_provider text, p_source text, p_subjects text[])
+  p_source_id bigint, p_provider text, p_source text, p_subjects text[], p_connection_signed boolean)
 RETURNS jsonb
 -- plpgsql, not sql: its plan is cached per session instead of made per call.
 LANGUAGE plpgsql STABLE AS $$
@@ -234,6 +242,7 @@ BEGIN
       FROM wharf.connection c
       JOIN wharf.workspace w ON w.id = c.workspace_id
      WHERE c.provider = p_provider AND c.source = p_source
+       AND (c.id = p_source_id OR NOT p_connection_signed)
        AND EXISTS (SELECT FROM wharf.subscription s
                     WHERE s.connection_id = c.id AND s.subject = ANY (p_subjects))
   ),

@@ -3,13 +3,24 @@
 -- event finds it gone at its next fence (WH410) and stops writing.
 
 -- The places where each provider's payloads name a person, as jsonpath
--- queries (at any depth) and whether they hold an id or a login.
+-- queries and whether they hold an id or a login. All are at any depth but
+-- GitHub's and Forgejo's push paths, commits[] and head_commit
+-- author/committer.username (logins), which are at the payload's root.
 CREATE OR REPLACE FUNCTION wharf.person_paths(p_provider text)
 RETURNS TABLE (path jsonpath, holds text)
 LANGUAGE sql IMMUTABLE AS $$
   SELECT ('lax $.**.' || k.key || '.' || f.field)::jsonpath, f.holds
     FROM unnest(ARRAY['sender', 'user', 'author', 'committer', 'assignee', 'member']) AS k(key),
          (VALUES ('id', 'id'), ('login', 'login')) AS f(field, holds)
+   WHERE p_provider IN ('github', 'forgejo')
+  UNION ALL
+  -- Push events: a commit's author and committer carry the login as username.
+  -- Anchored at the root, where push payloads hold them: one walk over the
+  -- commits, not another over the whole payload.
+  SELECT p.path::jsonpath, 'login'
+    FROM (VALUES ('lax $.commits[*].author.username'), ('lax $.commits[*].committer.username'),
+                 ('lax $.head_commit.author.username'), ('lax $.head_commit.committer.username'))
+         AS p(path)
    WHERE p_provider IN ('github', 'forgejo')
   UNION ALL
   SELECT p.path::jsonpath, p.holds
@@ -24,7 +35,9 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- True when p_payload of provider p_provider names one of the ids or logins
--- (compared as text) at one of the provider's person paths.
+-- (compared as text) at one of the provider's person paths (wharf.person_paths;
+-- for GitHub and Forgejo, the push commits' author/committer username among
+-- them, in commits[] and head_commit).
 CREATE OR REPLACE FUNCTION wharf.payload_names_person(
   p_provider text, p_payload jsonb, p_ids text[], p_logins text[])
 RETURNS boolean
@@ -38,7 +51,10 @@ $$;
 
 -- Deletes the events of p_source (installation rows included, every state,
 -- LEASED too) whose payload names the person p_identities =
--- {"ids": [...], "logins": [...]}, with their steps. Returns how many.
+-- {"ids": [...], "logins": [...]} at its provider's person paths (for GitHub
+-- and Forgejo push events, logins also match commits[] and head_commit
+-- author/committer.username), with their steps. Returns how many.
+-- Raises 22004 for a NULL argument, 22023 for malformed identities or none.
 CREATE OR REPLACE FUNCTION wharf.erase_person(p_source text, p_identities jsonb) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE

@@ -1,12 +1,12 @@
--- Operator surface: what the HTTP API (edge/api) and the CLI read and change.
--- Every workspace query binds its workspace; installation rows (NULL
+-- Operator surface: what the HTTP API (operator/api) and the CLI read and
+-- change. Every workspace query binds its workspace; installation rows (NULL
 -- workspace) are reached only through the *_installation_* functions, which
 -- only an instance admin may call. Results are jsonb, so that the API and the
 -- CLI print exactly what the database says.
 --
--- The token functions are PL/pgSQL on purpose: their table comes from a later
--- migration than the one that applies sql/, and PL/pgSQL bodies are resolved
--- at the first call, not when the function is created.
+-- The functions the operator surface calls are SECURITY DEFINER with a fixed
+-- search_path and not executable by PUBLIC: the operator's role gets EXECUTE
+-- on them and no access to the tables (sql/README.md, "Roles and GRANTs").
 
 -- Raises P0002 unless workspace p_workspace_id exists (22004 when NULL).
 CREATE OR REPLACE FUNCTION wharf.require_workspace(p_workspace_id bigint) RETURNS void
@@ -80,7 +80,7 @@ CREATE OR REPLACE FUNCTION wharf.list_events(
   p_workspace_id bigint, p_state text DEFAULT NULL, p_subject text DEFAULT NULL,
   p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL)
 RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM wharf.require_workspace(p_workspace_id);
   RETURN wharf.event_page(p_workspace_id, p_state, p_subject, p_limit, p_before_id);
@@ -92,7 +92,7 @@ CREATE OR REPLACE FUNCTION wharf.list_dead(
   p_workspace_id bigint, p_subject text DEFAULT NULL, p_limit integer DEFAULT 50,
   p_before_id bigint DEFAULT NULL)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT wharf.list_events(p_workspace_id, 'DEAD', p_subject, p_limit, p_before_id)
 $$;
 
@@ -101,7 +101,7 @@ CREATE OR REPLACE FUNCTION wharf.list_installation_events(
   p_state text DEFAULT NULL, p_subject text DEFAULT NULL, p_limit integer DEFAULT 50,
   p_before_id bigint DEFAULT NULL)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT wharf.event_page(NULL, p_state, p_subject, p_limit, p_before_id)
 $$;
 
@@ -109,7 +109,7 @@ $$;
 CREATE OR REPLACE FUNCTION wharf.list_installation_dead(
   p_subject text DEFAULT NULL, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT wharf.event_page(NULL, 'DEAD', p_subject, p_limit, p_before_id)
 $$;
 
@@ -134,7 +134,7 @@ $$;
 -- Event p_id of workspace p_workspace_id (see event_detail); NULL when it is
 -- not an event of that workspace, whether or not it exists elsewhere.
 CREATE OR REPLACE FUNCTION wharf.show_event(p_workspace_id bigint, p_id bigint) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_workspace_id IS NULL THEN
     RAISE EXCEPTION 'wharf.show_event: workspace is required (installation rows: show_installation_event)'
@@ -146,13 +146,13 @@ END $$;
 -- Instance admin only: installation row p_id (see event_detail); NULL when
 -- there is no such installation row.
 CREATE OR REPLACE FUNCTION wharf.show_installation_event(p_id bigint) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT wharf.event_detail(NULL, p_id)
 $$;
 
 -- Workspace p_id as {id, state, created_at, connections}; NULL when unknown.
 CREATE OR REPLACE FUNCTION wharf.show_workspace(p_id bigint) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT jsonb_build_object('id', w.id, 'state', w.state, 'created_at', w.created_at,
            'connections', (SELECT count(*) FROM wharf.connection c WHERE c.workspace_id = w.id))
     FROM wharf.workspace w WHERE w.id = p_id
@@ -160,13 +160,13 @@ $$;
 
 -- Every workspace (see show_workspace), by id.
 CREATE OR REPLACE FUNCTION wharf.list_workspaces() RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT coalesce(jsonb_agg(wharf.show_workspace(id) ORDER BY id), '[]') FROM wharf.workspace
 $$;
 
 -- Connection p_id with its subscriptions; NULL when unknown.
 CREATE OR REPLACE FUNCTION wharf.show_connection(p_id bigint) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT jsonb_build_object(
            'id', c.id, 'workspace_id', c.workspace_id, 'provider', c.provider,
            'source', c.source, 'kind', c.kind, 'external_id', c.external_id, 'route', c.route,
@@ -179,7 +179,7 @@ $$;
 
 -- The connections of workspace p_workspace_id (every workspace when NULL), by id.
 CREATE OR REPLACE FUNCTION wharf.list_connections(p_workspace_id bigint DEFAULT NULL) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_workspace_id IS NOT NULL THEN
     PERFORM wharf.require_workspace(p_workspace_id);
@@ -195,7 +195,7 @@ END $$;
 -- live token of the workspace already has.
 CREATE OR REPLACE FUNCTION wharf.create_token(p_workspace_id bigint, p_name text, p_token_hash bytea)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_token record;
 BEGIN
@@ -220,7 +220,7 @@ END $$;
 -- workspace_id, name}; NULL when there is none. Records last_used_at, at most
 -- once a minute so that busy tokens do not write on every request.
 CREATE OR REPLACE FUNCTION wharf.verify_token(p_token_hash bytea) RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_token record;
 BEGIN
@@ -238,7 +238,7 @@ END $$;
 -- The tokens of workspace p_workspace_id, revoked ones included, without
 -- their hashes. P0002 for an unknown workspace.
 CREATE OR REPLACE FUNCTION wharf.list_tokens(p_workspace_id bigint) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM wharf.require_workspace(p_workspace_id);
   RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -251,9 +251,24 @@ END $$;
 -- Revokes token p_id of workspace p_workspace_id. True when a live token was
 -- revoked; false for a token already revoked or not of that workspace.
 CREATE OR REPLACE FUNCTION wharf.revoke_token(p_workspace_id bigint, p_id bigint) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   UPDATE wharf.api_token SET revoked_at = now()
    WHERE id = p_id AND workspace_id = p_workspace_id AND revoked_at IS NULL;
   RETURN FOUND;
 END $$;
+
+REVOKE ALL ON FUNCTION wharf.list_events(bigint, text, text, integer, bigint),
+  wharf.list_dead(bigint, text, integer, bigint),
+  wharf.list_installation_events(text, text, integer, bigint),
+  wharf.list_installation_dead(text, integer, bigint),
+  wharf.show_event(bigint, bigint),
+  wharf.show_installation_event(bigint),
+  wharf.show_workspace(bigint),
+  wharf.list_workspaces(),
+  wharf.show_connection(bigint),
+  wharf.list_connections(bigint),
+  wharf.create_token(bigint, text, bytea),
+  wharf.verify_token(bytea),
+  wharf.list_tokens(bigint),
+  wharf.revoke_token(bigint, bigint) FROM PUBLIC;

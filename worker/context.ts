@@ -5,7 +5,7 @@ import { runFencedTransaction } from './fenced-transaction.js';
 import type { HandlerContext, InboxEvent } from './handlers.js';
 import { retryTotal } from './metrics.js';
 import { claimStep, fenceEvent } from './sql/steps-fences.js';
-import type { Lease, ProviderEventRow } from './sql/event-row.js';
+import type { LeaseWithToken, ProviderEventRow } from './sql/event-row.js';
 
 export function toInboxEvent(row: ProviderEventRow): InboxEvent {
   return {
@@ -34,7 +34,7 @@ export function createHandlerContext(options: {
   logger: Logger;
 }): HandlerContext {
   const { pool, row, signal, logger } = options;
-  const lease: Lease = { id: row.id, epoch: row.lease_epoch };
+  const lease: LeaseWithToken = { id: row.id, epoch: row.lease_epoch, token: row.lease_token };
   const transactionOptions = {
     pool,
     signal,

@@ -18,13 +18,20 @@ import { startReaper } from './reaper.js';
 import { startRetention, type RetentionResult } from './retention.js';
 import { resolveSettings, type WorkerSettings } from './settings.js';
 import type { ProviderEventRow } from './sql/event-row.js';
-import { readQueueStats } from './sql/queue-stats.js';
+import { readQueueStats } from './sql/claim-lease.js';
 import { Wakeup } from './wakeup.js';
 
 export interface WorkerOptions {
   /** Either a connection string (the worker owns its pool) or a pool it borrows. */
   connectionString?: string;
   pool?: pg.Pool;
+  /**
+   * Where handlers' business transactions (ctx.step, ctx.transaction) run:
+   * a pool of the application's own role, which needs EXECUTE on the
+   * token-taking wharf.step and wharf.fence and nothing else of the inbox.
+   * Default: `pool`.
+   */
+  handlerPool?: pg.Pool;
   handlers: HandlerMap;
   /** How many handlers run at once. Default 4. */
   concurrency?: number;
@@ -178,6 +185,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     const settings = this.current;
     const run = new EventRun({
       pool: this.pool,
+      handlerPool: this.options.handlerPool ?? this.pool,
       completions: this.completions,
       row,
       handler: findHandler(this.options.handlers, row.provider, row.event_type),

@@ -36,6 +36,8 @@ export type RunOutcome =
 
 export interface EventRunOptions {
   pool: pg.Pool;
+  /** Where the handler's business transactions run (WorkerOptions.handlerPool). */
+  handlerPool: pg.Pool;
   /** Where successful endings go: one commit for the completions of many runs. */
   completions: CompletionBatcher;
   row: ProviderEventRow;
@@ -84,14 +86,14 @@ export class EventRun {
   }
 
   start(): void {
-    const { handler, row, pool, renewEvery, handlerTimeout } = this.options;
+    const { handler, row, handlerPool, renewEvery, handlerTimeout } = this.options;
     if (!handler) {
       this.end({ by: 'no-handler' });
       return;
     }
     this.renewTimer = setInterval(() => void this.renew(), renewEvery);
     this.timeoutTimer = setTimeout(() => this.end({ by: 'timeout' }), handlerTimeout);
-    const ctx = createHandlerContext({ pool, row, signal: this.controller.signal, logger: this.logger });
+    const ctx = createHandlerContext({ pool: handlerPool, row, signal: this.controller.signal, logger: this.logger });
     // A handler that throws synchronously is a failure like any other.
     Promise.resolve()
       .then(() => handler(ctx))

@@ -1,7 +1,7 @@
 // The worker's Prometheus metrics, in one registry that any HTTP server can
 // serve (the `wharf worker` metrics port, or the all-in-one `start`).
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { QueueStats } from './sql/queue-stats.js';
+import type { QueueStats } from './sql/claim-lease.js';
 
 export const workerRegistry = new Registry();
 

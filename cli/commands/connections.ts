@@ -1,5 +1,6 @@
 // `wharf connections add|list|suspend|activate|rotate-secret`.
 import { Command } from 'commander';
+import { parseKeyRing } from '../../db/secret-box.js';
 import { rotateConnectionSecret } from '../../operator/sql/connection-secrets.js';
 import { createConnection, setConnectionState } from '../../operator/sql/connections.js';
 import { listConnections, type Connection } from '../../operator/sql/operator.js';
@@ -63,8 +64,10 @@ export function connectionsCommand(): Command {
   command.addCommand(operatorCommand('rotate-secret', 'set a new webhook secret and print it (shown only now)')
     .argument('<id>', 'connection id', idParser('connection'))
     .option('--secret <secret>', 'use this secret instead of a random one')
-    .action((id: string, options: OperatorOptions & { secret?: string }) => withDatabase(options, async (db) => {
-      const secret = await rotateConnectionSecret(db, id, options.secret);
+    .option('--no-overlap', 'stop accepting the previous secret at once (it leaked), instead of after secret_overlap')
+    .action((id: string, options: OperatorOptions & { secret?: string; overlap: boolean }) => withDatabase(options, async (db) => {
+      const secret = await rotateConnectionSecret(
+        db, await parseKeyRing(process.env.WHARF_SECRET_KEYS), id, options.secret, options.overlap);
       if (options.json) printJson({ connection_id: Number(id), secret });
       else process.stdout.write(`${secret}\n`);
     })));

@@ -3,11 +3,12 @@ import { connectionsCommand } from './connections.js';
 import { deadCommand } from './dead.js';
 import { eventsCommand } from './events.js';
 import { replayCommand } from './replay.js';
+import { secretsCommand } from './secrets.js';
 import { subscriptionCommands } from './subscriptions.js';
 import { tokensCommand } from './tokens.js';
 import { workspacesCommand } from './workspaces.js';
 
-/** Commands for operators: workspaces, connections, subscriptions, events, dead letters, replay, tokens. */
+/** Commands for operators: workspaces, connections, subscriptions, events, dead letters, replay, tokens, secrets. */
 export function operatorCommands(): Command[] {
   return [
     workspacesCommand(),
@@ -17,5 +18,6 @@ export function operatorCommands(): Command[] {
     deadCommand(),
     replayCommand(),
     tokensCommand(),
+    secretsCommand(),
   ];
 }

@@ -15,6 +15,7 @@ import { signGitHubBody } from '../../edge/adapters/github.js';
 import { startEdgeServer } from '../../server/node.js';
 import { createWorker } from '../../worker/create-worker.js';
 import { databaseUrlFor } from '../../db/database-url.js';
+import { generateKeyRingEntry } from '../../db/secret-box.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresServer } from '../embedded-postgres.js';
 import { exampleHandlers } from '../example-handlers.js';
 import { loadHandlers } from '../load-handlers.js';
@@ -57,6 +58,8 @@ export function startCommand(): Command {
 interface DevSecrets {
   adminToken: string;
   githubWebhookSecret: string;
+  /** WHARF_SECRET_KEYS for development: one key, which encrypts connections' signing keys. */
+  secretKeys: string;
 }
 
 /** Generated once per state directory, so tokens and curls keep working across restarts. */
@@ -66,6 +69,7 @@ async function loadDevSecrets(stateDir: string): Promise<DevSecrets> {
   const secrets: DevSecrets = {
     adminToken: saved.adminToken ?? randomBytes(24).toString('base64url'),
     githubWebhookSecret: saved.githubWebhookSecret ?? randomBytes(24).toString('base64url'),
+    secretKeys: saved.secretKeys ?? generateKeyRingEntry('dev1'),
   };
   await writeFile(file, JSON.stringify(secrets, null, 2), { mode: 0o600 });
   return secrets;
@@ -116,6 +120,8 @@ async function runStart(options: StartOptions): Promise<void> {
   await mkdir(stateDir, { recursive: true });
   const secrets = await loadDevSecrets(stateDir);
   const adminToken = process.env.WHARF_ADMIN_TOKEN || secrets.adminToken;
+  // The CLI verbs run in this process's children read it from the environment too.
+  process.env.WHARF_SECRET_KEYS ||= secrets.secretKeys;
 
   let embedded: EmbeddedPostgresServer | undefined;
   let databaseUrl = options.databaseUrl;

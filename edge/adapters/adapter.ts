@@ -2,12 +2,16 @@
 // reading of the verified body into admit's arguments.
 import { constantTimeEqual, hmacSha256, type Bytes } from '../crypto.js';
 import type { JsonObject } from '../request-body.js';
-import type { ConnectionEndpoint } from '../sql/connection-secrets.js';
+import type { ConnectionEndpoint } from '../connection-cache.js';
 import type { Provider } from '../sql/admission.js';
 
-/** Where a delivery was posted: an app (secret from the environment) or a connection (from PostgreSQL). */
+/**
+ * Where a delivery was posted: an app (secrets from the environment) or a
+ * connection (from PostgreSQL). Secrets come current first, then the one a
+ * rotation replaced, while its overlap lasts.
+ */
 export type Endpoint =
-  | { kind: 'app'; app: string; source: string; secret: string }
+  | { kind: 'app'; app: string; source: string; secrets: string[] }
   | { kind: 'connection'; connection: ConnectionEndpoint };
 
 export interface SignedRequest {
@@ -64,9 +68,23 @@ export async function hmacMatches(key: Bytes | string, message: Bytes, provided:
   return constantTimeEqual(await hmacSha256(key, message), provided) ? verified : badSignature;
 }
 
-/** The signing key of a connection endpoint (the app's secret for app endpoints). */
-export function signingKeyOf(endpoint: Endpoint): string | undefined {
-  return endpoint.kind === 'app' ? endpoint.secret : (endpoint.connection.signingKey ?? undefined);
+/** The signing keys of an endpoint: the app's secrets, or the connection's HMAC keys. */
+export function signingKeysOf(endpoint: Endpoint): string[] {
+  return endpoint.kind === 'app' ? endpoint.secrets : endpoint.connection.signingKeys;
+}
+
+/**
+ * Verifies with each key in turn (current, then previous): the first that
+ * verifies wins; otherwise the current key's answer (e.g. a stale timestamp).
+ */
+export async function verifyWithAny(keys: string[], verifyWith: (key: string) => Promise<Verification>): Promise<Verification> {
+  let first: Verification | undefined;
+  for (const key of keys) {
+    const verification = await verifyWith(key);
+    if (verification.ok) return verification;
+    first ??= verification;
+  }
+  return first ?? badSignature;
 }
 
 export function missingField(name: string): Reading {

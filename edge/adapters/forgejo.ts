@@ -2,7 +2,7 @@
 // = bare hex HMAC-SHA256(secret, body). Routing fact: the endpoint's connection.
 import { fromHex, hmacSha256, toHex, type Bytes } from '../crypto.js';
 import {
-  badSignature, hmacMatches, missingField, missingSignature, signingKeyOf,
+  badSignature, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny,
   type Adapter, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
@@ -24,11 +24,9 @@ export const forgejo: Adapter = {
     'x-gitea-event', 'x-gitea-event-type', 'x-gitea-delivery',
   ],
   verify({ headers, body, endpoint }) {
-    const secret = signingKeyOf(endpoint);
-    if (!secret) return Promise.resolve(badSignature);
-    return verifyForgejoSignature(
+    return verifyWithAny(signingKeysOf(endpoint), (secret) => verifyForgejoSignature(
       secret, body, headers.get('x-forgejo-signature') ?? headers.get('x-gitea-signature'),
-    );
+    ));
   },
   async read({ headers, payload, endpoint }) {
     const eventType = headers.get('x-forgejo-event') ?? headers.get('x-gitea-event');

@@ -6,7 +6,7 @@
 // (`/data/customer_id` → `customer_id:cus_42`).
 import { bytesOf, concatBytes, fromBase64, hmacSha256, toBase64, utf8, type Bytes } from '../crypto.js';
 import {
-  badSignature, hmacMatches, missingField, missingSignature, signingKeyOf, staleTimestamp,
+  badSignature, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny, staleTimestamp,
   timestampToleranceMs, verified, type Adapter, type Verification,
 } from './adapter.js';
 import { atPointer, pointerTokens, textAt } from './payload.js';
@@ -64,9 +64,7 @@ export const generic: Adapter = {
   endpointKind: 'connection',
   keptHeaders: ['content-type', 'user-agent', 'webhook-id', 'webhook-timestamp'],
   verify({ headers, body, endpoint, nowMs }) {
-    const secret = signingKeyOf(endpoint);
-    if (!secret) return Promise.resolve(badSignature);
-    return verifyStandardWebhook(secret, body, headers, nowMs);
+    return verifyWithAny(signingKeysOf(endpoint), (secret) => verifyStandardWebhook(secret, body, headers, nowMs));
   },
   async read({ headers, payload, endpoint }) {
     // webhook-id is part of the signed content.

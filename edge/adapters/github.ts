@@ -3,8 +3,7 @@
 // control events (stored once per source, with no workspace).
 import { fromHex, toHex, hmacSha256, type Bytes } from '../crypto.js';
 import {
-  hmacMatches, missingField, missingSignature, badSignature,
-  type Adapter, type Verification,
+  badSignature, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
@@ -30,8 +29,8 @@ export const github: Adapter = {
     'x-github-hook-installation-target-id', 'x-github-hook-installation-target-type',
   ],
   verify({ headers, body, endpoint }) {
-    if (endpoint.kind !== 'app') return Promise.resolve(badSignature);
-    return verifyGitHubSignature(endpoint.secret, body, headers.get('x-hub-signature-256'));
+    return verifyWithAny(signingKeysOf(endpoint),
+      (secret) => verifyGitHubSignature(secret, body, headers.get('x-hub-signature-256')));
   },
   async read({ headers, payload }) {
     const eventType = headers.get('x-github-event');

@@ -1,7 +1,9 @@
 // GitLab webhooks: `X-Gitlab-Token` is a shared token, not a signature; the
 // connection stores only its SHA-256 and the edge compares digests.
 import { constantTimeEqual, fromHex, sha256, toHex } from '../crypto.js';
-import { badSignature, missingField, missingSignature, verified, type Adapter, type Verification } from './adapter.js';
+import {
+  badSignature, missingField, missingSignature, verified, verifyWithAny, type Adapter, type Verification,
+} from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
 /** What wharf.set_connection_secret stores for a GitLab token, as hex. */
@@ -24,9 +26,8 @@ export const gitlab: Adapter = {
     'x-gitlab-instance', 'idempotency-key',
   ],
   verify({ headers, endpoint }) {
-    const stored = endpoint.kind === 'connection' ? endpoint.connection.tokenSha256 : null;
-    if (!stored) return Promise.resolve(badSignature);
-    return verifyGitLabToken(stored, headers.get('x-gitlab-token'));
+    const stored = endpoint.kind === 'connection' ? endpoint.connection.tokenSha256s : [];
+    return verifyWithAny(stored, (tokenSha256) => verifyGitLabToken(tokenSha256, headers.get('x-gitlab-token')));
   },
   async read({ headers, text, payload, endpoint }) {
     // Project hooks name it object_kind, system hooks event_name.

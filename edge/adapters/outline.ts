@@ -2,7 +2,7 @@
 // "<t>.<body>")>`, t within five minutes. Routing fact: the endpoint's connection.
 import { bytesOf, concatBytes, fromHex, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
 import {
-  badSignature, hmacMatches, missingField, missingSignature, signingKeyOf, staleTimestamp,
+  badSignature, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny, staleTimestamp,
   timestampToleranceMs, type Adapter, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
@@ -36,9 +36,8 @@ export const outline: Adapter = {
   endpointKind: 'connection',
   keptHeaders: ['content-type', 'user-agent'],
   verify({ headers, body, endpoint, nowMs }) {
-    const secret = signingKeyOf(endpoint);
-    if (!secret) return Promise.resolve(badSignature);
-    return verifyOutlineSignature(secret, body, headers.get('outline-signature'), nowMs);
+    return verifyWithAny(signingKeysOf(endpoint),
+      (secret) => verifyOutlineSignature(secret, body, headers.get('outline-signature'), nowMs));
   },
   async read({ payload, endpoint }) {
     const deliveryKey = textAt(payload, 'id');

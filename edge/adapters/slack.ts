@@ -3,8 +3,7 @@
 // `team_id` of the signed body.
 import { bytesOf, concatBytes, fromHex, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
 import {
-  badSignature, hmacMatches, missingField, missingSignature, staleTimestamp, timestampToleranceMs,
-  type Adapter, type Verification,
+  badSignature, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
@@ -32,10 +31,9 @@ export const slack: Adapter = {
   endpointKind: 'app',
   keptHeaders: ['content-type', 'user-agent', 'x-slack-request-timestamp', 'x-slack-retry-num', 'x-slack-retry-reason'],
   verify({ headers, body, endpoint, nowMs }) {
-    if (endpoint.kind !== 'app') return Promise.resolve(badSignature);
-    return verifySlackSignature(
-      endpoint.secret, body, headers.get('x-slack-request-timestamp'), headers.get('x-slack-signature'), nowMs,
-    );
+    return verifyWithAny(signingKeysOf(endpoint), (secret) => verifySlackSignature(
+      secret, body, headers.get('x-slack-request-timestamp'), headers.get('x-slack-signature'), nowMs,
+    ));
   },
   async read({ payload }) {
     const type = textAt(payload, 'type');

@@ -3,6 +3,7 @@
 import { Hono } from 'hono';
 import { authenticate, type OperatorEnv } from './auth.js';
 import type { Database } from '../../db/database.js';
+import type { KeyRing } from '../../db/secret-box.js';
 import { ApiError, toApiError } from './errors.js';
 import { registerAdminRoutes } from './routes/admin.js';
 import { registerEventRoutes } from './routes/events.js';
@@ -11,6 +12,8 @@ export interface OperatorApiDeps {
   db: Database;
   /** WHARF_ADMIN_TOKEN; without it only workspace tokens are accepted. */
   adminToken?: string;
+  /** WHARF_SECRET_KEYS, which encrypts the signing keys an operator sets. */
+  keyRing?: Promise<KeyRing | undefined>;
   /** Told about every 500 (the answer says only "internal error"), e.g. to log its class. */
   onUnexpectedError?: (error: unknown) => void;
 }
@@ -19,7 +22,7 @@ export function operatorApi(deps: OperatorApiDeps): Hono<OperatorEnv> {
   const app = new Hono<OperatorEnv>();
   app.use('*', authenticate(deps.db, deps.adminToken));
   registerEventRoutes(app, deps.db);
-  registerAdminRoutes(app, deps.db);
+  registerAdminRoutes(app, deps.db, deps.keyRing ?? Promise.resolve(undefined));
 
   app.onError((error, c) => {
     const apiError = toApiError(error);

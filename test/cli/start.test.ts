@@ -97,7 +97,8 @@ it('admits a signed GitHub push and the example handler completes it', async () 
   // The stored headers keep the event type and drop the signature.
   expect(done.headers).toMatchObject({ 'x-github-event': 'push' });
   expect(JSON.stringify(done.headers)).not.toContain('sha256=');
-  expect(start!.output()).toContain('example handler received an event');
+  // The log line is written asynchronously (pino): it may trail the commit.
+  await waitFor(async () => start!.output().includes('example handler received an event'), 10_000, 'the handler\'s log line');
 });
 
 it('a failing payload ends DEAD, and replays through the API and the CLI end DEAD again, each recorded', async () => {

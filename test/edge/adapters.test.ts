@@ -5,10 +5,11 @@ import type { Hono } from 'hono';
 import { createEdgeApp } from '../../edge/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import {
-  countEvents, edgeEnv, freshId, newDeliveryKey, providers, recorder, scenario, type ProviderScenario,
+  countEvents, edgeEnv, freshId, newDeliveryKey, providers, recorder, scenario, storedSecret, type ProviderScenario,
 } from '../support/edge-fixtures.js';
 
 const maxBodyBytes = 64 * 1024;
+const providerSigned = new Set(['github', 'slack']);
 
 let db: TestDatabase;
 let app: Hono;
@@ -123,7 +124,18 @@ describe.each(providers)('%s adapter', (provider) => {
     expect(json.error).toBe('body-too-large');
     expect(await countEvents(db.pool)).toBe(before);
   });
+});
 
+describe.each(providers.filter((p) => providerSigned.has(p)))('%s adapter, provider-signed', (provider) => {
+  let s: ProviderScenario;
+  let workspace: number;
+  beforeAll(async () => {
+    workspace = freshId();
+    s = await scenario(db.pool, provider, workspace);
+  });
+
+  // Provider-signed (a GitHub App's or a Slack app's secret): the provider
+  // vouches for the body, so it reaches every subscribed workspace.
   it('fans out to every subscribed workspace, and refuses a suspended one in the receipt', async () => {
     const second = freshId();
     const third = freshId();
@@ -145,6 +157,55 @@ describe.each(providers)('%s adapter', (provider) => {
     expect(refused.json.events.map((e: { workspace_id: number }) => e.workspace_id).sort()).toEqual([workspace, second].sort());
     expect(refused.json.refused).toEqual([{ connection_id: expect.any(Number), workspace_id: third, reason: 'workspace-inactive' }]);
     expect(recorded.rejected).toContain('workspace-inactive');
+  });
+});
+
+describe.each(providers.filter((p) => !providerSigned.has(p)))('%s adapter, connection-signed', (provider) => {
+  let s: ProviderScenario;
+  let workspace: number;
+  beforeAll(async () => {
+    workspace = freshId();
+    s = await scenario(db.pool, provider, workspace);
+  });
+
+  // Connection-signed: the secret is shared with one workspace only, so the
+  // body is only as trusted as that workspace (the injection and pre-emption
+  // attacks of issue 14, reproduced).
+  it('reaches its own workspace only, whatever the body names; the victim keeps its own delivery of the key', async () => {
+    const victim = freshId();
+    const victimConnection = await s.seedRecipient(db.pool, victim);
+    const key = newDeliveryKey();
+    const body = JSON.stringify(s.payload(key));
+    const planted = await post(s, body, await s.sign(body, { deliveryKey: key }));
+    expect(planted.status).toBe(202);
+    expect(planted.json.events).toEqual([{ workspace_id: workspace, event_id: expect.any(Number), outcome: 'stored' }]);
+    const inVictim = async () => (await db.pool.query(
+      'SELECT payload FROM wharf.provider_event WHERE workspace_id = $1', [victim])).rows;
+    expect(await inVictim()).toEqual([]);
+
+    // The victim's genuine delivery of the same key, signed with its own secret, is stored in its workspace.
+    const victimSecret = provider === 'generic' ? `whsec_${Buffer.alloc(24, victim % 251).toString('base64')}` : `victim-secret-${victim}-0123456789`;
+    await db.pool.query('SELECT wharf.set_connection_secret($1, $2)',
+      [victimConnection, await storedSecret(provider, victimConnection, victimSecret)]);
+    const genuineBody = JSON.stringify({ ...s.payload(key), genuine: true });
+    const response = await app.request(`/hooks/${provider}/${victimConnection}`, {
+      method: 'POST', body: genuineBody,
+      headers: { 'content-type': 'application/json', ...(await s.sign(genuineBody, { deliveryKey: key, secret: victimSecret })) },
+    });
+    expect(response.status).toBe(202);
+    expect(((await response.json()) as { events: unknown[] }).events)
+      .toEqual([{ workspace_id: victim, event_id: expect.any(Number), outcome: 'stored' }]);
+    expect(await inVictim()).toEqual([{ payload: JSON.parse(genuineBody) }]);
+
+    // Its own workspace suspended: refused in the receipt, stored nowhere.
+    await db.pool.query(`SELECT wharf.set_workspace_state($1, 'SUSPENDED')`, [workspace]);
+    const key2 = newDeliveryKey();
+    const body2 = JSON.stringify(s.payload(key2));
+    const refused = await post(s, body2, await s.sign(body2, { deliveryKey: key2 }));
+    await db.pool.query(`SELECT wharf.set_workspace_state($1, 'ACTIVE')`, [workspace]);
+    expect(refused.status).toBe(202);
+    expect(refused.json.events).toEqual([]);
+    expect(refused.json.refused).toEqual([{ connection_id: expect.any(Number), workspace_id: workspace, reason: 'workspace-inactive' }]);
   });
 });
 

@@ -53,6 +53,23 @@ async function github(event: string, payload: object, key = newDeliveryKey(), ta
 }
 
 describe('GitHub', () => {
+  it("accepts the App's previous secret while GITHUB_APP_<APP>_WEBHOOK_SECRET_PREVIOUS names it, and only then", async () => {
+    const installation = freshId();
+    const payload = { action: 'created', installation: { id: installation } };
+    const body = JSON.stringify(payload);
+    const signedWithOld = async () => ({
+      'x-github-event': 'installation', 'x-github-delivery': newDeliveryKey(),
+      'x-hub-signature-256': await signGitHubBody('the-old-app-secret-0123456789', body),
+    });
+    const rotating = createEdgeApp({
+      database: db.pool, env: { ...edgeEnv, GITHUB_APP_TEST_WEBHOOK_SECRET_PREVIOUS: 'the-old-app-secret-0123456789' },
+      logger: recorded.logger, metrics: recorded.metrics,
+    });
+    expect((await postTo(rotating, '/hooks/github/test', body, await signedWithOld())).status).toBe(202);
+    expect((await github('installation', payload)).status).toBe(202);
+    expect((await postTo(app, '/hooks/github/test', body, await signedWithOld())).status).toBe(401);
+  });
+
   it('stores an installation event once with no workspace, in the system scope, with or without a connection', async () => {
     const installation = freshId();
     const key = newDeliveryKey();
@@ -207,7 +224,8 @@ describe('connection endpoints', () => {
       return (await postTo(app, s.path, body, await s.sign(body, { deliveryKey: newDeliveryKey(), secret: 'guess' }))).status;
     }));
     expect(new Set(answers)).toEqual(new Set([401]));
-    expect(queries).toEqual(['SELECT provider, source, route, token_sha256, signing_key FROM wharf.connection_endpoint($1)']);
+    expect(queries).toHaveLength(1);
+    expect(queries[0]).toMatch(/FROM wharf\.connection_endpoint\(\$1\)$/);
   });
 
   it('drop a delivery to a suspended source connection (source-inactive)', async () => {

@@ -2,6 +2,8 @@
 // subscriptions and tokens, and their 400/404/409 answers.
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decryptSecret, parseKeyRing } from '../../db/secret-box.js';
+import { testSecretKeys } from '../support/edge-fixtures.js';
 import { adminToken, apiClient, type ApiCall } from '../support/api-client.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
@@ -64,8 +66,10 @@ describe('connections and subscriptions', () => {
     const rotated = await admin('POST', `/connections/${generic.body.id}/rotate-secret`);
     expect(rotated.status).toBe(200);
     expect(rotated.body.secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
-    const { rows } = await db.pool.query('SELECT signing_key FROM wharf.connection_endpoint($1)', [generic.body.id]);
-    expect(rows).toEqual([{ signing_key: rotated.body.secret }]);
+    expect(rotated.headers.get('cache-control')).toBe('no-store');
+    const { rows } = await db.pool.query<{ signing_key: string }>('SELECT signing_key FROM wharf.connection_endpoint($1)', [generic.body.id]);
+    expect(rows[0]!.signing_key).toMatch(/^aes256gcm:test1:/);
+    expect(await decryptSecret(await parseKeyRing(testSecretKeys), String(generic.body.id), rows[0]!.signing_key)).toBe(rotated.body.secret);
     const again = await admin('POST', `/connections/${generic.body.id}/rotate-secret`);
     expect(again.body.secret).not.toBe(rotated.body.secret);
     expect(JSON.stringify((await admin('GET', '/workspaces/311/connections')).body)).not.toContain('whsec_');

@@ -3,7 +3,7 @@
 -- admission_log. The lifecycle lock's race (WH409) and the wake-up need
 -- several sessions: test/admission-*.test.ts prove them.
 BEGIN;
-SELECT plan(54);
+SELECT plan(60);
 
 CREATE TEMP TABLE conn (name text PRIMARY KEY, id bigint NOT NULL);
 CREATE FUNCTION pg_temp.c(p_name text) RETURNS bigint LANGUAGE sql AS $$
@@ -330,6 +330,40 @@ SELECT throws_ok($$SELECT wharf.admit('github', 'https://github.com', 'bad', 'pu
                  '22023', NULL, 'a route that is not an object is an error');
 SELECT throws_ok($$SELECT wharf.admit('github', 'https://github.com', 'bad', 'push', '"100"', '{repo:acme/api}', '{}', '{}')$$,
                  '22023', NULL, 'a route that is a string is an error');
+
+-- Tenant isolation: a connection-signed delivery (GitLab here) reaches its own
+-- connection only, whatever subjects the signed body names. Workspace 8 (the
+-- victim) has its own GitLab connection on the same server, subscribed to
+-- group:victim; workspace 9 (the attacker) signs with its own token and
+-- names the victim's subject.
+SELECT wharf.upsert_workspace(8), wharf.upsert_workspace(9);
+INSERT INTO conn VALUES
+  ('gl8', wharf.upsert_connection(8, 'gitlab', 'https://gitlab.example.com', 'webhook', 'victim')),
+  ('gl9', wharf.upsert_connection(9, 'gitlab', 'https://gitlab.example.com', 'webhook', 'attacker'));
+SELECT wharf.subscribe(pg_temp.c('gl8'), 'group:victim'), wharf.subscribe(pg_temp.c('gl9'), 'project:attacker/x');
+INSERT INTO receipt VALUES
+  ('inject', wharf.admit('gitlab', 'https://gitlab.example.com', 'K-planted', 'push',
+                         jsonb_build_object('connection_id', pg_temp.c('gl9')), '{project:attacker/x,group:victim}',
+                         '{"planted": true}', '{}')),
+  ('inject-only', wharf.admit('gitlab', 'https://gitlab.example.com', 'K-only-victim', 'push',
+                              jsonb_build_object('connection_id', pg_temp.c('gl9')), '{group:victim}', '{}', '{}'));
+SELECT results_eq($$SELECT * FROM pg_temp.stored('K-planted')$$,
+                  format('VALUES (9::bigint, %s::bigint, %L)', pg_temp.c('gl9'), '9:gitlab:project:attacker/x'),
+                  'a connection-signed body naming another workspace''s subject is stored in its own workspace only');
+SELECT is(pg_temp.r('inject-only')->>'dropped', 'no-subscriber',
+          'naming only another workspace''s subject stores nothing: the source connection does not subscribe to it');
+SELECT is_empty($$SELECT 1 FROM wharf.provider_event WHERE workspace_id = 8$$, 'nothing reached the victim''s workspace');
+-- Pre-emption: the victim's genuine delivery of the planted key is its own.
+INSERT INTO receipt VALUES
+  ('genuine', wharf.admit('gitlab', 'https://gitlab.example.com', 'K-planted', 'push',
+                          jsonb_build_object('connection_id', pg_temp.c('gl8')), '{group:victim}', '{"genuine": true}', '{}'));
+SELECT is(pg_temp.r('genuine')->'events'->0->>'outcome', 'stored', 'the victim''s delivery of the planted key is stored, not a duplicate');
+SELECT is((SELECT payload FROM wharf.provider_event WHERE workspace_id = 8 AND delivery_key = 'K-planted'), '{"genuine": true}'::jsonb,
+          '... with the victim''s own payload');
+-- Provider-signed fan-out stays: the GitHub App delivery earlier in this
+-- suite reached the App's workspace and the PAT connections' workspaces.
+SELECT ok((SELECT count(DISTINCT workspace_id) > 1 FROM wharf.provider_event WHERE provider = 'github' AND workspace_id IS NOT NULL),
+          'a provider-signed delivery still fans out to several workspaces');
 
 SELECT * FROM finish();
 ROLLBACK;

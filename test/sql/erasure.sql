@@ -1,8 +1,9 @@
--- wharf.erase_person: each provider's person paths at any depth, ids and
--- logins compared as text, every state, installation rows, other sources
--- untouched, steps deleted.
+-- wharf.erase_person: each provider's person paths at any depth, GitHub's and
+-- Forgejo's push commits (commits[], head_commit) by username, ids and logins
+-- compared as text, every state, installation rows, other sources untouched,
+-- steps deleted.
 BEGIN;
-SELECT plan(22);
+SELECT plan(28);
 
 SELECT wharf.upsert_workspace(1);
 -- One row per case, named by its delivery key. `erase_*` rows must go, `keep_*` rows stay.
@@ -65,6 +66,70 @@ SELECT is(wharf.erase_person('https://codeberg.org', '{"ids": [77], "logins": ["
 SELECT is(pg_temp.remaining('fj_'), ARRAY['fj_keep_other'], 'Forgejo: sender id (a number in identities) and user login');
 SELECT is(wharf.erase_person('https://github.com', '{"ids": ["123"], "logins": ["alice"]}'), 0::bigint,
           'a second erasure finds nothing left');
+
+-- GitHub and Forgejo push events: a login also names the person as the
+-- username of a commit's author or committer, in commits[] and head_commit.
+-- Admitted through wharf.admit, each case once per provider (push_provider);
+-- the pusher (sender) is someone else, and a commit's name and email are not
+-- person paths.
+CREATE FUNCTION pg_temp.push(p_key text, p_provider text, p_source text, p_payload jsonb)
+RETURNS bigint LANGUAGE sql AS $$
+  SELECT (wharf.admit(p_provider, p_source, p_key, 'push', jsonb_build_object('connection_id', c.id),
+                      ARRAY['repo:acme/api'], p_payload, '{}') -> 'events' -> 0 ->> 'event_id')::bigint
+    FROM wharf.connection c
+   WHERE c.workspace_id = 1 AND c.provider = p_provider AND c.source = p_source
+$$;
+SELECT wharf.subscribe(wharf.upsert_connection(1, c.provider, c.source, c.kind, NULL), 'repo:acme/api')
+  FROM (VALUES ('github', 'https://github.com', 'pat'), ('forgejo', 'https://codeberg.org', 'webhook'),
+               ('gitlab', 'https://gitlab.example.com', 'webhook')) AS c(provider, source, kind);
+CREATE TEMP TABLE push_provider (prefix text, provider text, source text);
+INSERT INTO push_provider VALUES ('pu_gh', 'github', 'https://github.com'), ('pu_fj', 'forgejo', 'https://codeberg.org');
+SELECT pg_temp.push(prefix || '_erase_commit_author', provider, source,
+                    '{"sender": {"id": 9, "login": "ivan"},
+                      "commits": [{"id": "c1", "author": {"name": "Grace", "email": "grace@example.com", "username": "grace"},
+                                   "committer": {"name": "Ivan", "username": "ivan"}}],
+                      "head_commit": {"id": "c1", "author": {"username": "ivan"}, "committer": {"username": "ivan"}}}')
+  FROM push_provider;
+SELECT pg_temp.push(prefix || '_erase_commit_committer', provider, source,
+                    '{"sender": {"id": 9, "login": "ivan"},
+                      "commits": [{"id": "c1", "author": {"username": "ivan"}, "committer": {"username": "ivan"}},
+                                  {"id": "c2", "author": {"username": "ivan"}, "committer": {"username": "grace"}}]}')
+  FROM push_provider;
+SELECT pg_temp.push(prefix || '_erase_head_author', provider, source,
+                    '{"sender": {"id": 9, "login": "ivan"},
+                      "head_commit": {"id": "c3", "author": {"username": "grace"}, "committer": {"username": "ivan"}}}')
+  FROM push_provider;
+SELECT pg_temp.push(prefix || '_erase_head_committer', provider, source,
+                    '{"sender": {"id": 9, "login": "ivan"},
+                      "head_commit": {"id": "c4", "author": {"username": "ivan"}, "committer": {"username": "grace"}}}')
+  FROM push_provider;
+SELECT pg_temp.push(prefix || '_keep_other_author', provider, source,
+                    '{"sender": {"id": 9, "login": "ivan"},
+                      "commits": [{"id": "c5", "author": {"name": "grace", "email": "grace@example.com", "username": "ivan"},
+                                   "committer": {"name": "grace", "username": "ivan"}}],
+                      "head_commit": {"id": "c5", "author": {"name": "grace", "username": "ivan"}}}')
+  FROM push_provider;
+SELECT is(wharf.erase_person('https://github.com', '{"logins": ["grace"]}'), 4::bigint,
+          'GitHub push: four events name the person as a commit''s username');
+SELECT is(pg_temp.remaining('pu_gh_'), ARRAY['pu_gh_keep_other_author'],
+          'GitHub push: commits[].author.username, commits[].committer.username (any commit), '
+          || 'head_commit.author.username and head_commit.committer.username; another username is kept');
+SELECT is(wharf.erase_person('https://codeberg.org', '{"logins": ["grace"]}'), 4::bigint,
+          'Forgejo push: four events name the person as a commit''s username');
+SELECT is(pg_temp.remaining('pu_fj_'), ARRAY['pu_fj_keep_other_author'],
+          'Forgejo push: commits[].author.username, commits[].committer.username (any commit), '
+          || 'head_commit.author.username and head_commit.committer.username; another username is kept');
+-- GitLab's person paths are its own: the push paths are not among them. Only
+-- committer.username is tried here: a commit's author.username is matched by
+-- GitLab's own author.username path (at any depth), as before.
+SELECT pg_temp.push('pu_gl_keep_commit_committer', 'gitlab', 'https://gitlab.example.com',
+                    '{"user_username": "ivan", "commits": [{"id": "c6", "committer": {"username": "grace"}}]}');
+SELECT pg_temp.push('pu_gl_keep_head_committer', 'gitlab', 'https://gitlab.example.com',
+                    '{"user_username": "ivan", "head_commit": {"id": "c6", "committer": {"username": "grace"}}}');
+SELECT is(wharf.erase_person('https://gitlab.example.com', '{"logins": ["grace"]}'), 0::bigint,
+          'GitLab: a commit''s committer.username, in commits[] or head_commit, does not name a person');
+SELECT is(pg_temp.remaining('pu_gl_'), ARRAY['pu_gl_keep_commit_committer', 'pu_gl_keep_head_committer'],
+          'GitLab: both pushes are kept');
 
 -- GitLab: user, author, user_id, user_username.
 SELECT pg_temp.event('gl_erase_user_id', 'gitlab', 'https://gitlab.example.com', '{"user": {"id": 42, "username": "erin"}}');

@@ -4,7 +4,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admit, type Admission } from '../../edge/sql/admission.js';
-import type { Lease } from '../../worker/sql/event-row.js';
+import type { LeaseWithToken } from '../../worker/sql/event-row.js';
 import { claimEvents } from '../../worker/sql/claim-lease.js';
 import { claimStep, fenceEvent } from '../../worker/sql/steps-fences.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -37,11 +37,11 @@ async function erase(client: pg.Pool | pg.ClientBase): Promise<number> {
 }
 
 /** Leases the one due row of `deliveryKey` in workspace 1. */
-async function lease(deliveryKey: string): Promise<Lease> {
+async function lease(deliveryKey: string): Promise<LeaseWithToken> {
   const claimed = await claimEvents(db.pool, 'worker-1', 100);
   const row = claimed.find((event) => event.delivery_key === deliveryKey && event.workspace_id === '1');
   if (!row) throw new Error(`${deliveryKey} was not claimed`);
-  return { id: row.id, epoch: row.lease_epoch };
+  return { id: row.id, epoch: row.lease_epoch, token: row.lease_token };
 }
 
 async function exists(table: 'provider_event' | 'provider_event_step', id: string): Promise<boolean> {
@@ -155,7 +155,7 @@ describe('admission during an erasure', () => {
     const claimed = await claimEvents(db.pool, 'worker-1', 100);
     const blocking = claimed.find((row) => row.delivery_key === 'blocking' && row.workspace_id === '1');
     expect(claimed.filter((row) => row.delivery_key === 'redelivered')).toHaveLength(2);
-    const held: Lease = { id: blocking!.id, epoch: blocking!.lease_epoch };
+    const held: LeaseWithToken = { id: blocking!.id, epoch: blocking!.lease_epoch, token: blocking!.lease_token };
 
     const handler = await db.connect();
     const eraser = await db.connect();

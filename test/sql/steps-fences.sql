@@ -2,7 +2,7 @@
 -- lease; each committed step is recorded once, so a retry resumes after it.
 -- (Lock contention, 55P03, needs two sessions: test/lease-fencing.test.ts.)
 BEGIN;
-SELECT plan(36);
+SELECT plan(45);
 
 -- Fixture: workspace 1 with one generic connection; rows admitted through
 -- wharf.admit.
@@ -77,6 +77,24 @@ SELECT throws_ok($$SELECT wharf.fence((SELECT id FROM erased), 1)$$, 'WH410', NU
 SELECT is((SELECT count(*) FROM wharf.provider_event_step s
             WHERE NOT EXISTS (SELECT FROM wharf.provider_event e WHERE e.id = s.event_id)), 0::bigint,
           'a deleted event''s steps are deleted with it');
+
+-- The overloads a handler's role calls present the lease's token: an id and
+-- an epoch alone, guessed, no longer reach another lease.
+SELECT is_definer('wharf', 'fence', ARRAY['bigint', 'bigint', 'uuid'], 'fence with a token is SECURITY DEFINER');
+SELECT is_definer('wharf', 'step', ARRAY['bigint', 'bigint', 'text', 'uuid'], 'step with a token is SECURITY DEFINER');
+SELECT ok(NOT has_function_privilege('public', 'wharf.fence(bigint, bigint, uuid)', 'EXECUTE')
+          AND NOT has_function_privilege('public', 'wharf.step(bigint, bigint, text, uuid)', 'EXECUTE'),
+          'PUBLIC may not execute the token overloads either');
+SELECT pg_temp.admit_event('repo:t', 't1');
+SELECT is((SELECT count(*) FROM wharf.claim('w', 10) WHERE delivery_key = 't1'), 1::bigint, 't1 is leased');
+SELECT isnt((pg_temp.event('t1')).lease_token, NULL, 'the claim drew a lease token');
+SELECT throws_ok(format($$SELECT wharf.step(%s, %s, 'guessed', gen_random_uuid())$$, pg_temp.id('t1'), (pg_temp.event('t1')).lease_epoch),
+                 'WH412', NULL, 'a step under the right id and epoch but a guessed token is refused');
+SELECT throws_ok(format($$SELECT wharf.fence(%s, %s, NULL::uuid)$$, pg_temp.id('t1'), (pg_temp.event('t1')).lease_epoch),
+                 '22004', NULL, 'a fence with a NULL token is refused');
+SELECT ok(wharf.step(pg_temp.id('t1'), (pg_temp.event('t1')).lease_epoch, 'real', (pg_temp.event('t1')).lease_token),
+          'a step under the lease''s token runs');
+SELECT is(pg_temp.steps('t1'), ARRAY['real'], 'the guessed step left no record; the genuine one is recorded');
 
 SELECT * FROM finish();
 ROLLBACK;

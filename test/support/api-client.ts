@@ -1,6 +1,8 @@
 // Calls the operator API the way the edge mounts it, in process.
 import { Hono } from 'hono';
+import { parseKeyRing } from '../../db/secret-box.js';
 import { operatorApi, type OperatorApiDeps } from '../../operator/api/app.js';
+import { testSecretKeys } from './edge-fixtures.js';
 
 export const adminToken = 'test-admin-token-0123456789abcdef';
 
@@ -13,7 +15,8 @@ export interface ApiResponse {
 export type ApiCall = (method: string, path: string, options?: { token?: string; body?: unknown }) => Promise<ApiResponse>;
 
 export function apiClient(deps: OperatorApiDeps): ApiCall {
-  const app = new Hono().route('/api', operatorApi(deps));
+  // The test key ring unless the test gives another.
+  const app = new Hono().route('/api', operatorApi({ keyRing: parseKeyRing(testSecretKeys), ...deps }));
   return async (method, path, options = {}) => {
     const headers: Record<string, string> = {};
     if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;

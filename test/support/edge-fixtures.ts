@@ -7,13 +7,23 @@ import {
   signForgejoBody, signGitHubBody, signOutlineBody, signSlackRequest, signStandardWebhook,
 } from '../../edge/adapters/index.js';
 import type { EdgeLogger, EdgeMetrics } from '../../edge/telemetry.js';
+import { encryptSecret, parseKeyRing } from '../../db/secret-box.js';
 
 export const githubSecret = 'github-app-secret-for-tests';
 export const slackSecret = 'slack-signing-secret-for-tests';
+/** The key ring the edge decrypts connections' signing keys with (one fixed test key). */
+export const testSecretKeys = 'test1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=';
 export const edgeEnv = {
   GITHUB_APP_TEST_WEBHOOK_SECRET: githubSecret,
   SLACK_APP_TEST_SIGNING_SECRET: slackSecret,
+  WHARF_SECRET_KEYS: testSecretKeys,
 };
+
+/** What wharf.set_connection_secret takes for a provider: a GitLab token as it is, a signing key encrypted. */
+export async function storedSecret(provider: Provider, connectionId: number | string, secret: string): Promise<string> {
+  if (provider === 'gitlab') return secret;
+  return encryptSecret((await parseKeyRing(testSecretKeys))!, connectionId, secret);
+}
 
 export type Provider = 'github' | 'gitlab' | 'slack' | 'outline' | 'forgejo' | 'generic';
 
@@ -35,7 +45,7 @@ export async function seedConnection(
   );
   const id = Number(rows[0]!.id);
   for (const subject of c.subjects) await pool.query('SELECT wharf.subscribe($1, $2)', [id, subject]);
-  if (c.secret) await pool.query('SELECT wharf.set_connection_secret($1, $2)', [id, c.secret]);
+  if (c.secret) await pool.query('SELECT wharf.set_connection_secret($1, $2)', [id, await storedSecret(c.provider, id, c.secret)]);
   return id;
 }
 
@@ -159,7 +169,10 @@ export async function scenario(pool: pg.Pool, provider: Provider, workspace: num
           return { 'webhook-id': o.deliveryKey, 'webhook-timestamp': String(ts),
                    'webhook-signature': await signStandardWebhook(o.secret ?? secret, o.deliveryKey, ts, bytes(body)) };
         },
-        seedRecipient: (p, ws) => seedConnection(p, { workspace: ws, provider, source, kind: 'webhook', externalId: `other-${ws}`, subjects: [subject] }),
+        seedRecipient: (p, ws) => seedConnection(p, {
+          workspace: ws, provider, source, kind: 'webhook', externalId: `other-${ws}`, subjects: [subject],
+          route: { subject_pointers: ['/data/customer_id'] },
+        }),
       };
     }
   }

@@ -81,3 +81,16 @@ export async function markListenerIdle(listenerConnection: pg.ClientBase, listen
 export async function markListenerBusy(db: Database, listener: string): Promise<void> {
   await db.query('SELECT wharf.mark_busy($1)', [listener]);
 }
+
+export interface QueueStats {
+  depthByState: Record<string, number>;
+  /** Seconds since the oldest claimable head became due; 0 when none is. */
+  oldestDueAge: number;
+}
+
+/** Queue depth by state and the age of the oldest due scope head (wharf.queue_stats). */
+export async function readQueueStats(db: Database): Promise<QueueStats> {
+  const { rows } = await db.query<{ depth_by_state: Record<string, number>; oldest_due_age: number }>(
+    'SELECT depth_by_state, oldest_due_age FROM wharf.queue_stats()');
+  return { depthByState: rows[0]?.depth_by_state ?? {}, oldestDueAge: rows[0]?.oldest_due_age ?? 0 };
+}

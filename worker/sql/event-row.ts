@@ -16,6 +16,8 @@ export interface ProviderEventRow {
   attempt: number;
   failures: number;
   lease_epoch: string;
+  /** Drawn at random by the claim; step and fence present it. */
+  lease_token: string;
   leased_until: Date | null;
   replayed_at: Date | null;
 }
@@ -24,4 +26,9 @@ export interface ProviderEventRow {
 export interface Lease {
   id: string;
   epoch: string;
+}
+
+/** A lease as its handler holds it: steps and fences also present its token. */
+export interface LeaseWithToken extends Lease {
+  token: string;
 }

@@ -1,3 +1,4 @@
+// The call of sql/10-settings.sql a worker makes.
 import type { Database } from '../../db/database.js';
 
 export interface StoredWorkerSettings {
@@ -6,13 +7,11 @@ export interface StoredWorkerSettings {
   pollEvery: number;
 }
 
-/** The worker-side settings of wharf.setting, in milliseconds. */
+/** The worker-side settings of wharf.setting, in milliseconds (wharf.worker_settings). */
 export async function readWorkerSettings(db: Database): Promise<StoredWorkerSettings> {
-  const { rows } = await db.query<{ renew_every: number; handler_timeout: number; poll_every: number }>(`
-    SELECT extract(epoch FROM wharf.setting_interval('renew_every'))::float8 * 1000 AS renew_every,
-           extract(epoch FROM wharf.setting_interval('handler_timeout'))::float8 * 1000 AS handler_timeout,
-           extract(epoch FROM wharf.setting_interval('poll_every'))::float8 * 1000 AS poll_every`);
+  const { rows } = await db.query<{ renew_every: number; handler_timeout: number; poll_every: number }>(
+    'SELECT renew_every, handler_timeout, poll_every FROM wharf.worker_settings()');
   const row = rows[0];
-  if (!row) throw new Error('wharf.setting returned nothing');
+  if (!row) throw new Error('wharf.worker_settings() returned nothing');
   return { renewEvery: row.renew_every, handlerTimeout: row.handler_timeout, pollEvery: row.poll_every };
 }

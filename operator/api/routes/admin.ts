@@ -1,6 +1,7 @@
 // Instance-admin endpoints: workspaces, connections, subscriptions, tokens.
 import type { Hono } from 'hono';
 import type { Database } from '../../../db/database.js';
+import type { KeyRing } from '../../../db/secret-box.js';
 import { rotateConnectionSecret } from '../../sql/connection-secrets.js';
 import {
   createConnection, createWorkspace, setConnectionState, setSubscription, setWorkspaceState,
@@ -9,11 +10,11 @@ import {
   createApiToken, listApiTokens, listConnections, listWorkspaces, revokeApiToken,
 } from '../../sql/operator.js';
 import { requireAdmin, type OperatorEnv } from '../auth.js';
-import { readJsonObject } from '../body.js';
+import { optionalBoolean, readJsonObject } from '../body.js';
 import { ApiError } from '../errors.js';
 import { parseId, requireText } from '../params.js';
 
-export function registerAdminRoutes(app: Hono<OperatorEnv>, db: Database): void {
+export function registerAdminRoutes(app: Hono<OperatorEnv>, db: Database, keyRing: Promise<KeyRing | undefined>): void {
   app.get('/workspaces', async (c) => {
     requireAdmin(c);
     return c.json(await listWorkspaces(db));
@@ -68,8 +69,11 @@ export function registerAdminRoutes(app: Hono<OperatorEnv>, db: Database): void 
   app.post('/connections/:id/rotate-secret', async (c) => {
     requireAdmin(c);
     const id = parseId(c.req.param('id'), 'connection');
-    const given = (await readJsonObject(c)).secret;
-    const secret = await rotateConnectionSecret(db, id, given === undefined ? undefined : requireText(given, 'secret'));
+    const body = await readJsonObject(c);
+    const given = body.secret;
+    const secret = await rotateConnectionSecret(db, await keyRing, id, given === undefined ? undefined : requireText(given, 'secret'),
+      body.overlap === undefined ? true : optionalBoolean(body, 'overlap'));
+    c.header('Cache-Control', 'no-store');
     return c.json({ connection_id: Number(id), secret });
   });
 
