@@ -20,6 +20,26 @@ SET row_security = off;
 CREATE SCHEMA wharf;
 
 --
+-- Name: abandon_sweep(bigint, text, uuid, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.abandon_sweep(p_app_id bigint, p_source text, p_token uuid, p_error text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_app_id IS NULL OR p_source IS NULL OR p_token IS NULL THEN
+    RAISE EXCEPTION 'wharf: abandon_sweep needs an app id, a source and a token' USING ERRCODE = '22004';
+  END IF;
+  UPDATE wharf.redelivery_sweep
+     SET leased_by = NULL, lease_token = NULL, leased_until = NULL,
+         last_error = coalesce(p_error, last_error),
+         last_error_at = CASE WHEN p_error IS NULL THEN last_error_at ELSE clock_timestamp() END
+   WHERE app_id = p_app_id AND source = p_source AND lease_token = p_token;
+  RETURN FOUND;
+END $$;
+
+--
 -- Name: admission_snapshot(bigint, text, text, text[], boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -51,10 +71,10 @@ BEGIN
 END $$;
 
 --
--- Name: admit(text, text, text, text, jsonb, text[], jsonb, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: admit(text, text, text, text, jsonb, text[], jsonb, jsonb, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb) RETURNS jsonb
+CREATE FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -77,6 +97,7 @@ DECLARE
   -- Outline, Forgejo, Standard Webhooks): the body is only as trusted as that
   -- workspace, so it reaches that connection alone, whatever it names.
   v_connection_signed boolean := coalesce(p_route ? 'connection_id', false);
+  v_body_sha256 bytea;
 BEGIN
   IF p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL OR p_delivery_key = ''
      OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN
@@ -87,11 +108,38 @@ BEGIN
   IF jsonb_typeof(v_route) <> 'object' THEN
     RAISE EXCEPTION 'wharf.admit: route must be a JSON object' USING ERRCODE = '22023';
   END IF;
+  IF p_body_sha256 IS NOT NULL AND p_body_sha256 !~ '^[0-9a-f]{64}$' THEN
+    RAISE EXCEPTION 'wharf.admit: body_sha256 is a SHA-256 in lower-case hex' USING ERRCODE = '22023';
+  END IF;
   v_subject := v_subjects[1];
+  v_body_sha256 := decode(p_body_sha256, 'hex');
 
   -- Held to commit: a claimer going idle (mark_idle) waits for this
   -- admission, so that the claim it makes next sees the row (see rule 6).
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source (a redelivery
+  -- under another delivery id, or a captured body relabelled by its
+  -- unsigned headers): the rows already stored answer. A connection-signed
+  -- body (Forgejo) only ever answers with its own connection's rows: two
+  -- workspaces' webhooks on one repository receive identical bodies, and
+  -- neither may see, or pre-empt, the other's. The lock makes concurrent
+  -- admissions of one body take turns.
+  IF v_body_sha256 IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('body',
+      p_source || ' ' || coalesce(v_route->>'connection_id', '') || ' ' || p_body_sha256));
+    v_events := coalesce((
+      SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                       ORDER BY e.workspace_id NULLS FIRST)
+        FROM wharf.provider_event e
+       WHERE e.source = p_source AND e.body_sha256 = v_body_sha256
+         AND (NOT v_connection_signed OR e.connection_id::text = v_route->>'connection_id')
+         AND e.received_at > now() - wharf.setting_interval('replay_window')), '[]'::jsonb);
+    IF jsonb_array_length(v_events) > 0 THEN
+      RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                                'refused', '[]'::jsonb, 'dropped', NULL);
+    END IF;
+  END IF;
 
   -- 1. Control events: one installation row in the provider's system scope.
   IF v_route->'control' = 'true' THEN
@@ -102,7 +150,7 @@ BEGIN
        AND coalesce(p_payload->>'action', '') <> '' THEN
       v_events := jsonb_build_array(wharf.store_event(
         NULL, p_provider, p_source, NULL, p_delivery_key, p_event_type, v_subject,
-        'system:' || p_provider || ':' || p_source, p_payload, v_headers));
+        'system:' || p_provider || ':' || p_source, p_payload, v_headers, v_body_sha256));
       v_stored := v_events->0->>'outcome' = 'stored';
     ELSE
       v_drop := 'invalid-event-route';
@@ -178,7 +226,7 @@ BEGIN
           v_events := v_events || wharf.store_event(
             v_ws.workspace_id, p_provider, p_source, v_ws.active_connection_id, p_delivery_key,
             p_event_type, v_subject, v_ws.workspace_id || ':' || p_provider || ':' || v_subject,
-            p_payload, v_headers);
+            p_payload, v_headers, v_body_sha256);
           v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
         ELSE
           FOR v_rec IN
@@ -211,6 +259,89 @@ BEGIN
   RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
                             'refused', v_refused, 'dropped', v_drop);
 END $_$;
+
+--
+-- Name: advance_sweep(bigint, text, uuid, text, interval); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.advance_sweep(p_app_id bigint, p_source text, p_token uuid, p_cursor text, p_lease interval) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_cursor IS NULL OR p_lease IS NULL THEN
+    RAISE EXCEPTION 'wharf: advance_sweep needs a cursor and a lease' USING ERRCODE = '22004';
+  END IF;
+  IF p_lease <= interval '0' THEN
+    RAISE EXCEPTION 'wharf: the lease must be positive' USING ERRCODE = '22023';
+  END IF;
+  PERFORM wharf.held_sweep(p_app_id, p_source, p_token);
+  UPDATE wharf.redelivery_sweep
+     SET page_cursor = p_cursor, pages_done = pages_done + 1, leased_until = clock_timestamp() + p_lease
+   WHERE app_id = p_app_id AND source = p_source;
+END $$;
+
+--
+-- Name: begin_sweep(bigint, text, text, interval, timestamp with time zone, interval, interval); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.begin_sweep(p_app_id bigint, p_source text, p_holder text, p_lease interval, p_since timestamp with time zone DEFAULT NULL::timestamp with time zone, p_overlap interval DEFAULT '00:10:00'::interval, p_first_lookback interval DEFAULT '01:00:00'::interval) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_sweep   wharf.redelivery_sweep;
+  v_resumed boolean := false;
+BEGIN
+  IF p_app_id IS NULL OR p_source IS NULL OR p_holder IS NULL OR p_lease IS NULL
+     OR p_overlap IS NULL OR p_first_lookback IS NULL THEN
+    RAISE EXCEPTION 'wharf: begin_sweep needs an app id, a source, a holder, a lease, an overlap and a first lookback'
+      USING ERRCODE = '22004';
+  END IF;
+  IF p_app_id < 1 OR p_source = '' OR p_holder = '' THEN
+    RAISE EXCEPTION 'wharf: a sweep needs a positive app id, a source and a holder' USING ERRCODE = '22023';
+  END IF;
+  IF p_lease <= interval '0' OR p_overlap < interval '0' OR p_first_lookback <= interval '0' THEN
+    RAISE EXCEPTION 'wharf: the lease and first lookback must be positive, the overlap not negative'
+      USING ERRCODE = '22023';
+  END IF;
+
+  INSERT INTO wharf.redelivery_sweep (app_id, source) VALUES (p_app_id, p_source) ON CONFLICT DO NOTHING;
+  -- A host taking or advancing the lease right now has the row locked: the
+  -- other passes instead of queuing behind it.
+  SELECT * INTO v_sweep
+    FROM wharf.redelivery_sweep
+   WHERE app_id = p_app_id AND source = p_source
+     FOR UPDATE SKIP LOCKED;
+  IF NOT FOUND THEN
+    RETURN jsonb_build_object('token', NULL, 'holder', NULL, 'leased_until', NULL);
+  END IF;
+  IF v_sweep.leased_until > clock_timestamp() THEN
+    RETURN jsonb_build_object('token', NULL, 'holder', v_sweep.leased_by, 'leased_until', v_sweep.leased_until);
+  END IF;
+
+  IF v_sweep.window_since IS NOT NULL AND p_since IS NULL THEN
+    v_resumed := true;
+  ELSE
+    v_sweep.window_since := CASE
+      WHEN p_since IS NULL THEN coalesce(v_sweep.swept_until - p_overlap, clock_timestamp() - p_first_lookback)
+      ELSE least(p_since, v_sweep.window_since)
+    END;
+    v_sweep.window_until := clock_timestamp();
+    v_sweep.page_cursor := NULL;
+    v_sweep.pages_done := 0;
+  END IF;
+
+  UPDATE wharf.redelivery_sweep
+     SET window_since = v_sweep.window_since, window_until = v_sweep.window_until,
+         page_cursor = v_sweep.page_cursor, pages_done = v_sweep.pages_done,
+         leased_by = p_holder, lease_token = gen_random_uuid(), leased_until = clock_timestamp() + p_lease
+   WHERE app_id = p_app_id AND source = p_source
+  RETURNING * INTO v_sweep;
+  RETURN jsonb_build_object(
+    'token', v_sweep.lease_token, 'since', v_sweep.window_since, 'until', v_sweep.window_until,
+    'cursor', v_sweep.page_cursor, 'pages_done', v_sweep.pages_done, 'resumed', v_resumed);
+END $$;
 
 --
 -- Name: check_lease(bigint, bigint, uuid, boolean); Type: FUNCTION; Schema: wharf; Owner: -
@@ -290,15 +421,17 @@ CREATE TABLE wharf.provider_event (
     replayed_by text,
     replayed_at timestamp with time zone,
     lease_token uuid,
+    body_sha256 bytea,
+    CONSTRAINT provider_event_body_sha256_check CHECK ((octet_length(body_sha256) = 32)),
     CONSTRAINT provider_event_state_check CHECK ((state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text, 'DONE'::text, 'DEAD'::text])))
 )
 WITH (toast_tuple_target='128');
 
 --
--- Name: claim(text, integer); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: claim(text, integer, text[]); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1) RETURNS SETOF wharf.provider_event
+CREATE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p_handles text[] DEFAULT NULL::text[]) RETURNS SETOF wharf.provider_event
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
@@ -328,6 +461,9 @@ BEGIN
      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
        AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
        AND e.state = 'QUEUED'
+       AND (p_handles IS NULL
+            OR e.provider || ':' || e.event_type = ANY (p_handles)
+            OR e.provider || ':*' = ANY (p_handles))
      ORDER BY s.ready_at, s.head_id
      LIMIT p_max
      -- NO KEY UPDATE: a claimer that locks a head another claimer has just
@@ -611,6 +747,79 @@ CREATE FUNCTION wharf.fence(p_id bigint, p_epoch bigint, p_lease_token uuid) RET
 $$;
 
 --
+-- Name: finish_sweep(bigint, text, uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.finish_sweep(p_app_id bigint, p_source text, p_token uuid) RETURNS timestamp with time zone
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_sweep wharf.redelivery_sweep := wharf.held_sweep(p_app_id, p_source, p_token);
+BEGIN
+  UPDATE wharf.redelivery_sweep
+     SET swept_until = CASE
+           WHEN v_sweep.swept_until IS NULL OR v_sweep.window_since <= v_sweep.swept_until
+             THEN greatest(v_sweep.swept_until, v_sweep.window_until)
+           ELSE v_sweep.swept_until
+         END,
+         window_since = NULL, window_until = NULL, page_cursor = NULL, pages_done = 0,
+         leased_by = NULL, lease_token = NULL, leased_until = NULL,
+         last_success_at = clock_timestamp()
+   WHERE app_id = p_app_id AND source = p_source
+  RETURNING swept_until INTO v_sweep.swept_until;
+  DELETE FROM wharf.redelivery_request
+   WHERE app_id = p_app_id AND source = p_source AND requested_at < clock_timestamp() - interval '7 days';
+  RETURN v_sweep.swept_until;
+END $$;
+
+--
+-- Name: redelivery_sweep; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.redelivery_sweep (
+    app_id bigint NOT NULL,
+    source text NOT NULL,
+    swept_until timestamp with time zone,
+    window_since timestamp with time zone,
+    window_until timestamp with time zone,
+    page_cursor text,
+    pages_done integer DEFAULT 0 NOT NULL,
+    leased_by text,
+    lease_token uuid,
+    leased_until timestamp with time zone,
+    last_success_at timestamp with time zone,
+    last_error_at timestamp with time zone,
+    last_error text,
+    CONSTRAINT redelivery_sweep_app_id_check CHECK ((app_id > 0)),
+    CONSTRAINT redelivery_sweep_check CHECK (((window_since IS NULL) = (window_until IS NULL)))
+);
+
+--
+-- Name: held_sweep(bigint, text, uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.held_sweep(p_app_id bigint, p_source text, p_token uuid) RETURNS wharf.redelivery_sweep
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_sweep wharf.redelivery_sweep;
+BEGIN
+  IF p_app_id IS NULL OR p_source IS NULL OR p_token IS NULL THEN
+    RAISE EXCEPTION 'wharf: a sweep needs an app id, a source and a token' USING ERRCODE = '22004';
+  END IF;
+  SELECT * INTO v_sweep
+    FROM wharf.redelivery_sweep
+   WHERE app_id = p_app_id AND source = p_source AND lease_token = p_token
+     FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: the sweep of app % on % is no longer held by this token', p_app_id, p_source
+      USING ERRCODE = 'WH412';
+  END IF;
+  RETURN v_sweep;
+END $$;
+
+--
 -- Name: lifecycle_key(text, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -802,6 +1011,42 @@ BEGIN
   INSERT INTO wharf.idle_listener (listener, backend_pid) VALUES (p_listener, pg_backend_pid())
   ON CONFLICT (listener) DO UPDATE SET backend_pid = excluded.backend_pid, since = now();
   RETURN true;
+END $$;
+
+--
+-- Name: missing_deliveries(text, text, text[]); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.missing_deliveries(p_provider text, p_source text, p_delivery_keys text[]) RETURNS SETOF text
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_provider IS NULL OR p_source IS NULL OR p_delivery_keys IS NULL THEN
+    RAISE EXCEPTION 'wharf: missing_deliveries needs a provider, a source and delivery keys' USING ERRCODE = '22004';
+  END IF;
+  RETURN QUERY
+    WITH recipient AS MATERIALIZED (
+      SELECT DISTINCT c.workspace_id
+        FROM wharf.connection c
+       WHERE c.provider = p_provider AND c.source = p_source
+    ), asked AS (
+      SELECT k.delivery_key, min(k.n) AS n
+        FROM unnest(p_delivery_keys) WITH ORDINALITY AS k(delivery_key, n)
+       WHERE k.delivery_key IS NOT NULL
+       GROUP BY k.delivery_key
+    )
+    SELECT a.delivery_key
+      FROM asked a
+     WHERE NOT EXISTS (SELECT FROM wharf.provider_event e
+                        WHERE e.workspace_id IS NULL AND e.provider = p_provider
+                          AND e.delivery_key = a.delivery_key AND e.source = p_source)
+       AND NOT EXISTS (SELECT FROM recipient r
+                         JOIN wharf.provider_event e
+                           ON e.workspace_id = r.workspace_id AND e.provider = p_provider
+                          AND e.delivery_key = a.delivery_key
+                        WHERE e.source = p_source)
+     ORDER BY a.n;
 END $$;
 
 --
@@ -1007,6 +1252,27 @@ BEGIN
 END $$;
 
 --
+-- Name: renew_sweep(bigint, text, uuid, interval); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.renew_sweep(p_app_id bigint, p_source text, p_token uuid, p_lease interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_app_id IS NULL OR p_source IS NULL OR p_token IS NULL OR p_lease IS NULL THEN
+    RAISE EXCEPTION 'wharf: renew_sweep needs an app id, a source, a token and a lease' USING ERRCODE = '22004';
+  END IF;
+  IF p_lease <= interval '0' THEN
+    RAISE EXCEPTION 'wharf: the lease must be positive' USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.redelivery_sweep
+     SET leased_until = clock_timestamp() + p_lease
+   WHERE app_id = p_app_id AND source = p_source AND lease_token = p_token;
+  RETURN FOUND;
+END $$;
+
+--
 -- Name: replace_signing_key_ciphertext(bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1055,6 +1321,59 @@ BEGIN
   END IF;
   INSERT INTO wharf.replay_audit (event_id, account) VALUES (p_id, p_account);
   RETURN true;
+END $$;
+
+--
+-- Name: request_redelivery(bigint, text, uuid, text, bigint, interval, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.request_redelivery(p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint, p_stale interval DEFAULT '00:02:00'::interval, p_max_asks integer DEFAULT 10) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_request wharf.redelivery_request;
+BEGIN
+  IF p_guid IS NULL OR p_delivery_id IS NULL OR p_stale IS NULL OR p_max_asks IS NULL THEN
+    RAISE EXCEPTION 'wharf: request_redelivery needs a guid, a delivery id, a stale bound and a maximum'
+      USING ERRCODE = '22004';
+  END IF;
+  IF p_guid = '' OR p_delivery_id < 1 OR p_stale < interval '0' OR p_max_asks < 1 THEN
+    RAISE EXCEPTION 'wharf: request_redelivery needs a guid, a positive delivery id and bounds'
+      USING ERRCODE = '22023';
+  END IF;
+  -- The sweep row stays locked until commit: the asks of one App are taken
+  -- one at a time, whoever calls.
+  PERFORM wharf.held_sweep(p_app_id, p_source, p_token);
+
+  INSERT INTO wharf.redelivery_request (app_id, source, guid, delivery_id, asked_by)
+  VALUES (p_app_id, p_source, p_guid, p_delivery_id, p_token)
+  ON CONFLICT DO NOTHING;
+  IF FOUND THEN
+    RETURN 'ask';
+  END IF;
+
+  SELECT * INTO v_request
+    FROM wharf.redelivery_request
+   WHERE app_id = p_app_id AND source = p_source AND guid = p_guid
+     FOR UPDATE;
+  IF p_delivery_id > v_request.delivery_id
+     OR v_request.outcome = 'failed'
+     OR (v_request.outcome = 'asking' AND v_request.asked_by <> p_token
+         AND v_request.requested_at < clock_timestamp() - p_stale) THEN
+    IF v_request.asks >= p_max_asks THEN
+      RETURN 'exhausted';
+    END IF;
+    UPDATE wharf.redelivery_request
+       SET delivery_id = greatest(delivery_id, p_delivery_id), asks = asks + 1, outcome = 'asking',
+           asked_by = p_token, requested_at = clock_timestamp()
+     WHERE app_id = p_app_id AND source = p_source AND guid = p_guid;
+    RETURN 'ask';
+  END IF;
+  IF v_request.outcome = 'asking' AND v_request.asked_by <> p_token THEN
+    RETURN 'wait';
+  END IF;
+  RETURN 'asked';
 END $$;
 
 --
@@ -1297,6 +1616,29 @@ BEGIN
 END $$;
 
 --
+-- Name: settle_redelivery(bigint, text, uuid, text, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.settle_redelivery(p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint, p_outcome text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_app_id IS NULL OR p_source IS NULL OR p_token IS NULL OR p_guid IS NULL OR p_delivery_id IS NULL
+     OR p_outcome IS NULL THEN
+    RAISE EXCEPTION 'wharf: settle_redelivery needs every argument' USING ERRCODE = '22004';
+  END IF;
+  IF p_outcome NOT IN ('accepted', 'failed', 'rejected') THEN
+    RAISE EXCEPTION 'wharf: unknown redelivery outcome %', quote_literal(p_outcome) USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.redelivery_request
+     SET outcome = p_outcome
+   WHERE app_id = p_app_id AND source = p_source AND guid = p_guid
+     AND delivery_id = p_delivery_id AND asked_by = p_token AND outcome = 'asking';
+  RETURN FOUND;
+END $$;
+
+--
 -- Name: show_connection(bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1387,10 +1729,10 @@ CREATE FUNCTION wharf.step(p_id bigint, p_epoch bigint, p_step_name text, p_leas
 $$;
 
 --
--- Name: store_event(bigint, text, text, bigint, text, text, text, text, jsonb, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: store_event(bigint, text, text, bigint, text, text, text, text, jsonb, jsonb, bytea); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.store_event(p_workspace_id bigint, p_provider text, p_source text, p_connection_id bigint, p_delivery_key text, p_event_type text, p_subject text, p_scope_key text, p_payload jsonb, p_headers jsonb) RETURNS jsonb
+CREATE FUNCTION wharf.store_event(p_workspace_id bigint, p_provider text, p_source text, p_connection_id bigint, p_delivery_key text, p_event_type text, p_subject text, p_scope_key text, p_payload jsonb, p_headers jsonb, p_body_sha256 bytea) RETURNS jsonb
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -1399,10 +1741,10 @@ BEGIN
   PERFORM wharf.lock_scope(p_scope_key, p_workspace_id);
   INSERT INTO wharf.provider_event
     (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
-     payload, headers)
+     payload, headers, body_sha256)
   VALUES
     (p_workspace_id, p_provider, p_delivery_key, p_event_type, p_subject, p_scope_key, p_source,
-     p_connection_id, p_payload, p_headers)
+     p_connection_id, p_payload, p_headers, p_body_sha256)
   ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
   RETURNING id INTO v_id;
   IF v_id IS NOT NULL THEN
@@ -1447,6 +1789,33 @@ BEGIN
   END IF;
   UPDATE wharf.connection SET generation = generation + 1, updated_at = now() WHERE id = p_connection_id;
   RETURN true;
+END $$;
+
+--
+-- Name: sweep_status(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.sweep_status(p_app_id bigint, p_source text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_sweep wharf.redelivery_sweep;
+BEGIN
+  IF p_app_id IS NULL OR p_source IS NULL THEN
+    RAISE EXCEPTION 'wharf: sweep_status needs an app id and a source' USING ERRCODE = '22004';
+  END IF;
+  SELECT * INTO v_sweep FROM wharf.redelivery_sweep WHERE app_id = p_app_id AND source = p_source;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  RETURN jsonb_build_object(
+    'app_id', v_sweep.app_id, 'source', v_sweep.source, 'swept_until', v_sweep.swept_until,
+    'last_success_at', v_sweep.last_success_at, 'last_error', v_sweep.last_error,
+    'last_error_at', v_sweep.last_error_at,
+    'sweeping', CASE WHEN v_sweep.window_since IS NULL THEN NULL ELSE jsonb_build_object(
+      'since', v_sweep.window_since, 'until', v_sweep.window_until, 'pages_done', v_sweep.pages_done,
+      'holder', v_sweep.leased_by, 'leased_until', v_sweep.leased_until) END);
 END $$;
 
 --
@@ -1786,6 +2155,22 @@ CREATE TABLE wharf.provider_event_step (
 );
 
 --
+-- Name: redelivery_request; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.redelivery_request (
+    app_id bigint NOT NULL,
+    source text NOT NULL,
+    guid text NOT NULL,
+    delivery_id bigint NOT NULL,
+    asks integer DEFAULT 1 NOT NULL,
+    outcome text DEFAULT 'asking'::text NOT NULL,
+    asked_by uuid NOT NULL,
+    requested_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT redelivery_request_outcome_check CHECK ((outcome = ANY (ARRAY['asking'::text, 'accepted'::text, 'failed'::text, 'rejected'::text])))
+);
+
+--
 -- Name: replay_audit; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -1913,6 +2298,20 @@ ALTER TABLE ONLY wharf.provider_event_step
     ADD CONSTRAINT provider_event_step_pkey PRIMARY KEY (event_id, step_name);
 
 --
+-- Name: redelivery_request redelivery_request_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.redelivery_request
+    ADD CONSTRAINT redelivery_request_pkey PRIMARY KEY (app_id, source, guid);
+
+--
+-- Name: redelivery_sweep redelivery_sweep_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.redelivery_sweep
+    ADD CONSTRAINT redelivery_sweep_pkey PRIMARY KEY (app_id, source);
+
+--
 -- Name: replay_audit replay_audit_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -1958,6 +2357,12 @@ CREATE INDEX ix_admission_log_at ON wharf.admission_log USING btree (at);
 --
 
 CREATE INDEX ix_connection_workspace ON wharf.connection USING btree (workspace_id);
+
+--
+-- Name: ix_provider_event_body_dedupe; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_provider_event_body_dedupe ON wharf.provider_event USING btree (source, body_sha256) WHERE (body_sha256 IS NOT NULL);
 
 --
 -- Name: ix_provider_event_purge_dead; Type: INDEX; Schema: wharf; Owner: -
@@ -2103,6 +2508,13 @@ ALTER TABLE ONLY wharf.provider_event
     ADD CONSTRAINT provider_event_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
 
 --
+-- Name: redelivery_request redelivery_request_app_id_source_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.redelivery_request
+    ADD CONSTRAINT redelivery_request_app_id_source_fkey FOREIGN KEY (app_id, source) REFERENCES wharf.redelivery_sweep(app_id, source) ON DELETE CASCADE;
+
+--
 -- Name: scope scope_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -2117,16 +2529,34 @@ ALTER TABLE ONLY wharf.subscription
     ADD CONSTRAINT subscription_connection_id_fkey FOREIGN KEY (connection_id) REFERENCES wharf.connection(id) ON DELETE CASCADE;
 
 --
--- Name: FUNCTION admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb); Type: ACL; Schema: wharf; Owner: -
+-- Name: FUNCTION abandon_sweep(p_app_id bigint, p_source text, p_token uuid, p_error text); Type: ACL; Schema: wharf; Owner: -
 --
 
-REVOKE ALL ON FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wharf.abandon_sweep(p_app_id bigint, p_source text, p_token uuid, p_error text) FROM PUBLIC;
 
 --
--- Name: FUNCTION claim(p_worker text, p_max integer); Type: ACL; Schema: wharf; Owner: -
+-- Name: FUNCTION admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text); Type: ACL; Schema: wharf; Owner: -
 --
 
-REVOKE ALL ON FUNCTION wharf.claim(p_worker text, p_max integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION advance_sweep(p_app_id bigint, p_source text, p_token uuid, p_cursor text, p_lease interval); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.advance_sweep(p_app_id bigint, p_source text, p_token uuid, p_cursor text, p_lease interval) FROM PUBLIC;
+
+--
+-- Name: FUNCTION begin_sweep(p_app_id bigint, p_source text, p_holder text, p_lease interval, p_since timestamp with time zone, p_overlap interval, p_first_lookback interval); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.begin_sweep(p_app_id bigint, p_source text, p_holder text, p_lease interval, p_since timestamp with time zone, p_overlap interval, p_first_lookback interval) FROM PUBLIC;
+
+--
+-- Name: FUNCTION claim(p_worker text, p_max integer, p_handles text[]); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.claim(p_worker text, p_max integer, p_handles text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION complete(p_id bigint, p_epoch bigint, p_outcome text); Type: ACL; Schema: wharf; Owner: -
@@ -2163,6 +2593,18 @@ REVOKE ALL ON FUNCTION wharf.fence(p_id bigint, p_epoch bigint) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION wharf.fence(p_id bigint, p_epoch bigint, p_lease_token uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION finish_sweep(p_app_id bigint, p_source text, p_token uuid); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.finish_sweep(p_app_id bigint, p_source text, p_token uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION held_sweep(p_app_id bigint, p_source text, p_token uuid); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.held_sweep(p_app_id bigint, p_source text, p_token uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION list_connections(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -
@@ -2219,6 +2661,12 @@ REVOKE ALL ON FUNCTION wharf.mark_busy(p_listener text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wharf.mark_idle(p_listener text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION missing_deliveries(p_provider text, p_source text, p_delivery_keys text[]); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.missing_deliveries(p_provider text, p_source text, p_delivery_keys text[]) FROM PUBLIC;
+
+--
 -- Name: FUNCTION purge(OUT done_deleted bigint, OUT dead_deleted bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -2249,6 +2697,12 @@ REVOKE ALL ON FUNCTION wharf.release(p_id bigint, p_epoch bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wharf.renew(p_id bigint, p_epoch bigint) FROM PUBLIC;
 
 --
+-- Name: FUNCTION renew_sweep(p_app_id bigint, p_source text, p_token uuid, p_lease interval); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.renew_sweep(p_app_id bigint, p_source text, p_token uuid, p_lease interval) FROM PUBLIC;
+
+--
 -- Name: FUNCTION replace_signing_key_ciphertext(p_connection_id bigint, p_from text, p_to text); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -2265,6 +2719,12 @@ REVOKE ALL ON FUNCTION wharf.replay(p_workspace_id bigint, p_id bigint, p_accoun
 --
 
 REVOKE ALL ON FUNCTION wharf.replay_installation(p_id bigint, p_account text, p_force boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION request_redelivery(p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint, p_stale interval, p_max_asks integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.request_redelivery(p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint, p_stale interval, p_max_asks integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION revoke_token(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
@@ -2289,6 +2749,12 @@ REVOKE ALL ON FUNCTION wharf.set_connection_state(p_id bigint, p_state text) FRO
 --
 
 REVOKE ALL ON FUNCTION wharf.set_workspace_state(p_id bigint, p_state text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION settle_redelivery(p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint, p_outcome text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.settle_redelivery(p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint, p_outcome text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION show_connection(p_id bigint); Type: ACL; Schema: wharf; Owner: -
@@ -2337,6 +2803,12 @@ REVOKE ALL ON FUNCTION wharf.stored_signing_keys() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION wharf.subscribe(p_connection_id bigint, p_subject text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION sweep_status(p_app_id bigint, p_source text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.sweep_status(p_app_id bigint, p_source text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION unsubscribe(p_connection_id bigint, p_subject text); Type: ACL; Schema: wharf; Owner: -

@@ -11,7 +11,9 @@
 -- served longest ready first (wharf.scope.ready_at). Increments attempt and
 -- lease_epoch, and draws the lease's random lease_token, which the handler's
 -- step and fence present (sql/50-steps-fences.sql). Concurrent claimers pass
--- over each other.
+-- over each other. With p_handles (`provider:event_type` and `provider:*`
+-- keys), only heads this host has a handler for: another head keeps its scope
+-- waiting, in order, for a host that handles it.
 --
 -- The plan is pinned to its one good shape: walk ix_scope_claim in order and
 -- fetch each head by primary key, stopping after p_max. PL/pgSQL caches a
@@ -24,7 +26,7 @@
 -- custom plans (LIMIT p_max known) cheaper and plans every call afresh, which
 -- costs a claim a quarter of its time. The figures are in bench/RESULTS.md
 -- and the commits that pinned both.
-CREATE OR REPLACE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1)
+CREATE OR REPLACE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p_handles text[] DEFAULT NULL)
 RETURNS SETOF wharf.provider_event
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off SET enable_mergejoin = off SET enable_hashjoin = off
@@ -51,6 +53,9 @@ BEGIN
      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
        AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
        AND e.state = 'QUEUED'
+       AND (p_handles IS NULL
+            OR e.provider || ':' || e.event_type = ANY (p_handles)
+            OR e.provider || ':*' = ANY (p_handles))
      ORDER BY s.ready_at, s.head_id
      LIMIT p_max
      -- NO KEY UPDATE: a claimer that locks a head another claimer has just
@@ -215,6 +220,6 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                       AND head_due_at <= clock_timestamp()), 0)
 $$;
 
-REVOKE ALL ON FUNCTION wharf.claim(text, integer), wharf.renew(bigint, bigint),
+REVOKE ALL ON FUNCTION wharf.claim(text, integer, text[]), wharf.renew(bigint, bigint),
   wharf.complete(bigint, bigint, text), wharf.release(bigint, bigint), wharf.reap(),
   wharf.mark_idle(text), wharf.mark_busy(text), wharf.queue_stats() FROM PUBLIC;

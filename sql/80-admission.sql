@@ -33,7 +33,7 @@ $$;
 CREATE OR REPLACE FUNCTION wharf.store_event(
   p_workspace_id bigint, p_provider text, p_source text, p_connection_id bigint,
   p_delivery_key text, p_event_type text, p_subject text, p_scope_key text,
-  p_payload jsonb, p_headers jsonb)
+  p_payload jsonb, p_headers jsonb, p_body_sha256 bytea)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -42,10 +42,10 @@ BEGIN
   PERFORM wharf.lock_scope(p_scope_key, p_workspace_id);
   INSERT INTO wharf.provider_event
     (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
-     payload, headers)
+     payload, headers, body_sha256)
   VALUES
     (p_workspace_id, p_provider, p_delivery_key, p_event_type, p_subject, p_scope_key, p_source,
-     p_connection_id, p_payload, p_headers)
+     p_connection_id, p_payload, p_headers, p_body_sha256)
   ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
   RETURNING id INTO v_id;
   IF v_id IS NOT NULL THEN
@@ -63,10 +63,13 @@ END $$;
 -- Raises 22004/22023 for missing or malformed arguments (nothing written) and
 -- WH409 when a connection changed while admission waited for its lock (the
 -- edge answers 503 and the provider retries against the current route).
+-- p_body_sha256 (hex), for providers that sign the body alone (GitHub,
+-- Forgejo): a body already stored from this source within replay_window is
+-- a duplicate, whatever delivery key or event type comes with it.
 -- SECURITY DEFINER: the edge's role needs EXECUTE on this function only.
 CREATE OR REPLACE FUNCTION wharf.admit(
   p_provider text, p_source text, p_delivery_key text, p_event_type text,
-  p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb)
+  p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -88,6 +91,7 @@ DECLARE
   -- Outline, Forgejo, Standard Webhooks): the body is only as trusted as that
   -- workspace, so it reaches that connection alone, whatever it names.
   v_connection_signed boolean := coalesce(p_route ? 'connection_id', false);
+  v_body_sha256 bytea;
 BEGIN
   IF p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL OR p_delivery_key = ''
      OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN
@@ -98,11 +102,38 @@ BEGIN
   IF jsonb_typeof(v_route) <> 'object' THEN
     RAISE EXCEPTION 'wharf.admit: route must be a JSON object' USING ERRCODE = '22023';
   END IF;
+  IF p_body_sha256 IS NOT NULL AND p_body_sha256 !~ '^[0-9a-f]{64}$' THEN
+    RAISE EXCEPTION 'wharf.admit: body_sha256 is a SHA-256 in lower-case hex' USING ERRCODE = '22023';
+  END IF;
   v_subject := v_subjects[1];
+  v_body_sha256 := decode(p_body_sha256, 'hex');
 
   -- Held to commit: a claimer going idle (mark_idle) waits for this
   -- admission, so that the claim it makes next sees the row (see rule 6).
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source (a redelivery
+  -- under another delivery id, or a captured body relabelled by its
+  -- unsigned headers): the rows already stored answer. A connection-signed
+  -- body (Forgejo) only ever answers with its own connection's rows: two
+  -- workspaces' webhooks on one repository receive identical bodies, and
+  -- neither may see, or pre-empt, the other's. The lock makes concurrent
+  -- admissions of one body take turns.
+  IF v_body_sha256 IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('body',
+      p_source || ' ' || coalesce(v_route->>'connection_id', '') || ' ' || p_body_sha256));
+    v_events := coalesce((
+      SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                       ORDER BY e.workspace_id NULLS FIRST)
+        FROM wharf.provider_event e
+       WHERE e.source = p_source AND e.body_sha256 = v_body_sha256
+         AND (NOT v_connection_signed OR e.connection_id::text = v_route->>'connection_id')
+         AND e.received_at > now() - wharf.setting_interval('replay_window')), '[]'::jsonb);
+    IF jsonb_array_length(v_events) > 0 THEN
+      RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                                'refused', '[]'::jsonb, 'dropped', NULL);
+    END IF;
+  END IF;
 
   -- 1. Control events: one installation row in the provider's system scope.
   IF v_route->'control' = 'true' THEN
@@ -113,7 +144,7 @@ BEGIN
        AND coalesce(p_payload->>'action', '') <> '' THEN
       v_events := jsonb_build_array(wharf.store_event(
         NULL, p_provider, p_source, NULL, p_delivery_key, p_event_type, v_subject,
-        'system:' || p_provider || ':' || p_source, p_payload, v_headers));
+        'system:' || p_provider || ':' || p_source, p_payload, v_headers, v_body_sha256));
       v_stored := v_events->0->>'outcome' = 'stored';
     ELSE
       v_drop := 'invalid-event-route';
@@ -189,7 +220,7 @@ BEGIN
           v_events := v_events || wharf.store_event(
             v_ws.workspace_id, p_provider, p_source, v_ws.active_connection_id, p_delivery_key,
             p_event_type, v_subject, v_ws.workspace_id || ':' || p_provider || ':' || v_subject,
-            p_payload, v_headers);
+            p_payload, v_headers, v_body_sha256);
           v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
         ELSE
           FOR v_rec IN
@@ -259,4 +290,4 @@ BEGIN
   );
 END $$;
 
-REVOKE ALL ON FUNCTION wharf.admit(text, text, text, text, jsonb, text[], jsonb, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wharf.admit(text, text, text, text, jsonb, text[], jsonb, jsonb, text) FROM PUBLIC;

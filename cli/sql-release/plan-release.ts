@@ -75,11 +75,42 @@ export async function planRelease(client: pg.ClientBase): Promise<ReleasePlan> {
     return chosen;
   });
 
-  const up: string[] = drops.map(dropSql);
+  // DROP FUNCTION takes its grants with it: the roles that could execute a
+  // dropped function may execute the functions of the same name this
+  // migration creates (README, "Roles").
+  const droppedFunctions = drops.filter((object) => object.kind === 'function');
+  const regranted = droppedFunctions.length === 0 ? [] : [...new Set([...added, ...recreated])]
+    .map((key) => target.get(key)!)
+    .filter((object) => object.kind === 'function'
+      && droppedFunctions.some((dropped) => functionName(dropped.identity) === functionName(object.identity)));
+  const up: string[] = [];
+  if (regranted.length > 0) {
+    up.push([
+      '-- The grants of the functions dropped below, given again to the functions of the same name created after them.',
+      'CREATE TEMP TABLE wharf_release_grants ON COMMIT DROP AS',
+      '  SELECT p.proname::text AS name, a.grantee::regrole::text AS grantee',
+      '    FROM pg_proc p CROSS JOIN LATERAL aclexplode(p.proacl) a',
+      `   WHERE p.oid IN (${droppedFunctions.map((object) => `'${object.identity}'::regprocedure`).join(', ')})`,
+      "     AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner;",
+    ].join('\n'));
+  }
+  up.push(...drops.map(dropSql));
   let source = '';
   for (const statement of included) {
     if (statement.source !== source) up.push(`-- ======== sql/${(source = statement.source)} ========`);
     up.push(statement.text);
+  }
+  if (regranted.length > 0) {
+    up.push([
+      'DO $$',
+      'DECLARE g record;',
+      'BEGIN',
+      '  FOR g IN SELECT * FROM wharf_release_grants LOOP',
+      ...regranted.map((object) =>
+        `    IF g.name = '${functionName(object.identity)}' THEN EXECUTE format('GRANT EXECUTE ON FUNCTION ${object.identity} TO %s', g.grantee); END IF;`),
+      '  END LOOP;',
+      'END $$;',
+    ].join('\n'));
   }
 
   // Down: drop what is new, then give back what changed or went its released text.
@@ -96,4 +127,9 @@ export async function planRelease(client: pg.ClientBase): Promise<ReleasePlan> {
     }),
   ];
   return { added, changed, removed, up: up.join('\n\n'), down: down.join('\n\n'), target };
+}
+
+/** `admit` of `wharf.admit(text,text)`: pg_proc's proname. */
+function functionName(identity: string): string {
+  return identity.slice(identity.indexOf('.') + 1, identity.indexOf('('));
 }

@@ -3,7 +3,7 @@
 -- admission_log. The lifecycle lock's race (WH409) and the wake-up need
 -- several sessions: test/admission-*.test.ts prove them.
 BEGIN;
-SELECT plan(60);
+SELECT plan(67);
 
 CREATE TEMP TABLE conn (name text PRIMARY KEY, id bigint NOT NULL);
 CREATE FUNCTION pg_temp.c(p_name text) RETURNS bigint LANGUAGE sql AS $$
@@ -364,6 +364,45 @@ SELECT is((SELECT payload FROM wharf.provider_event WHERE workspace_id = 8 AND d
 -- suite reached the App's workspace and the PAT connections' workspaces.
 SELECT ok((SELECT count(DISTINCT workspace_id) > 1 FROM wharf.provider_event WHERE provider = 'github' AND workspace_id IS NOT NULL),
           'a provider-signed delivery still fans out to several workspaces');
+
+-- A body signed alone (GitHub, Forgejo) is deduplicated by its SHA-256 too:
+-- the same body under another delivery id, or relabelled as a control event,
+-- answers with the rows already stored, within replay_window.
+INSERT INTO receipt VALUES
+  ('body-1', wharf.admit('github', 'https://github.com', 'body-1', 'push', '{"installation_id": "100"}', '{repo:acme/api}',
+                         '{"action": "deleted", "installation": {"id": 100}}', '{}', repeat('ab', 32))),
+  ('body-2', wharf.admit('github', 'https://github.com', 'body-2', 'issues', '{"installation_id": "100"}', '{repo:acme/api}',
+                         '{"action": "deleted", "installation": {"id": 100}}', '{}', repeat('ab', 32))),
+  ('body-3', wharf.admit('github', 'https://github.com', 'body-3', 'installation', '{"installation_id": "100", "control": true}', '{}',
+                         '{"action": "deleted", "installation": {"id": 100}}', '{}', repeat('ab', 32)));
+SELECT is(jsonb_array_length(pg_temp.r('body-1')->'events') > 0 AND pg_temp.r('body-1')->'events'->0->>'outcome' = 'stored', true,
+          'a body-signed delivery is stored');
+SELECT is(pg_temp.r('body-2')->'events', (SELECT jsonb_agg(e || '{"outcome": "duplicate"}') FROM jsonb_array_elements(pg_temp.r('body-1')->'events') e),
+          'the same body under another delivery id and event type names the stored rows as duplicates');
+SELECT is(pg_temp.r('body-3')->'events', pg_temp.r('body-2')->'events',
+          'the same body relabelled as an installation event is a duplicate, not a control row');
+UPDATE wharf.provider_event SET received_at = now() - interval '4 days' WHERE delivery_key = 'body-1';
+SELECT is(wharf.admit('github', 'https://github.com', 'body-4', 'push', '{"installation_id": "100"}', '{repo:acme/api}',
+                      '{"action": "deleted", "installation": {"id": 100}}', '{}', repeat('ab', 32))->'events'->0->>'outcome', 'stored',
+          'past replay_window the same body is stored again');
+SELECT throws_ok($$SELECT wharf.admit('github', 'https://github.com', 'body-x', 'push', '{"installation_id": "100"}', '{repo:acme/api}', '{}', '{}', 'ABC')$$,
+                 '22023', NULL, 'a body digest that is not lower-case hex SHA-256 is an error');
+
+-- Two workspaces' Forgejo webhooks on one repository receive byte-identical
+-- bodies: each stores its own, neither sees nor pre-empts the other's.
+SELECT wharf.upsert_workspace(10), wharf.upsert_workspace(11);
+INSERT INTO conn VALUES
+  ('fj10', wharf.upsert_connection(10, 'forgejo', 'https://code.example.com', 'webhook', 'ten')),
+  ('fj11', wharf.upsert_connection(11, 'forgejo', 'https://code.example.com', 'webhook', 'eleven'));
+SELECT wharf.subscribe(pg_temp.c('fj10'), 'repo:shared/x'), wharf.subscribe(pg_temp.c('fj11'), 'repo:shared/x');
+INSERT INTO receipt VALUES
+  ('fj-a', wharf.admit('forgejo', 'https://code.example.com', 'fj-a', 'push', jsonb_build_object('connection_id', pg_temp.c('fj10')),
+                       '{repo:shared/x}', '{"same": true}', '{}', repeat('cd', 32))),
+  ('fj-b', wharf.admit('forgejo', 'https://code.example.com', 'fj-b', 'push', jsonb_build_object('connection_id', pg_temp.c('fj11')),
+                       '{repo:shared/x}', '{"same": true}', '{}', repeat('cd', 32)));
+SELECT is(pg_temp.r('fj-b')->'events'->0->>'outcome', 'stored',
+          'an identical body through another workspace''s connection is stored, not a duplicate');
+SELECT is((pg_temp.r('fj-b')->'events'->0->>'workspace_id')::bigint, 11::bigint, '... in that workspace, naming no other');
 
 SELECT * FROM finish();
 ROLLBACK;

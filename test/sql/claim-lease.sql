@@ -1,7 +1,7 @@
 -- wharf.claim, renew, complete, release and reap: who gets which row, and
 -- every later write acting only under the epoch of the claim.
 BEGIN;
-SELECT plan(53);
+SELECT plan(58);
 
 -- Fixture: workspace 1 (scopes repo:a, repo:b, repo:c, repo:d, repo:e),
 -- workspace 2 (repo:z), each with its own generic connection, and one
@@ -140,6 +140,29 @@ UPDATE wharf.provider_event SET next_attempt_at = now() + interval '1 millisecon
 SELECT pg_sleep(0.01);
 SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w7', 10)$$, ARRAY['d1'],
               'once due by the clock, the head is claimed, still before the later row');
+
+-- A host claims only what it has a handler for (p_handles): a head it does
+-- not handle keeps its scope waiting, in order, for a host that does.
+CREATE FUNCTION pg_temp.admit_typed(p_subject text, p_key text, p_type text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = 2);
+BEGIN
+  PERFORM wharf.subscribe(v_connection, p_subject);
+  RETURN (wharf.admit('generic', 'https://hooks.example/2', p_key, p_type, jsonb_build_object('connection_id', v_connection),
+                      ARRAY[p_subject], '{}', '{}') -> 'events' -> 0 ->> 'event_id')::bigint;
+END $$;
+UPDATE wharf.provider_event SET state = 'DONE', leased_until = NULL WHERE state IN ('QUEUED', 'LEASED');
+SELECT pg_temp.admit_typed('repo:h1', 'h1-x', 'x'), pg_temp.admit_typed('repo:h1', 'h1-y', 'y'), pg_temp.admit_typed('repo:h2', 'h2-y', 'y');
+SELECT results_eq($$SELECT delivery_key FROM wharf.claim('hy', 10, ARRAY['generic:y'])$$, ARRAY['h2-y'],
+                  'a host handling only y claims the y head of another scope, never the y behind an x head');
+SELECT is_empty($$SELECT 1 FROM wharf.claim('hy', 10, ARRAY['generic:y', 'github:*'])$$,
+                'the x head keeps its scope waiting for a host that handles it');
+SELECT results_eq($$SELECT delivery_key FROM wharf.claim('hx', 10, ARRAY['generic:x'])$$, ARRAY['h1-x'],
+                  'a host handling x claims it');
+SELECT ok(wharf.complete(pg_temp.id('h1-x'), (pg_temp.event('h1-x')).lease_epoch), 'x is handled');
+SELECT results_eq($$SELECT delivery_key FROM wharf.claim('any', 10, ARRAY['generic:*'])$$, ARRAY['h1-y'],
+                  'a provider:* host takes the y that waited behind x, in order');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,0 +1,433 @@
+-- Up Migration
+
+-- Release 0.2.0, written by `npm run sql:release` from the difference
+-- between sql/ and the migrations before it. Frozen: never edit it.
+--   new      function wharf.admit(text,text,text,text,jsonb,text[],jsonb,jsonb,text)
+--   new      function wharf.store_event(bigint,text,text,bigint,text,text,text,text,jsonb,jsonb,bytea)
+--   dropped  function wharf.admit(text,text,text,text,jsonb,text[],jsonb,jsonb)
+--   dropped  function wharf.store_event(bigint,text,text,bigint,text,text,text,text,jsonb,jsonb)
+
+DROP FUNCTION wharf.admit(text,text,text,text,jsonb,text[],jsonb,jsonb);
+
+DROP FUNCTION wharf.store_event(bigint,text,text,bigint,text,text,text,text,jsonb,jsonb);
+
+-- ======== sql/80-admission.sql ========
+
+-- Stores one event row in p_scope_key unless the delivery is already stored
+-- for that workspace; returns the receipt entry {workspace_id, event_id,
+-- outcome: stored|duplicate}.
+CREATE OR REPLACE FUNCTION wharf.store_event(
+  p_workspace_id bigint, p_provider text, p_source text, p_connection_id bigint,
+  p_delivery_key text, p_event_type text, p_subject text, p_scope_key text,
+  p_payload jsonb, p_headers jsonb, p_body_sha256 bytea)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id bigint;
+BEGIN
+  PERFORM wharf.lock_scope(p_scope_key, p_workspace_id);
+  INSERT INTO wharf.provider_event
+    (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+     payload, headers, body_sha256)
+  VALUES
+    (p_workspace_id, p_provider, p_delivery_key, p_event_type, p_subject, p_scope_key, p_source,
+     p_connection_id, p_payload, p_headers, p_body_sha256)
+  ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+  RETURNING id INTO v_id;
+  IF v_id IS NOT NULL THEN
+    RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
+  END IF;
+  SELECT id INTO v_id FROM wharf.provider_event
+   WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id AND provider = p_provider
+     AND delivery_key = p_delivery_key;
+  RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
+END $$;
+
+-- Admits one verified delivery and returns its receipt:
+--   {delivery_key, events: [{workspace_id, event_id, outcome}],
+--    refused: [{connection_id, workspace_id, reason}], dropped: reason|null}
+-- Raises 22004/22023 for missing or malformed arguments (nothing written) and
+-- WH409 when a connection changed while admission waited for its lock (the
+-- edge answers 503 and the provider retries against the current route).
+-- p_body_sha256 (hex), for providers that sign the body alone (GitHub,
+-- Forgejo): a body already stored from this source within replay_window is
+-- a duplicate, whatever delivery key or event type comes with it.
+-- SECURITY DEFINER: the edge's role needs EXECUTE on this function only.
+CREATE OR REPLACE FUNCTION wharf.admit(
+  p_provider text, p_source text, p_delivery_key text, p_event_type text,
+  p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_route      jsonb := coalesce(p_route, '{}');
+  v_headers    jsonb := wharf.safe_headers(p_headers);
+  v_subjects   text[] := coalesce(array_remove(array_remove(p_subjects, NULL), ''), '{}');
+  v_subject    text;
+  v_source     wharf.connection;
+  v_first      jsonb;
+  v_locked     jsonb;
+  v_events     jsonb := '[]'::jsonb;
+  v_refused    jsonb := '[]'::jsonb;
+  v_drop       text;
+  v_lock       bigint;
+  v_ws         record;
+  v_rec        record;
+  v_stored     boolean := false;
+  -- Signed with a secret one workspace shares with the provider (GitLab,
+  -- Outline, Forgejo, Standard Webhooks): the body is only as trusted as that
+  -- workspace, so it reaches that connection alone, whatever it names.
+  v_connection_signed boolean := coalesce(p_route ? 'connection_id', false);
+  v_body_sha256 bytea;
+BEGIN
+  IF p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL OR p_delivery_key = ''
+     OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN
+    RAISE EXCEPTION 'wharf.admit: provider, source, delivery_key, event_type and payload are required'
+      USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.check_provider(p_provider);
+  IF jsonb_typeof(v_route) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.admit: route must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  IF p_body_sha256 IS NOT NULL AND p_body_sha256 !~ '^[0-9a-f]{64}$' THEN
+    RAISE EXCEPTION 'wharf.admit: body_sha256 is a SHA-256 in lower-case hex' USING ERRCODE = '22023';
+  END IF;
+  v_subject := v_subjects[1];
+  v_body_sha256 := decode(p_body_sha256, 'hex');
+
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees the row (see rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source (a redelivery
+  -- under another delivery id, or a captured body relabelled by its
+  -- unsigned headers): the rows already stored answer. The lock makes
+  -- concurrent admissions of one body take turns.
+  IF v_body_sha256 IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('body', p_source || ' ' || p_body_sha256));
+    v_events := coalesce((
+      SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                       ORDER BY e.workspace_id NULLS FIRST)
+        FROM wharf.provider_event e
+       WHERE e.source = p_source AND e.body_sha256 = v_body_sha256
+         AND e.received_at > now() - wharf.setting_interval('replay_window')), '[]'::jsonb);
+    IF jsonb_array_length(v_events) > 0 THEN
+      RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                                'refused', '[]'::jsonb, 'dropped', NULL);
+    END IF;
+  END IF;
+
+  -- 1. Control events: one installation row in the provider's system scope.
+  IF v_route->'control' = 'true' THEN
+    IF p_provider = 'github'
+       AND p_event_type IN ('installation', 'installation_repositories', 'installation_target')
+       AND v_route->>'installation_id' IS NOT NULL
+       AND p_payload->'installation'->>'id' = v_route->>'installation_id'
+       AND coalesce(p_payload->>'action', '') <> '' THEN
+      v_events := jsonb_build_array(wharf.store_event(
+        NULL, p_provider, p_source, NULL, p_delivery_key, p_event_type, v_subject,
+        'system:' || p_provider || ':' || p_source, p_payload, v_headers, v_body_sha256));
+      v_stored := v_events->0->>'outcome' = 'stored';
+    ELSE
+      v_drop := 'invalid-event-route';
+    END IF;
+  ELSE
+    -- 2. Source: the connection named by a verified route fact.
+    IF v_route ? 'connection_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE id = CASE WHEN v_route->>'connection_id' ~ '^[0-9]{1,18}$'
+                       THEN (v_route->>'connection_id')::bigint END
+         AND provider = p_provider AND source = p_source;
+    ELSIF v_route ? 'installation_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'app_installation'
+         AND external_id = v_route->>'installation_id';
+    ELSIF v_route ? 'team_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'slack_team'
+         AND external_id = v_route->>'team_id';
+    ELSE
+      v_drop := 'work-event-without-source';
+    END IF;
+
+    IF v_drop IS NULL AND v_source.id IS NULL THEN
+      v_drop := 'unknown-source';
+    ELSIF v_drop IS NULL AND v_subject IS NULL THEN
+      v_drop := 'work-event-without-subject';
+    ELSIF v_drop IS NULL AND jsonb_typeof(v_source.route->'subject_prefixes') = 'array'
+          AND NOT EXISTS (SELECT FROM jsonb_array_elements_text(v_source.route->'subject_prefixes') p
+                           WHERE starts_with(v_subject, p)) THEN
+      v_drop := 'route-mismatch';
+    END IF;
+  END IF;
+
+  IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
+    -- 3. Lifecycle lock: read the recipients (a provider-signed delivery fans
+    -- out to every subscribed connection of its source; a connection-signed
+    -- one reaches its own connection only), lock source, connections (id
+    -- order) and workspaces (id order) in shared mode, read them again.
+    v_first := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
+    PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)));
+    FOR v_lock IN
+      SELECT DISTINCT (c->>'id')::bigint AS id FROM jsonb_array_elements(v_first->'connections') c ORDER BY 1
+    LOOP
+      PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('connection', v_lock::text));
+    END LOOP;
+    FOR v_lock IN
+      SELECT DISTINCT (c->>'workspace_id')::bigint FROM jsonb_array_elements(v_first->'recipients') c ORDER BY 1
+    LOOP
+      PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('workspace', v_lock::text));
+    END LOOP;
+    v_locked := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
+    IF v_locked->'connections' IS DISTINCT FROM v_first->'connections' THEN
+      RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
+        USING ERRCODE = 'WH409';
+    END IF;
+
+    -- 4. Activity: the source itself must be ACTIVE; then per workspace.
+    IF v_locked->>'source_state' <> 'ACTIVE' THEN
+      v_drop := 'source-inactive';
+    ELSIF jsonb_array_length(v_locked->'recipients') = 0 THEN
+      v_drop := 'no-subscriber';
+    ELSE
+      FOR v_ws IN
+        SELECT (r->>'workspace_id')::bigint AS workspace_id,
+               bool_or(r->>'workspace_state' = 'ACTIVE') AS workspace_active,
+               min((r->>'id')::bigint) FILTER (WHERE r->>'state' = 'ACTIVE') AS active_connection_id
+          FROM jsonb_array_elements(v_locked->'recipients') r
+         GROUP BY 1 ORDER BY 1
+      LOOP
+        IF v_ws.workspace_active AND v_ws.active_connection_id IS NOT NULL THEN
+          -- 5. Insert: one row per admitted workspace, due at once.
+          v_events := v_events || wharf.store_event(
+            v_ws.workspace_id, p_provider, p_source, v_ws.active_connection_id, p_delivery_key,
+            p_event_type, v_subject, v_ws.workspace_id || ':' || p_provider || ':' || v_subject,
+            p_payload, v_headers, v_body_sha256);
+          v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
+        ELSE
+          FOR v_rec IN
+            SELECT (r->>'id')::bigint AS connection_id,
+                   CASE WHEN v_ws.workspace_active THEN 'connection-inactive'
+                        ELSE 'workspace-inactive' END AS reason
+              FROM jsonb_array_elements(v_locked->'recipients') r
+             WHERE (r->>'workspace_id')::bigint = v_ws.workspace_id
+             ORDER BY 1
+          LOOP
+            v_refused := v_refused || jsonb_build_object(
+              'connection_id', v_rec.connection_id, 'workspace_id', v_ws.workspace_id, 'reason', v_rec.reason);
+            PERFORM wharf.log_admission(p_provider, p_source, p_delivery_key, v_rec.connection_id,
+                                        v_ws.workspace_id, v_rec.reason);
+          END LOOP;
+        END IF;
+      END LOOP;
+    END IF;
+  END IF;
+
+  IF v_drop IS NOT NULL THEN
+    PERFORM wharf.log_admission(p_provider, p_source, p_delivery_key, v_source.id, NULL, v_drop);
+  END IF;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                            'refused', v_refused, 'dropped', v_drop);
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.admit(text, text, text, text, jsonb, text[], jsonb, jsonb, text) FROM PUBLIC;
+
+-- Down Migration
+
+-- The released text of everything the up changed.
+
+DROP FUNCTION wharf.admit(text,text,text,text,jsonb,text[],jsonb,jsonb,text);
+
+DROP FUNCTION wharf.store_event(bigint,text,text,bigint,text,text,text,text,jsonb,jsonb,bytea);
+
+CREATE OR REPLACE FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+  v_route      jsonb := coalesce(p_route, '{}');
+  v_headers    jsonb := wharf.safe_headers(p_headers);
+  v_subjects   text[] := coalesce(array_remove(array_remove(p_subjects, NULL), ''), '{}');
+  v_subject    text;
+  v_source     wharf.connection;
+  v_first      jsonb;
+  v_locked     jsonb;
+  v_events     jsonb := '[]'::jsonb;
+  v_refused    jsonb := '[]'::jsonb;
+  v_drop       text;
+  v_lock       bigint;
+  v_ws         record;
+  v_rec        record;
+  v_stored     boolean := false;
+  -- Signed with a secret one workspace shares with the provider (GitLab,
+  -- Outline, Forgejo, Standard Webhooks): the body is only as trusted as that
+  -- workspace, so it reaches that connection alone, whatever it names.
+  v_connection_signed boolean := coalesce(p_route ? 'connection_id', false);
+BEGIN
+  IF p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL OR p_delivery_key = ''
+     OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN
+    RAISE EXCEPTION 'wharf.admit: provider, source, delivery_key, event_type and payload are required'
+      USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.check_provider(p_provider);
+  IF jsonb_typeof(v_route) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.admit: route must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  v_subject := v_subjects[1];
+
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees the row (see rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 1. Control events: one installation row in the provider's system scope.
+  IF v_route->'control' = 'true' THEN
+    IF p_provider = 'github'
+       AND p_event_type IN ('installation', 'installation_repositories', 'installation_target')
+       AND v_route->>'installation_id' IS NOT NULL
+       AND p_payload->'installation'->>'id' = v_route->>'installation_id'
+       AND coalesce(p_payload->>'action', '') <> '' THEN
+      v_events := jsonb_build_array(wharf.store_event(
+        NULL, p_provider, p_source, NULL, p_delivery_key, p_event_type, v_subject,
+        'system:' || p_provider || ':' || p_source, p_payload, v_headers));
+      v_stored := v_events->0->>'outcome' = 'stored';
+    ELSE
+      v_drop := 'invalid-event-route';
+    END IF;
+  ELSE
+    -- 2. Source: the connection named by a verified route fact.
+    IF v_route ? 'connection_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE id = CASE WHEN v_route->>'connection_id' ~ '^[0-9]{1,18}$'
+                       THEN (v_route->>'connection_id')::bigint END
+         AND provider = p_provider AND source = p_source;
+    ELSIF v_route ? 'installation_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'app_installation'
+         AND external_id = v_route->>'installation_id';
+    ELSIF v_route ? 'team_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'slack_team'
+         AND external_id = v_route->>'team_id';
+    ELSE
+      v_drop := 'work-event-without-source';
+    END IF;
+
+    IF v_drop IS NULL AND v_source.id IS NULL THEN
+      v_drop := 'unknown-source';
+    ELSIF v_drop IS NULL AND v_subject IS NULL THEN
+      v_drop := 'work-event-without-subject';
+    ELSIF v_drop IS NULL AND jsonb_typeof(v_source.route->'subject_prefixes') = 'array'
+          AND NOT EXISTS (SELECT FROM jsonb_array_elements_text(v_source.route->'subject_prefixes') p
+                           WHERE starts_with(v_subject, p)) THEN
+      v_drop := 'route-mismatch';
+    END IF;
+  END IF;
+
+  IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
+    -- 3. Lifecycle lock: read the recipients (a provider-signed delivery fans
+    -- out to every subscribed connection of its source; a connection-signed
+    -- one reaches its own connection only), lock source, connections (id
+    -- order) and workspaces (id order) in shared mode, read them again.
+    v_first := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
+    PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)));
+    FOR v_lock IN
+      SELECT DISTINCT (c->>'id')::bigint AS id FROM jsonb_array_elements(v_first->'connections') c ORDER BY 1
+    LOOP
+      PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('connection', v_lock::text));
+    END LOOP;
+    FOR v_lock IN
+      SELECT DISTINCT (c->>'workspace_id')::bigint FROM jsonb_array_elements(v_first->'recipients') c ORDER BY 1
+    LOOP
+      PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('workspace', v_lock::text));
+    END LOOP;
+    v_locked := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
+    IF v_locked->'connections' IS DISTINCT FROM v_first->'connections' THEN
+      RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
+        USING ERRCODE = 'WH409';
+    END IF;
+
+    -- 4. Activity: the source itself must be ACTIVE; then per workspace.
+    IF v_locked->>'source_state' <> 'ACTIVE' THEN
+      v_drop := 'source-inactive';
+    ELSIF jsonb_array_length(v_locked->'recipients') = 0 THEN
+      v_drop := 'no-subscriber';
+    ELSE
+      FOR v_ws IN
+        SELECT (r->>'workspace_id')::bigint AS workspace_id,
+               bool_or(r->>'workspace_state' = 'ACTIVE') AS workspace_active,
+               min((r->>'id')::bigint) FILTER (WHERE r->>'state' = 'ACTIVE') AS active_connection_id
+          FROM jsonb_array_elements(v_locked->'recipients') r
+         GROUP BY 1 ORDER BY 1
+      LOOP
+        IF v_ws.workspace_active AND v_ws.active_connection_id IS NOT NULL THEN
+          -- 5. Insert: one row per admitted workspace, due at once.
+          v_events := v_events || wharf.store_event(
+            v_ws.workspace_id, p_provider, p_source, v_ws.active_connection_id, p_delivery_key,
+            p_event_type, v_subject, v_ws.workspace_id || ':' || p_provider || ':' || v_subject,
+            p_payload, v_headers);
+          v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
+        ELSE
+          FOR v_rec IN
+            SELECT (r->>'id')::bigint AS connection_id,
+                   CASE WHEN v_ws.workspace_active THEN 'connection-inactive'
+                        ELSE 'workspace-inactive' END AS reason
+              FROM jsonb_array_elements(v_locked->'recipients') r
+             WHERE (r->>'workspace_id')::bigint = v_ws.workspace_id
+             ORDER BY 1
+          LOOP
+            v_refused := v_refused || jsonb_build_object(
+              'connection_id', v_rec.connection_id, 'workspace_id', v_ws.workspace_id, 'reason', v_rec.reason);
+            PERFORM wharf.log_admission(p_provider, p_source, p_delivery_key, v_rec.connection_id,
+                                        v_ws.workspace_id, v_rec.reason);
+          END LOOP;
+        END IF;
+      END LOOP;
+    END IF;
+  END IF;
+
+  IF v_drop IS NOT NULL THEN
+    PERFORM wharf.log_admission(p_provider, p_source, p_delivery_key, v_source.id, NULL, v_drop);
+  END IF;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                            'refused', v_refused, 'dropped', v_drop);
+END $function$;
+REVOKE ALL ON FUNCTION wharf.admit(text,text,text,text,jsonb,text[],jsonb,jsonb) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.store_event(p_workspace_id bigint, p_provider text, p_source text, p_connection_id bigint, p_delivery_key text, p_event_type text, p_subject text, p_scope_key text, p_payload jsonb, p_headers jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_id bigint;
+BEGIN
+  PERFORM wharf.lock_scope(p_scope_key, p_workspace_id);
+  INSERT INTO wharf.provider_event
+    (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+     payload, headers)
+  VALUES
+    (p_workspace_id, p_provider, p_delivery_key, p_event_type, p_subject, p_scope_key, p_source,
+     p_connection_id, p_payload, p_headers)
+  ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+  RETURNING id INTO v_id;
+  IF v_id IS NOT NULL THEN
+    RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
+  END IF;
+  SELECT id INTO v_id FROM wharf.provider_event
+   WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id AND provider = p_provider
+     AND delivery_key = p_delivery_key;
+  RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.store_event(bigint,text,text,bigint,text,text,text,text,jsonb,jsonb) TO PUBLIC;
