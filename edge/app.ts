@@ -32,6 +32,17 @@ export function createEdgeApp(options: EdgeAppOptions): Hono {
   });
 
   const app = new Hono();
+  // Liveness (the process answers) and readiness (its database does), for
+  // load balancers and orchestrators; no secret, no body.
+  app.get('/healthz', (c) => c.json({ status: 'ok' }));
+  app.get('/readyz', async (c) => {
+    try {
+      await database.query('SELECT 1');
+      return c.json({ status: 'ready' });
+    } catch {
+      return c.json({ status: 'unavailable' }, 503, { 'Retry-After': '5' });
+    }
+  });
   app.post('/hooks/:provider/:endpoint', receiveWebhook);
   app.all('/hooks/:provider/:endpoint', (c) =>
     reject(c, 405, 'method-not-allowed', 'Use POST.', { method: c.req.method }, { Allow: 'POST' }));

@@ -6,7 +6,8 @@ import { adapters } from './adapters/index.js';
 import type { ConnectionCache } from './connection-cache.js';
 import { classifyDatabaseError, type Database } from '../db/database.js';
 import { SecretKeyError } from '../db/secret-box.js';
-import { parseJsonBody, readBodyWithin } from './request-body.js';
+import { InflightBudget, parseJsonBody, readBodyWithin } from './request-body.js';
+import { sha256, toHex, type Bytes } from './crypto.js';
 import { readAppSecrets, type EdgeEnv, type EdgeSettings } from './settings.js';
 import { admit, type Receipt } from './sql/admission.js';
 import type { Reject } from './rejection.js';
@@ -22,6 +23,17 @@ export interface ReceiverDeps {
   reject: Reject;
 }
 
+/** A delivery id or an event type longer than this is refused (400): both are indexed and logged. */
+const maxKeyLength = 255;
+
+/**
+ * SQLSTATEs of a body PostgreSQL cannot store though JavaScript parsed it: a
+ * number out of numeric's range (22003), a text form it refuses (22P02,
+ * 22P05 an escape it cannot represent), nesting past its stack (54001), or a
+ * value past a size limit (54000).
+ */
+const unstorable = new Set(['22003', '22P02', '22P05', '54000', '54001']);
+
 export function createWebhookReceiver(deps: ReceiverDeps) {
   const { logger, metrics, reject } = deps;
 
@@ -29,6 +41,10 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     const failure = classifyDatabaseError(error);
     // The SQLSTATE only: a server message may quote the payload.
     const sqlstate = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
+    if (sqlstate && unstorable.has(sqlstate)) {
+      return reject(c, 400, 'unstorable-body', 'PostgreSQL cannot store this body (a number out of range, nesting too deep, a value too long).',
+        { ...facts, sqlstate });
+    }
     if (failure === 'route-changed') {
       return reject(c, 503, failure, 'A route changed while the delivery was admitted; retry.', facts, { 'Retry-After': '1' });
     }
@@ -87,18 +103,45 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     else logger.info({ event: 'webhook_admitted', ...outcome }, 'delivery admitted');
   }
 
+  const budget = new InflightBudget(deps.settings.maxInflightBytes);
+
   return async function receiveWebhook(c: Context): Promise<Response> {
     const adapter = adapters.get(c.req.param('provider') ?? '');
     if (!adapter) return reject(c, 404, 'unknown-route', 'No such route.', { path: c.req.path });
     const param = c.req.param('endpoint') ?? '';
+    const facts = { provider: adapter.provider, endpoint: param };
     const endpoint = await resolveEndpoint(c, adapter, param);
     if (endpoint instanceof Response) return endpoint;
-    const facts = { provider: adapter.provider, endpoint: param };
+    // Before the body is read: a request without well-formed signature
+    // headers cannot be authentic, and costs no buffering.
+    const shape = adapter.checkHeaders(c.req.raw.headers);
+    if (!shape.ok) return reject(c, 401, shape.reason, 'The delivery is not signed by this endpoint.', facts);
 
-    const body = await readBodyWithin(c.req.raw, deps.settings.maxBodyBytes);
-    if (!body) {
-      return reject(c, 413, 'body-too-large', `The body is over ${deps.settings.maxBodyBytes} bytes.`, facts);
+    const reservation = { bytes: 0 };
+    try {
+      let reading;
+      try {
+        reading = await readBodyWithin(c.req.raw, deps.settings.maxBodyBytes, budget, reservation);
+      } catch {
+        // The client went away mid-body: nobody is left to answer.
+        logger.debug({ event: 'client_gone', ...facts }, 'client closed the request before its body was read');
+        return new Response(null, { status: 400 });
+      }
+      if (!reading.ok && reading.reason === 'body-too-large') {
+        return reject(c, 413, 'body-too-large', `The body is over ${deps.settings.maxBodyBytes} bytes.`, facts);
+      }
+      if (!reading.ok) {
+        return reject(c, 503, 'edge-busy', 'Too many deliveries are being read; retry shortly.', facts, { 'Retry-After': '5' });
+      }
+      return await admitVerified(c, adapter, endpoint, reading.body, facts);
+    } finally {
+      budget.release(reservation.bytes);
     }
+  };
+
+  async function admitVerified(
+    c: Context, adapter: Adapter, endpoint: Endpoint, body: Bytes, facts: Record<string, unknown>,
+  ): Promise<Response> {
     const headers = c.req.raw.headers;
     const verification = await adapter.verify({ headers, body, endpoint, nowMs: Date.now() });
     if (!verification.ok) {
@@ -109,6 +152,10 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     const reading = await adapter.read({ headers, text: parsed.text, payload: parsed.value, endpoint });
     if (reading.kind === 'invalid') return reject(c, 400, 'missing-field', reading.message, facts);
     if (reading.kind === 'handshake') return c.json(reading.body, 200);
+    if (reading.deliveryKey.length > maxKeyLength || reading.eventType.length > maxKeyLength) {
+      return reject(c, 400, 'field-too-long',
+        `A delivery id or event type is at most ${maxKeyLength} characters.`, facts);
+    }
 
     let receipt: Receipt;
     try {
@@ -121,6 +168,7 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
         subjects: reading.subjects,
         payloadText: parsed.text,
         headers: keptHeaders(adapter, headers),
+        ...(adapter.signsBodyOnly ? { bodySha256: toHex(await sha256(body)) } : {}),
       });
     } catch (error) {
       return rejectDatabaseError(c, error, { ...facts, delivery_key: reading.deliveryKey });
@@ -129,5 +177,5 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     // The receipt as admit returned it (DESIGN.md), plus delivery_id, the name
     // the provider-facing API used first.
     return c.json({ status: 'accepted', ...receipt, delivery_id: receipt.delivery_key }, 202);
-  };
+  }
 }

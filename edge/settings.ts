@@ -7,7 +7,9 @@
 //   SLACK_APP_<APP>_SIGNING_SECRET   signing secret of the Slack app posting to /hooks/slack/<app>
 //   SLACK_APP_<APP>_SIGNING_SECRET_PREVIOUS  likewise
 //   SLACK_APP_<APP>_SOURCE           default https://slack.com
-//   WHARF_MAX_BODY_BYTES             body size limit (default 25 MiB)
+//   WHARF_MAX_BODY_BYTES             body size limit (default 25 MiB, GitHub's cap)
+//   WHARF_MAX_INFLIGHT_BYTES         body bytes read at once before verification, across
+//                                    requests (default 64 MiB); past it: 503 + Retry-After
 //   WHARF_SECRET_CACHE_SECONDS       how long an isolate keeps a connection's secret (default 30)
 //   WHARF_SECRET_KEYS                the key ring that decrypts connections' signing keys
 //                                    (db/secret-box.ts)
@@ -20,6 +22,7 @@ export type EdgeEnv = Record<string, unknown>;
 
 export interface EdgeSettings {
   maxBodyBytes: number;
+  maxInflightBytes: number;
   secretCacheMs: number;
   /** Rejects with a SecretKeyError when WHARF_SECRET_KEYS is malformed (every lookup then answers 503). */
   keyRing: Promise<KeyRing | undefined>;
@@ -30,6 +33,7 @@ export function readEdgeSettings(env: EdgeEnv): EdgeSettings {
   keyRing.catch(() => {});
   return {
     maxBodyBytes: positiveInteger(env.WHARF_MAX_BODY_BYTES) ?? defaultMaxBodyBytes,
+    maxInflightBytes: positiveInteger(env.WHARF_MAX_INFLIGHT_BYTES) ?? 64 * 1024 * 1024,
     secretCacheMs: (positiveInteger(env.WHARF_SECRET_CACHE_SECONDS) ?? 30) * 1000,
     keyRing,
   };

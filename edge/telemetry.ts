@@ -3,6 +3,7 @@
 // Log fields never hold a body, a header value that authenticates, or a secret.
 
 export interface EdgeLogger {
+  debug(fields: Record<string, unknown>, message: string): void;
   info(fields: Record<string, unknown>, message: string): void;
   warn(fields: Record<string, unknown>, message: string): void;
   error(fields: Record<string, unknown>, message: string): void;
@@ -15,6 +16,7 @@ export interface EdgeMetrics {
 
 /** One JSON line per entry on the console: what workerd's log stream keeps. */
 export const consoleJsonLogger: EdgeLogger = {
+  debug: (fields, message) => console.debug(JSON.stringify({ level: 'debug', time: Date.now(), ...fields, msg: message })),
   info: (fields, message) => console.log(JSON.stringify({ level: 'info', time: Date.now(), ...fields, msg: message })),
   warn: (fields, message) => console.warn(JSON.stringify({ level: 'warn', time: Date.now(), ...fields, msg: message })),
   error: (fields, message) => console.error(JSON.stringify({ level: 'error', time: Date.now(), ...fields, msg: message })),

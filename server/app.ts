@@ -3,12 +3,17 @@
 // and server/cloudflare-worker.ts give it its database and environment.
 import type { Hono } from 'hono';
 import { createEdgeApp, type EdgeAppOptions } from '../edge/app.js';
-import { parseKeyRing } from '../db/secret-box.js';
+import type { Database } from '../db/database.js';
+import { parseKeyRing, type KeyRing } from '../db/secret-box.js';
 import { operatorApi } from '../operator/api/app.js';
 
 export interface ServerAppOptions extends EdgeAppOptions {
-  /** Serve the operator API at /api (WHARF_ADMIN_TOKEN from the environment, when set). */
-  operator: boolean;
+  /**
+   * Serve the operator API at /api, on this database (the operator's role),
+   * with WHARF_ADMIN_TOKEN from the environment. Without it the app is the
+   * public edge: /hooks only.
+   */
+  operator?: { database: Database };
 }
 
 export function createServerApp(options: ServerAppOptions): Hono {
@@ -16,12 +21,20 @@ export function createServerApp(options: ServerAppOptions): Hono {
   if (options.operator) {
     const adminToken = options.env.WHARF_ADMIN_TOKEN;
     app.route('/api', operatorApi({
-      db: options.database,
+      db: options.operator.database,
       adminToken: typeof adminToken === 'string' && adminToken !== '' ? adminToken : undefined,
-      keyRing: parseKeyRing(options.env.WHARF_SECRET_KEYS),
+      keyRing: keyRingOrNone(options.env.WHARF_SECRET_KEYS, options.logger),
       onUnexpectedError: (error) =>
         options.logger.error({ event: 'api_error', error: error instanceof Error ? error.name : typeof error }, 'operator API error'),
     }));
   }
   return app;
+}
+
+/** A malformed key ring is logged once and leaves the API without one (rotations then say so), never a crash. */
+function keyRingOrNone(text: unknown, logger: ServerAppOptions['logger']): Promise<KeyRing | undefined> {
+  return parseKeyRing(text).catch((error: unknown) => {
+    logger.error({ event: 'secret_keys_unreadable', error: error instanceof Error ? error.message : 'unreadable' }, 'WHARF_SECRET_KEYS');
+    return undefined;
+  });
 }

@@ -1,5 +1,6 @@
-// The edge and the operator API on Node: @hono/node-server, a `pg` Pool,
-// pino logs and the prom-client counter webhook_rejected_total{reason}.
+// The edge, and the operator API where an operator token is configured, on
+// Node: @hono/node-server, `pg` pools (one per role), pino logs and the
+// prom-client counter webhook_rejected_total{reason}.
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import pg from 'pg';
@@ -8,10 +9,17 @@ import { Counter, register, type Registry } from 'prom-client';
 import { createServerApp } from './app.js';
 import type { EdgeLogger, EdgeMetrics } from '../edge/telemetry.js';
 
-export interface EdgeServerOptions {
-  /** Either a connection string (the server owns its pool) or a pool (the caller's). */
+export interface NodeServerOptions {
+  /** Either a connection string (the server owns its pool) or a pool (the caller's): the edge's role. */
   databaseUrl?: string;
   pool?: pg.Pool;
+  /**
+   * The operator API's database, as the operator's role: a connection string
+   * or a pool. Default: the edge's. The API is served only when the
+   * environment has WHARF_ADMIN_TOKEN.
+   */
+  operatorDatabaseUrl?: string;
+  operatorPool?: pg.Pool;
   /** 0 or unset: any free port. */
   port?: number;
   hostname?: string;
@@ -22,7 +30,7 @@ export interface EdgeServerOptions {
   registry?: Registry;
 }
 
-export interface EdgeServer {
+export interface NodeServer {
   url: string;
   port: number;
   close(): Promise<void>;
@@ -40,34 +48,65 @@ export function rejectionCounter(registry: Registry): EdgeMetrics {
   return { rejected: (reason) => counter.inc({ reason }) };
 }
 
-export async function startEdgeServer(options: EdgeServerOptions): Promise<EdgeServer> {
-  if (!options.pool && !options.databaseUrl) throw new Error('startEdgeServer needs databaseUrl or pool');
-  const ownPool = options.pool
-    ? undefined
-    : new pg.Pool({ connectionString: options.databaseUrl, connectionTimeoutMillis: 5_000 });
+function ownPool(connectionString: string): pg.Pool {
+  const pool = new pg.Pool({ connectionString, connectionTimeoutMillis: 5_000 });
   // An idle client's error (server restart) must not crash the process.
-  ownPool?.on('error', () => {});
-  const pool = (options.pool ?? ownPool)!;
+  pool.on('error', () => {});
+  return pool;
+}
+
+/**
+ * Slow or idle clients may not hold a socket for long (Node's defaults allow
+ * a minute for a request head and five for a request), checked every second;
+ * at most this many sockets at once.
+ */
+const timeouts = {
+  headersTimeout: 10_000, requestTimeout: 60_000, keepAliveTimeout: 5_000, connectionsCheckingInterval: 1_000,
+};
+const defaultMaxConnections = 1024;
+
+export async function startNodeServer(options: NodeServerOptions): Promise<NodeServer> {
+  if (!options.pool && !options.databaseUrl) throw new Error('startNodeServer needs databaseUrl or pool');
+  const env = options.env ?? process.env;
+  const owned: pg.Pool[] = [];
+  const own = (url: string) => {
+    const pool = ownPool(url);
+    owned.push(pool);
+    return pool;
+  };
+  const pool = options.pool ?? own(options.databaseUrl!);
+  const operatorPool = options.operatorPool ?? (options.operatorDatabaseUrl ? own(options.operatorDatabaseUrl) : pool);
+  const logger = options.logger ?? pino({ name: 'wharf-edge' });
   const app = createServerApp({
-    operator: true,
+    ...(env.WHARF_ADMIN_TOKEN ? { operator: { database: operatorPool } } : {}),
     database: pool,
-    env: options.env ?? process.env,
-    logger: options.logger ?? pino({ name: 'wharf-edge' }),
+    env,
+    logger,
     metrics: rejectionCounter(options.registry ?? register),
   });
   const hostname = options.hostname ?? '127.0.0.1';
-  const { server, address } = await new Promise<{ server: ReturnType<typeof serve>; address: AddressInfo }>(
-    (resolve) => {
-      const server = serve({ fetch: app.fetch, port: options.port ?? 0, hostname }, (address) =>
+  let listening: { server: ReturnType<typeof serve>; address: AddressInfo };
+  try {
+    listening = await new Promise((resolve, reject) => {
+      const server = serve({ fetch: app.fetch, port: options.port ?? 0, hostname, serverOptions: timeouts }, (address) =>
         resolve({ server, address }));
-    },
-  );
+      // A busy port is the caller's to report (EADDRINUSE), not a crash.
+      server.once('error', reject);
+      server.maxConnections = Number(env.WHARF_MAX_CONNECTIONS) || defaultMaxConnections;
+    });
+  } catch (error) {
+    await Promise.all(owned.map((owner) => owner.end()));
+    throw error;
+  }
+  const { server, address } = listening;
+  // After listening, an accept error (EMFILE) is logged, not a crash.
+  server.on('error', (error: NodeJS.ErrnoException) => logger.error({ event: 'server_error', code: error.code }, 'server error'));
   return {
     url: `http://${hostname.includes(':') ? `[${hostname}]` : hostname}:${address.port}`,
     port: address.port,
     async close() {
       await new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve())));
-      await ownPool?.end();
+      await Promise.all(owned.map((owner) => owner.end()));
     },
   };
 }

@@ -1,10 +1,10 @@
 // The Node receiver in a process of its own, as it runs in production: the
 // bench starts it with `tsx`, reads its URL from the first stdout line and
 // ends it with SIGTERM. Logs are off: the bench measures, it does not debug.
-import { startEdgeServer } from '../../server/node.js';
+import { startNodeServer } from '../../server/node.js';
 
-const silent = { info() {}, warn() {}, error() {} };
-const server = await startEdgeServer({ databaseUrl: process.env.DATABASE_URL, env: process.env, logger: silent });
+const silent = { debug() {}, info() {}, warn() {}, error() {} };
+const server = await startNodeServer({ databaseUrl: process.env.DATABASE_URL, env: process.env, logger: silent });
 process.stdout.write(`${JSON.stringify({ url: server.url })}\n`);
 process.once('SIGTERM', () => {
   void server.close().finally(() => process.exit(0));

@@ -1,7 +1,9 @@
-// `wharf serve`: the edge receiver (and operator API) on Node.
+// `wharf serve`: the edge receiver (/hooks) on Node, and the operator API
+// (/api) when an operator token is configured, each on its own database role.
 import { Command, Option } from 'commander';
 import { createCliLogger } from '../logger.js';
-import { startEdgeServer } from '../../server/node.js';
+import { checkAdminToken } from '../../operator/api/auth.js';
+import { startNodeServer } from '../../server/node.js';
 import { port } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
 
@@ -9,24 +11,30 @@ interface ServeOptions {
   port: number;
   host: string;
   databaseUrl?: string;
+  operatorDatabaseUrl?: string;
 }
 
 export function serveCommand(): Command {
   return new Command('serve')
-    .description('run the edge receiver and operator API on Node until SIGTERM/SIGINT')
+    .description('run the edge receiver, and the operator API when WHARF_ADMIN_TOKEN is set, until SIGTERM/SIGINT')
     .option('--port <port>', 'port to listen on', port, 8787)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
-    .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL'))
+    .addOption(new Option('--database-url <url>', 'PostgreSQL connection string, as the edge\'s role').env('DATABASE_URL'))
+    .addOption(new Option('--operator-database-url <url>', 'the operator API\'s connection string, as its role (default: --database-url)')
+      .env('WHARF_OPERATOR_DATABASE_URL'))
     .action(async (options: ServeOptions) => {
       if (!options.databaseUrl) throw new Error('set DATABASE_URL or pass --database-url');
+      const weakness = process.env.WHARF_ADMIN_TOKEN ? checkAdminToken(process.env.WHARF_ADMIN_TOKEN) : undefined;
+      if (weakness) throw new Error(weakness);
       const logger = createCliLogger('wharf-edge');
-      const edge = await startEdgeServer({
+      const server = await startNodeServer({
         databaseUrl: options.databaseUrl,
+        ...(options.operatorDatabaseUrl ? { operatorDatabaseUrl: options.operatorDatabaseUrl } : {}),
         port: options.port,
         hostname: options.host,
         logger,
       });
-      logger.info({ url: edge.url }, 'edge receiver listening');
-      stopOnSignals(logger, () => edge.close());
+      logger.info({ url: server.url, operator_api: Boolean(process.env.WHARF_ADMIN_TOKEN) }, 'listening');
+      stopOnSignals(logger, () => server.close());
     });
 }

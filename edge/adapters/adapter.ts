@@ -49,6 +49,16 @@ export interface Adapter {
   provider: Provider;
   /** Which kind of endpoint the route's parameter names. */
   endpointKind: Endpoint['kind'];
+  /**
+   * The signature headers are there and well formed: checked before the body
+   * is read, so that a request that cannot be authentic costs no buffering.
+   */
+  checkHeaders(headers: Headers): Verification;
+  /**
+   * The provider signs the body alone, not its delivery id or event type
+   * headers (GitHub, Forgejo): admit also deduplicates by the body's SHA-256.
+   */
+  signsBodyOnly: boolean;
   verify(request: SignedRequest): Promise<Verification>;
   read(body: VerifiedBody): Promise<Reading>;
   /** Non-secret request headers stored with the event (lower case). */
@@ -59,6 +69,17 @@ export const verified: Verification = { ok: true };
 export const missingSignature: Verification = { ok: false, reason: 'missing-signature' };
 export const badSignature: Verification = { ok: false, reason: 'bad-signature' };
 export const staleTimestamp: Verification = { ok: false, reason: 'stale-timestamp' };
+
+/** `missing` when `value` is absent, `bad` when it does not match `shape`, else verified. */
+export function headerShape(value: string | null, shape: RegExp): Verification {
+  if (value === null || value === '') return missingSignature;
+  return shape.test(value) ? verified : badSignature;
+}
+
+/** The first answer of `checks` that is not verified, else verified. */
+export function allOf(...checks: Verification[]): Verification {
+  return checks.find((check) => !check.ok) ?? verified;
+}
 
 /** Timestamped schemes accept a signature this far from the receiver's clock. */
 export const timestampToleranceMs = 5 * 60 * 1000;

@@ -2,8 +2,7 @@
 // = bare hex HMAC-SHA256(secret, body). Routing fact: the endpoint's connection.
 import { fromHex, hmacSha256, toHex, type Bytes } from '../crypto.js';
 import {
-  badSignature, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny,
-  type Adapter, type Verification,
+  badSignature, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
@@ -23,6 +22,9 @@ export const forgejo: Adapter = {
     'content-type', 'user-agent', 'x-forgejo-event', 'x-forgejo-event-type', 'x-forgejo-delivery',
     'x-gitea-event', 'x-gitea-event-type', 'x-gitea-delivery',
   ],
+  signsBodyOnly: true,
+  checkHeaders: (headers) =>
+    headerShape(headers.get('x-forgejo-signature') ?? headers.get('x-gitea-signature'), /^[0-9a-fA-F]{64}$/),
   verify({ headers, body, endpoint }) {
     return verifyWithAny(signingKeysOf(endpoint), (secret) => verifyForgejoSignature(
       secret, body, headers.get('x-forgejo-signature') ?? headers.get('x-gitea-signature'),

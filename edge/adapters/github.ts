@@ -3,7 +3,7 @@
 // control events (stored once per source, with no workspace).
 import { fromHex, toHex, hmacSha256, type Bytes } from '../crypto.js';
 import {
-  badSignature, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny, type Adapter, type Verification,
+  badSignature, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
@@ -28,6 +28,8 @@ export const github: Adapter = {
     'content-type', 'user-agent', 'x-github-event', 'x-github-delivery', 'x-github-hook-id',
     'x-github-hook-installation-target-id', 'x-github-hook-installation-target-type',
   ],
+  signsBodyOnly: true,
+  checkHeaders: (headers) => headerShape(headers.get('x-hub-signature-256'), /^sha256=[0-9a-fA-F]{64}$/),
   verify({ headers, body, endpoint }) {
     return verifyWithAny(signingKeysOf(endpoint),
       (secret) => verifyGitHubSignature(secret, body, headers.get('x-hub-signature-256')));

@@ -2,7 +2,7 @@
 // connection stores only its SHA-256 and the edge compares digests.
 import { constantTimeEqual, fromHex, sha256, toHex } from '../crypto.js';
 import {
-  badSignature, missingField, missingSignature, verified, verifyWithAny, type Adapter, type Verification,
+  badSignature, headerShape, missingField, missingSignature, verified, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
@@ -25,6 +25,8 @@ export const gitlab: Adapter = {
     'content-type', 'user-agent', 'x-gitlab-event', 'x-gitlab-event-uuid', 'x-gitlab-webhook-uuid',
     'x-gitlab-instance', 'idempotency-key',
   ],
+  signsBodyOnly: false,
+  checkHeaders: (headers) => headerShape(headers.get('x-gitlab-token'), /^[\x21-\x7e]{1,1024}$/),
   verify({ headers, endpoint }) {
     const stored = endpoint.kind === 'connection' ? endpoint.connection.tokenSha256s : [];
     return verifyWithAny(stored, (tokenSha256) => verifyGitLabToken(tokenSha256, headers.get('x-gitlab-token')));
@@ -34,10 +36,10 @@ export const gitlab: Adapter = {
     const eventType = textAt(payload, 'object_kind') ?? textAt(payload, 'event_name');
     if (!eventType || endpoint.kind !== 'connection') return missingField('object_kind');
     // Older GitLab sends neither header: the same body of the same event is
-    // the same delivery.
-    const deliveryKey = headers.get('idempotency-key')
-      ?? headers.get('x-gitlab-event-uuid')
-      ?? `sha256:${toHex(await sha256(`${headers.get('x-gitlab-event') ?? eventType}\n${text}`))}`;
+    // the same delivery. A blank header counts as none.
+    const deliveryKey = headers.get('idempotency-key')?.trim()
+      || headers.get('x-gitlab-event-uuid')?.trim()
+      || `sha256:${toHex(await sha256(`${headers.get('x-gitlab-event') ?? eventType}\n${text}`))}`;
     const project = textAt(payload, 'project', 'path_with_namespace') ?? textAt(payload, 'path_with_namespace');
     const group = textAt(payload, 'group', 'full_path')
       ?? textAt(payload, 'group_path')

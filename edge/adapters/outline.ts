@@ -2,8 +2,7 @@
 // "<t>.<body>")>`, t within five minutes. Routing fact: the endpoint's connection.
 import { bytesOf, concatBytes, fromHex, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
 import {
-  badSignature, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny, staleTimestamp,
-  timestampToleranceMs, type Adapter, type Verification,
+  badSignature, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
@@ -35,6 +34,9 @@ export const outline: Adapter = {
   provider: 'outline',
   endpointKind: 'connection',
   keptHeaders: ['content-type', 'user-agent'],
+  signsBodyOnly: false,
+  checkHeaders: (headers) =>
+    headerShape(headers.get('outline-signature'), /^(?=.*(?:^|,)\s*t=\d{1,15}\s*(?:,|$))(?=.*(?:^|,)\s*s=[0-9a-fA-F]{64}\s*(?:,|$)).{0,200}$/),
   verify({ headers, body, endpoint, nowMs }) {
     return verifyWithAny(signingKeysOf(endpoint),
       (secret) => verifyOutlineSignature(secret, body, headers.get('outline-signature'), nowMs));

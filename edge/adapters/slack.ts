@@ -3,7 +3,7 @@
 // `team_id` of the signed body.
 import { bytesOf, concatBytes, fromHex, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
 import {
-  badSignature, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verifyWithAny, type Adapter, type Verification,
+  allOf, badSignature, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
@@ -30,6 +30,11 @@ export const slack: Adapter = {
   provider: 'slack',
   endpointKind: 'app',
   keptHeaders: ['content-type', 'user-agent', 'x-slack-request-timestamp', 'x-slack-retry-num', 'x-slack-retry-reason'],
+  signsBodyOnly: false,
+  checkHeaders: (headers) => allOf(
+    headerShape(headers.get('x-slack-request-timestamp'), /^\d{1,12}$/),
+    headerShape(headers.get('x-slack-signature'), /^v0=[0-9a-fA-F]{64}$/),
+  ),
   verify({ headers, body, endpoint, nowMs }) {
     return verifyWithAny(signingKeysOf(endpoint), (secret) => verifySlackSignature(
       secret, body, headers.get('x-slack-request-timestamp'), headers.get('x-slack-signature'), nowMs,

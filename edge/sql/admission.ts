@@ -15,6 +15,8 @@ export interface Admission {
   /** The verified body text, stored as jsonb as sent. */
   payloadText: string;
   headers: Record<string, string>;
+  /** Hex SHA-256 of the raw body, for providers that sign the body alone. */
+  bodySha256?: string;
 }
 
 export interface Receipt {
@@ -26,7 +28,7 @@ export interface Receipt {
 
 export async function admit(database: Database, admission: Admission): Promise<Receipt> {
   const { rows } = await database.query<{ receipt: Receipt }>(
-    'SELECT wharf.admit($1, $2, $3, $4, $5::jsonb, $6::text[], $7::jsonb, $8::jsonb) AS receipt',
+    'SELECT wharf.admit($1, $2, $3, $4, $5::jsonb, $6::text[], $7::jsonb, $8::jsonb, $9) AS receipt',
     [
       admission.provider,
       admission.source,
@@ -36,6 +38,7 @@ export async function admit(database: Database, admission: Admission): Promise<R
       admission.subjects,
       admission.payloadText,
       JSON.stringify(admission.headers),
+      admission.bodySha256 ?? null,
     ],
   );
   return rows[0]!.receipt;

@@ -3,16 +3,20 @@
 import { classifyDatabaseError } from '../../db/database.js';
 
 export class ApiError extends Error {
+  /** The Retry-After of a 429 (a 503 says 5 seconds unless told otherwise). */
+  readonly retryAfterSeconds: number | undefined;
+
   constructor(
-    readonly status: 400 | 401 | 403 | 404 | 409 | 500 | 503,
+    readonly status: 400 | 401 | 403 | 404 | 409 | 429 | 500 | 503,
     readonly code: string,
     message: string,
     /** Further fields of the error body, e.g. the state of a row that cannot be replayed. */
     readonly details: Record<string, unknown> = {},
-    options?: { cause: unknown },
+    options?: { cause?: unknown; retryAfterSeconds?: number },
   ) {
-    super(message, options);
+    super(message, options && 'cause' in options ? { cause: options.cause } : undefined);
     this.name = 'ApiError';
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 
   body(): Record<string, unknown> {
@@ -23,9 +27,11 @@ export class ApiError extends Error {
 /**
  * What a failed query means (callWharf applies it to every query). The wharf
  * functions raise 22004/22023 (bad argument) and P0002 (unknown object) with
- * messages written for operators, which are passed on; what the edge's
- * classifier calls unavailable is a 503; any other server error a 500 that
- * keeps the original as its cause.
+ * messages written for operators, which are passed on. A value PostgreSQL
+ * cannot store (NUL in text, 22021, or in jsonb, 22P05; too large, 54000,
+ * e.g. for its index) is a 400 with a message of our own, since the server's
+ * own message names tables and indexes. What the edge's classifier calls unavailable is a 503;
+ * any other server error a 500 that keeps the original as its cause.
  */
 export function databaseError(error: unknown): ApiError {
   if (classifyDatabaseError(error) !== 'database-error') {
@@ -36,6 +42,12 @@ export function databaseError(error: unknown): ApiError {
   const operatorMessage = message.startsWith('wharf') ? message.replace(/^wharf(\.\w+)?: /, '') : undefined;
   if (code === '22004' || code === '22023' || code === '22P02' || code === '22003') {
     return new ApiError(400, 'bad_request', operatorMessage ?? 'invalid argument');
+  }
+  if (code === '22021' || code === '22P05') {
+    return new ApiError(400, 'bad_request', 'a value holds a character that cannot be stored (NUL, \\u0000)', {}, { cause: error });
+  }
+  if (code === '54000') {
+    return new ApiError(400, 'bad_request', 'a value is too large to be stored', {}, { cause: error });
   }
   if (code === 'P0002') return new ApiError(404, 'not_found', operatorMessage ?? 'not found');
   if (code === '23505') return new ApiError(409, 'conflict', 'it already exists');

@@ -4,6 +4,25 @@ import { ApiError } from './errors.js';
 
 const maxBigint = 9223372036854775807n;
 
+/**
+ * Refuses text holding NUL (U+0000), which PostgreSQL cannot store in text
+ * (it would raise 22021, or 22P05 in jsonb).
+ */
+export function rejectNul(value: string, name: string): string {
+  if (value.includes('\u0000')) throw new ApiError(400, 'bad_request', `${name} must not contain NUL (\\u0000) characters`);
+  return value;
+}
+
+/** Every parameter of a query string (name and values), whether a route reads it or not: no NUL. */
+export function checkQueryParameters(parameters: Record<string, string[]>): void {
+  for (const [name, values] of Object.entries(parameters)) {
+    if (name.includes('\u0000')) {
+      throw new ApiError(400, 'bad_request', 'a query parameter name must not contain NUL (\\u0000) characters');
+    }
+    for (const value of values) rejectNul(value, name);
+  }
+}
+
 /** A positive bigint id given as text; kept as text so no precision is lost. */
 export function parseId(value: unknown, name: string): string {
   const text = typeof value === 'number' && Number.isSafeInteger(value) ? String(value) : value;
@@ -38,7 +57,7 @@ export function parseLimit(value: string | undefined, fallback = 50): number {
 export function parseSubject(value: string | undefined): string | undefined {
   if (value === undefined || value === '') return undefined;
   if (value.length > 1000) throw new ApiError(400, 'bad_request', 'subject is too long');
-  return value;
+  return rejectNul(value, 'subject');
 }
 
 /** A required non-empty text field of a request body. */
@@ -46,5 +65,5 @@ export function requireText(value: unknown, name: string, maxLength = 1000): str
   if (typeof value !== 'string' || value === '' || value.length > maxLength) {
     throw new ApiError(400, 'bad_request', `${name} must be a non-empty string`);
   }
-  return value;
+  return rejectNul(value, name);
 }

@@ -84,7 +84,10 @@ export async function scenario(pool: pg.Pool, provider: Provider, workspace: num
       await seedConnection(pool, { workspace, provider, source, kind: 'app_installation', externalId: String(id), subjects: [subject] });
       return {
         provider, timestamped: false, path: '/hooks/github/test', subject,
-        payload: () => ({ action: 'opened', installation: { id }, repository: { full_name: `acme/api-${id}`, owner: { login: 'acme' } } }),
+        // GitHub signs the body alone and Wharf deduplicates by it: every
+        // delivery of a scenario carries its own body.
+        payload: (deliveryKey) => ({ action: 'opened', installation: { id }, repository: { full_name: `acme/api-${id}`, owner: { login: 'acme' } },
+                                     pull_request: { node_id: deliveryKey } }),
         async sign(body, o) {
           return { 'x-github-event': 'pull_request', 'x-github-delivery': o.deliveryKey,
                    'x-hub-signature-256': await signGitHubBody(o.secret ?? githubSecret, bytes(body)) };
@@ -145,7 +148,8 @@ export async function scenario(pool: pg.Pool, provider: Provider, workspace: num
       const connection = await seedConnection(pool, { workspace, provider, source, kind: 'webhook', externalId: String(id), subjects: [subject], secret });
       return {
         provider, timestamped: false, path: `/hooks/forgejo/${connection}`, subject,
-        payload: () => ({ action: 'opened', repository: { full_name: 'acme/api', owner: { login: 'acme' } } }),
+        payload: (deliveryKey) => ({ action: 'opened', repository: { full_name: 'acme/api', owner: { login: 'acme' } },
+                                     pull_request: { id: deliveryKey } }),
         async sign(body, o) {
           return { 'x-forgejo-event': 'pull_request', 'x-forgejo-delivery': o.deliveryKey,
                    'x-forgejo-signature': await signForgejoBody(o.secret ?? secret, bytes(body)) };
@@ -201,7 +205,7 @@ export function recorder(): Recorded {
   const log = (level: string) => (fields: Record<string, unknown>, message: string) => {
     lines.push({ level, fields, message });
   };
-  return { logger: { info: log('info'), warn: log('warn'), error: log('error') }, metrics: { rejected: (r) => rejected.push(r) }, lines, rejected };
+  return { logger: { debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error') }, metrics: { rejected: (r) => rejected.push(r) }, lines, rejected };
 }
 
 export async function countEvents(pool: pg.Pool, deliveryKey?: string): Promise<number> {

@@ -100,7 +100,10 @@ export function registerAdminRoutes(app: Hono<OperatorEnv>, db: Database, keyRin
     requireAdmin(c);
     const workspaceId = parseId(c.req.param('ws'), 'workspace');
     const name = requireText((await readJsonObject(c)).name, 'name', 64);
-    return c.json(await createApiToken(db, workspaceId, name), 201);
+    const token = await createApiToken(db, workspaceId, name);
+    // The token is in this answer only (the app sets no-store on every answer; this one must never lose it).
+    c.header('Cache-Control', 'no-store');
+    return c.json(token, 201);
   });
 
   app.delete('/workspaces/:ws/tokens/:id', async (c) => {
