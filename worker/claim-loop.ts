@@ -10,12 +10,15 @@ import { classOf } from './classify.js';
 import type { Listener } from './listener.js';
 import { claimedTotal } from './metrics.js';
 import { claimEvents } from './sql/claim-lease.js';
+import { isConnectionTrouble } from './transient.js';
 import type { ProviderEventRow } from './sql/event-row.js';
 import type { Wakeup } from './wakeup.js';
 
 export interface ClaimLoopOptions {
   pool: pg.Pool;
   workerId: string;
+  /** What this host claims (wharf.claim's p_handles); null: everything. */
+  handles: readonly string[] | null;
   listener: Listener;
   wakeup: Wakeup;
   logger: Logger;
@@ -25,6 +28,8 @@ export interface ClaimLoopOptions {
   stopping: () => boolean;
   startRun: (row: ProviderEventRow) => void;
   onIdle: () => void;
+  /** Where the database is, for the one line an outage logs. */
+  database: { host: string; port: number };
 }
 
 const firstErrorBackoff = 100;
@@ -34,6 +39,8 @@ const markRetryMs = 2;
 export async function runClaimLoop(options: ClaimLoopOptions): Promise<void> {
   const { listener, wakeup } = options;
   let errorBackoff = firstErrorBackoff;
+  // An outage is said once (with where), and its end once: not every retry.
+  let unavailable = false;
   while (!options.stopping()) {
     const free = options.freeSlots();
     if (free <= 0) {
@@ -47,14 +54,21 @@ export async function runClaimLoop(options: ClaimLoopOptions): Promise<void> {
     try {
       // While idle the listener's connection serves the claims too: the host
       // then holds that one connection and no other.
-      const rows = await claimEvents(listener.connection ?? options.pool, options.workerId, free);
+      const rows = await claimEvents(listener.connection ?? options.pool, options.workerId, free, options.handles);
       claimed = rows.length;
       if (claimed > 0) claimedTotal.inc(claimed);
       for (const row of rows) options.startRun(row);
       if (claimed === free) await listener.markBusy();
       errorBackoff = firstErrorBackoff;
+      if (unavailable) options.logger.info(options.database, 'the database is reachable again');
+      unavailable = false;
     } catch (error) {
-      options.logger.error({ error_class: classOf(error), retry_in_ms: errorBackoff }, 'claim failed');
+      if (!isConnectionTrouble(error)) {
+        options.logger.error({ error_class: classOf(error), retry_in_ms: errorBackoff }, 'claim failed');
+      } else if (!unavailable) {
+        unavailable = true;
+        options.logger.warn({ error_class: classOf(error), ...options.database }, 'the database is unavailable; claiming again with backoff');
+      }
       await wakeup.sleep(errorBackoff);
       errorBackoff = Math.min(options.pollEvery(), errorBackoff * 2);
       continue;

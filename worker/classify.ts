@@ -33,7 +33,8 @@ const transientSystemCodes = new Set([
   'ENETUNREACH', 'ENETDOWN', 'ENOTFOUND', 'EAI_AGAIN', 'ESOCKETTIMEDOUT',
 ]);
 // pg reports a dropped connection without a code; these texts are its own.
-const pgConnectionLost = /^(Connection terminated|timeout exceeded when trying to connect)/;
+const pgConnectionLost =
+  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Client was closed and is not queryable)/;
 
 const errorClassPattern = /^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$/;
 
@@ -56,7 +57,11 @@ export function classifyFailure(error: unknown): Classification {
   const timedOut = find((cause) => cause instanceof HandlerTimeoutError);
   if (timedOut !== undefined) return fail('unknown', timedOut);
   const transient = find(isTransient);
-  if (transient !== undefined) return fail('transient', transient);
+  if (transient !== undefined) {
+    // pg's dropped-connection errors are plain Errors: name what happened.
+    if (isPgConnectionLost(transient)) return { action: 'fail', kind: 'transient', errorClass: 'ConnectionLost' };
+    return fail('transient', transient);
+  }
   // The innermost cause names what actually went wrong, not its wrapper.
   return fail('unknown', chain.at(-1) ?? error);
 }
@@ -73,7 +78,12 @@ function isTransient(cause: unknown): boolean {
   const http = typeof status === 'number' ? status : typeof statusCode === 'number' ? statusCode : undefined;
   if (http !== undefined && (http === 429 || (http >= 500 && http <= 599))) return true;
   if (name === 'TimeoutError' || name === 'ConnectTimeoutError') return true;
-  return typeof message === 'string' && pgConnectionLost.test(message);
+  return isPgConnectionLost(cause);
+}
+
+function isPgConnectionLost(cause: unknown): boolean {
+  const message = typeof cause === 'object' && cause !== null ? (cause as { message?: unknown }).message : undefined;
+  return errorCode(cause) === undefined && typeof message === 'string' && pgConnectionLost.test(message);
 }
 
 function fail(kind: FailureKind, cause: unknown): Classification {

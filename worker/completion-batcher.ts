@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { classOf } from './classify.js';
 import type { ProviderEventRow } from './sql/event-row.js';
 import { completeEvent, completeEvents, type Completion } from './sql/claim-lease.js';
+import { isConnectionTrouble, retryOnConnectionTrouble } from './transient.js';
 
 interface Pending extends Completion {
   workspaceId: string | null;
@@ -18,13 +19,20 @@ interface Pending extends Completion {
 
 /** Most completions in one statement. */
 const maxBatch = 64;
+/** How long a batch is retried while the database is unreachable (as event-run's closing writes). */
+const closingWriteRetryMs = 5 * 60_000;
 
 export class CompletionBatcher {
   private queue: Pending[] = [];
   /** A write is scheduled or running: it takes whatever the queue holds. */
   private writing = false;
 
-  constructor(private readonly pool: pg.Pool, private readonly logger: Logger) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly logger: Logger,
+    /** Aborts retries while the database is unreachable (worker/transient.ts). */
+    private readonly signal: AbortSignal,
+  ) {}
 
   /** Resolves true when the row is DONE, false when its lease was no longer held. */
   complete(row: ProviderEventRow, outcome: Completion['outcome']): Promise<boolean> {
@@ -47,9 +55,17 @@ export class CompletionBatcher {
         (a, b) => compareWorkspaces(a.workspaceId, b.workspaceId) || (a.scopeKey < b.scopeKey ? -1 : a.scopeKey > b.scopeKey ? 1 : 0),
       );
       try {
-        const completed = batch.length === 1 ? [await completeEvent(this.pool, batch[0]!, batch[0]!.outcome)] : await completeEvents(this.pool, batch);
+        const completed = await retryOnConnectionTrouble(
+          async () => (batch.length === 1 ? [await completeEvent(this.pool, batch[0]!, batch[0]!.outcome)] : completeEvents(this.pool, batch)),
+          { giveUpAfter: closingWriteRetryMs, signal: this.signal },
+        );
         batch.forEach((pending, n) => pending.resolve(completed[n] === true));
       } catch (error) {
+        if (isConnectionTrouble(error)) {
+          // Still unreachable after retrying: the leases expire and the reaper hands the rows out again.
+          for (const pending of batch) pending.reject(error);
+          continue;
+        }
         // A batch can deadlock with an erasure, which locks events in id
         // order: nothing of it committed, so each completion is tried alone.
         this.logger.debug({ error_class: classOf(error), size: batch.length }, 'batched completion failed; completing one by one');

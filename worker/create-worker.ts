@@ -10,7 +10,7 @@ import { runClaimLoop } from './claim-loop.js';
 import { classOf } from './classify.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { EventRun, type RunOutcome } from './event-run.js';
-import { findHandler, type HandlerMap } from './handlers.js';
+import { findHandler, handledKeys, type HandlerMap } from './handlers.js';
 import { Listener } from './listener.js';
 import { addQueueStatsSource, workerRegistry } from './metrics.js';
 import type { Periodic } from './periodic.js';
@@ -19,6 +19,7 @@ import { startRetention, type RetentionResult } from './retention.js';
 import { resolveSettings, type WorkerSettings } from './settings.js';
 import type { ProviderEventRow } from './sql/event-row.js';
 import { readQueueStats } from './sql/claim-lease.js';
+import { retryOnConnectionTrouble } from './transient.js';
 import { Wakeup } from './wakeup.js';
 
 export interface WorkerOptions {
@@ -33,6 +34,13 @@ export interface WorkerOptions {
    */
   handlerPool?: pg.Pool;
   handlers: HandlerMap;
+  /**
+   * Claim every event type and complete those without a handler as
+   * `ignored`, instead of leaving them for a host that handles them. For a
+   * deployment where no host handles them anywhere; off by default, so that
+   * during a rolling deploy old hosts never ignore what only new ones handle.
+   */
+  ignoreUnhandled?: boolean;
   /** How many handlers run at once. Default 4. */
   concurrency?: number;
   /** Overrides of wharf.setting values and host timings, in milliseconds. */
@@ -58,6 +66,8 @@ export interface Worker extends EventEmitter<WorkerEvents> {
   start(): Promise<void>;
   /** Stops claiming, aborts handlers, drains up to drainTimeout, releases the rest, closes. */
   stop(): Promise<void>;
+  /** True when the database answers now (a readiness probe). */
+  ready(): Promise<boolean>;
 }
 
 export function createWorker(options: WorkerOptions): Worker {
@@ -84,6 +94,10 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   private removeStatsSource: (() => void) | undefined;
   private stopping = false;
   private stopped: Promise<void> | undefined;
+  /** Ends a start that still waits for the database. */
+  private readonly startAbort = new AbortController();
+  /** Ends the retries of closing writes once shutdown stops waiting for them. */
+  private readonly closingAbort = new AbortController();
 
   constructor(private readonly options: WorkerOptions) {
     super();
@@ -99,9 +113,13 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     // the listener; idle connections close soon, so an idle host holds one.
     this.pool =
       options.pool ??
-      new pg.Pool({ connectionString: options.connectionString, max: this.concurrency + 3, idleTimeoutMillis: 2_000 });
+      new pg.Pool({
+        connectionString: options.connectionString, max: this.concurrency + 3, idleTimeoutMillis: 2_000,
+        // A partitioned or black-holed server must fail a connect, not hang it.
+        connectionTimeoutMillis: 10_000, keepAlive: true,
+      });
     this.pool.on('error', (error) => this.logger.warn({ error_class: classOf(error) }, 'idle pool connection lost'));
-    this.completions = new CompletionBatcher(this.pool, this.logger);
+    this.completions = new CompletionBatcher(this.pool, this.logger, this.closingAbort.signal);
     this.listener = new Listener({
       pool: this.pool,
       name: this.id,
@@ -113,7 +131,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   async start(): Promise<void> {
     if (this.settings) throw new Error('worker already started');
     const overrides = this.options.settings ?? {};
-    this.settings = await resolveSettings(this.pool, overrides);
+    this.settings = await this.waitForDatabase(overrides);
     await this.listener.start();
     this.removeStatsSource = addQueueStatsSource(() => readQueueStats(this.pool));
     this.periodic = [
@@ -136,6 +154,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     this.loop = runClaimLoop({
       pool: this.pool,
       workerId: this.id,
+      handles: this.options.ignoreUnhandled ? null : handledKeys(this.options.handlers),
       listener: this.listener,
       wakeup: this.wakeup,
       logger: this.logger,
@@ -144,6 +163,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       stopping: () => this.stopping,
       startRun: (row) => this.startRun(row),
       onIdle: () => this.emit('idle'),
+      database: databaseAddress(this.options),
     }).catch((error: unknown) => {
       // Every expected failure is handled inside the loop; this is a bug.
       this.logger.fatal({ error_class: classOf(error) }, 'claim loop crashed');
@@ -151,9 +171,39 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     this.logger.info({ concurrency: this.concurrency }, 'worker started');
   }
 
+  async ready(): Promise<boolean> {
+    try {
+      await this.pool.query('SELECT 1');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   stop(): Promise<void> {
+    this.startAbort.abort(new Error('worker stopped before it started'));
     this.stopped ??= this.shutDown();
     return this.stopped;
+  }
+
+  /**
+   * A database that is not reachable yet (starting up, restarting, a network
+   * partition) is waited for, with bounded jittered backoff and one line
+   * naming where, instead of failing the start. A refusal (wrong password, no
+   * schema) fails it.
+   */
+  private async waitForDatabase(overrides: Partial<WorkerSettings>): Promise<WorkerSettings> {
+    let told = false;
+    return retryOnConnectionTrouble(() => resolveSettings(this.pool, overrides), {
+      giveUpAfter: Infinity,
+      signal: this.startAbort.signal,
+      onRetry: (error) => {
+        if (told) return;
+        told = true;
+        this.logger.warn({ error_class: classOf(error), ...databaseAddress(this.options) },
+          'the database is unavailable; waiting for it');
+      },
+    });
   }
 
   private get current(): WorkerSettings {
@@ -196,6 +246,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
         this.handling -= 1;
         this.wakeup.wake();
       },
+      closingSignal: this.closingAbort.signal,
       onSettled: (outcome) => {
         this.running.delete(run);
         this.emit('settled', { eventId: row.id, outcome });
@@ -226,11 +277,33 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       }),
     ]);
     clearTimeout(drainTimer);
-    await Promise.all([...this.running].map((run) => run.release()));
+    // Rows whose handler never ended go back; closing writes still waiting
+    // for an unreachable database get one drain more, then the reaper's turn.
+    const releasing = Promise.all([...this.running].map((run) => run.release()));
+    const giveUp = setTimeout(() => this.closingAbort.abort(new Error('worker stopped')), this.current.drainTimeout);
+    await releasing;
+    clearTimeout(giveUp);
     await Promise.all(this.periodic.map((task) => task.stop()));
     this.removeStatsSource?.();
     await this.listener.stop();
-    if (this.ownsPool) await this.pool.end();
+    // A handler stuck in a business transaction holds its connection: the
+    // pool's end waits for it only so long.
+    if (this.ownsPool) await Promise.race([this.pool.end(), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]);
     this.logger.info('worker stopped');
   }
+}
+
+/** Where the worker's database is, for a log line: host and port, never credentials. */
+function databaseAddress(options: WorkerOptions): { host: string; port: number } {
+  const poolOptions = options.pool?.options as { host?: string; port?: number; connectionString?: string } | undefined;
+  const connectionString = options.connectionString ?? poolOptions?.connectionString;
+  if (connectionString) {
+    try {
+      const url = new URL(connectionString);
+      return { host: url.hostname || 'localhost', port: Number(url.port) || 5432 };
+    } catch {
+      // Not a URL (key=value form): fall through to the pool's own fields.
+    }
+  }
+  return { host: poolOptions?.host ?? process.env.PGHOST ?? 'localhost', port: poolOptions?.port ?? (Number(process.env.PGPORT) || 5432) };
 }

@@ -19,6 +19,7 @@ import {
   retryTotal,
 } from './metrics.js';
 import { sanitizeCauses } from './sanitize.js';
+import { retryOnConnectionTrouble } from './transient.js';
 import type { Lease, ProviderEventRow } from './sql/event-row.js';
 import { failEvent } from './sql/failure-dead-letters.js';
 import { releaseEvent, renewLease } from './sql/claim-lease.js';
@@ -41,14 +42,23 @@ export interface EventRunOptions {
   /** Where successful endings go: one commit for the completions of many runs. */
   completions: CompletionBatcher;
   row: ProviderEventRow;
-  handler: Handler | undefined;
+  /** undefined only for a host that claims every type (WorkerOptions.ignoreUnhandled). */
+  handler: Handler | 'ignore' | undefined;
   renewEvery: number;
   handlerTimeout: number;
   logger: Logger;
   /** The handler is over (or never ran): its slot is free while the closing write goes on. */
   onHandlerEnded: () => void;
   onSettled: (outcome: RunOutcome) => void;
+  /** Aborts the retries of a closing write when the worker stops waiting for them. */
+  closingSignal: AbortSignal;
 }
+
+/**
+ * How long a closing write is retried while the database is unreachable. The
+ * lease outlives a short outage; past it the reaper hands the row out again.
+ */
+const closingWriteRetryMs = 5 * 60_000;
 
 type Ending =
   | { by: 'success' }
@@ -87,7 +97,7 @@ export class EventRun {
 
   start(): void {
     const { handler, row, handlerPool, renewEvery, handlerTimeout } = this.options;
-    if (!handler) {
+    if (handler === undefined || handler === 'ignore') {
       this.end({ by: 'no-handler' });
       return;
     }
@@ -162,7 +172,7 @@ export class EventRun {
       case 'no-handler':
         return this.complete('ignored');
       case 'release':
-        if (!(await releaseEvent(pool, this.lease))) return this.lost();
+        if (!(await this.retried(() => releaseEvent(pool, this.lease)))) return this.lost();
         releasedTotal.inc();
         this.logger.info('released');
         return 'released';
@@ -193,7 +203,7 @@ export class EventRun {
   }
 
   private async fail(classification: Classification & { action: 'fail' }, error: unknown): Promise<RunOutcome> {
-    const state = await failEvent(this.options.pool, this.lease, classification.kind, classification.errorClass);
+    const state = await this.retried(() => failEvent(this.options.pool, this.lease, classification.kind, classification.errorClass));
     if (state === null) return this.lost();
     const facts = { kind: classification.kind, error_class: classification.errorClass, state };
     // Cause types and frames once per event and again at its end, not on every retry.
@@ -207,6 +217,17 @@ export class EventRun {
     retryTotal.inc({ outcome: classification.kind });
     this.logger.warn(fields, 'attempt failed');
     return 'retried';
+  }
+
+  /** A closing write, tried again while the database is unreachable (worker/transient.ts). */
+  private retried<T>(write: () => Promise<T>): Promise<T> {
+    return retryOnConnectionTrouble(write, {
+      giveUpAfter: closingWriteRetryMs,
+      signal: this.options.closingSignal,
+      onRetry: (error, attempt) => {
+        if (attempt === 0) this.logger.warn({ error_class: classOf(error) }, 'database unavailable; retrying the closing write');
+      },
+    });
   }
 
   private lost(): RunOutcome {

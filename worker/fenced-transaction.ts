@@ -5,6 +5,8 @@
 import type pg from 'pg';
 import { causeChain, errorCode } from './causes.js';
 import { busySqlStates } from './classify.js';
+import { withPoolClient } from './pool-client.js';
+import { backoff, sleep } from './transient.js';
 
 export interface FencedTransactionOptions {
   pool: pg.Pool;
@@ -21,43 +23,24 @@ export async function runFencedTransaction<T>(
   body: (tx: pg.ClientBase) => Promise<T>,
 ): Promise<T> {
   for (let retry = 0; ; retry += 1) {
-    const tx = await options.pool.connect();
-    let broken: Error | undefined;
-    try {
-      await tx.query('BEGIN');
-      const result = await body(tx);
-      await tx.query('COMMIT');
-      return result;
-    } catch (error) {
+    const outcome = await withPoolClient(options.pool, async (tx, discard) => {
       try {
-        await tx.query('ROLLBACK');
-      } catch (rollbackError) {
-        broken = rollbackError instanceof Error ? rollbackError : new Error('rollback failed');
+        await tx.query('BEGIN');
+        const result = await body(tx);
+        await tx.query('COMMIT');
+        return { committed: true as const, result };
+      } catch (error) {
+        await tx.query('ROLLBACK').catch(discard);
+        if (!isBusy(error) || options.signal.aborted) throw error;
+        return { committed: false as const };
       }
-      if (!isBusy(error) || options.signal.aborted) throw error;
-    } finally {
-      tx.release(broken);
-    }
+    });
+    if (outcome.committed) return outcome.result;
     options.onBusyRetry();
-    const backoff = Math.min(maxBackoff, firstBackoff * 2 ** retry);
-    await pause(backoff / 2 + Math.random() * (backoff / 2), options.signal);
+    await sleep(backoff(retry, firstBackoff, maxBackoff), options.signal);
   }
 }
 
 function isBusy(error: unknown): boolean {
   return causeChain(error).some((cause) => busySqlStates.has(errorCode(cause) ?? ''));
-}
-
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }

@@ -49,11 +49,23 @@ export type Handler<Payload = unknown> = {
  * fallback. A typed key (`github:push`, `gitlab:merge_request`,
  * `slack:app_mention`) receives its provider's payload type; any other key
  * receives `unknown`. Write `export const handlers = { … } satisfies HandlerMap`.
+ * A key whose value is `'ignore'` is claimed and completed as `ignored`;
+ * an event with no key at all waits, in its scope's order, for a host
+ * whose map has one.
  */
-export type HandlerMap = { [Key in TypedHandlerKey]?: Handler<PayloadOf<Key>> } & {
-  [key: string]: Handler | undefined;
+export type HandlerMap = { [Key in TypedHandlerKey]?: Handler<PayloadOf<Key>> | 'ignore' } & {
+  [key: string]: Handler | 'ignore' | undefined;
 };
 
-export function findHandler(handlers: HandlerMap, provider: string, eventType: string): Handler | undefined {
+/**
+ * The handler of an event: a function, `'ignore'` (the map says so: it is
+ * completed with outcome `ignored`), or undefined (this host has none).
+ */
+export function findHandler(handlers: HandlerMap, provider: string, eventType: string): Handler | 'ignore' | undefined {
   return handlers[`${provider}:${eventType}`] ?? handlers[`${provider}:*`];
+}
+
+/** The keys a host claims with (wharf.claim's p_handles): every key of its map. */
+export function handledKeys(handlers: HandlerMap): string[] {
+  return Object.keys(handlers).filter((key) => handlers[key] !== undefined).sort();
 }

@@ -127,7 +127,9 @@ export class Listener {
 
   private scheduleReconnect(error: unknown): void {
     if (this.stopped || this.reconnectTimer) return;
-    this.options.logger.warn({ error_class: classOf(error), retry_in_ms: this.reconnectDelay }, 'listener connection lost');
+    // Once per loss: the retries of one outage stay quiet.
+    const log = this.reconnectDelay === firstReconnectDelay ? 'warn' : 'debug';
+    this.options.logger[log]({ error_class: classOf(error), retry_in_ms: this.reconnectDelay }, 'listener connection lost; reconnecting');
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = undefined;
       void this.connect();

@@ -1,4 +1,6 @@
-// Serves a prom-client registry on GET /metrics.
+// Serves a prom-client registry on GET /metrics, with /healthz (the process
+// answers) and /readyz (its database does) beside it. Binds 127.0.0.1 unless
+// told otherwise: metrics name event types and queue depths.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
@@ -8,19 +10,47 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
-export async function startMetricsServer(registry: Registry, port: number, host = '0.0.0.0'): Promise<MetricsServer> {
+export interface MetricsServerOptions {
+  host?: string;
+  /** Resolves true when the database answers; /readyz says 503 otherwise. */
+  ready?: () => Promise<boolean>;
+}
+
+/** A port already taken: a clean start failure, named, instead of a half-started process. */
+export class MetricsPortInUse extends Error {
+  override name = 'MetricsPortInUse';
+}
+
+export async function startMetricsServer(
+  registry: Registry, port: number, options: MetricsServerOptions = {},
+): Promise<MetricsServer> {
+  const host = options.host ?? '127.0.0.1';
   const server: Server = createServer((request, response) => {
-    if (request.method !== 'GET' || request.url?.split('?')[0] !== '/metrics') {
+    const path = request.url?.split('?')[0];
+    if (request.method !== 'GET') {
+      response.writeHead(405, { allow: 'GET' }).end();
+    } else if (path === '/metrics') {
+      registry.metrics().then(
+        (body) => response.writeHead(200, { 'content-type': registry.contentType }).end(body),
+        () => response.writeHead(500).end(),
+      );
+    } else if (path === '/healthz') {
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    } else if (path === '/readyz') {
+      (options.ready?.() ?? Promise.resolve(true)).catch(() => false).then((ready) => {
+        response.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' })
+          .end(ready ? '{"status":"ready"}' : '{"status":"unavailable"}');
+      });
+    } else {
       response.writeHead(404).end();
-      return;
     }
-    registry.metrics().then(
-      (body) => response.writeHead(200, { 'content-type': registry.contentType }).end(body),
-      () => response.writeHead(500).end(),
-    );
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (error: NodeJS.ErrnoException) => {
+      reject(error.code === 'EADDRINUSE'
+        ? new MetricsPortInUse(`the metrics port ${host}:${port} is in use: choose another with --metrics-port`)
+        : error);
+    });
     server.listen(port, host, () => resolve());
   });
   return {

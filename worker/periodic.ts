@@ -1,22 +1,28 @@
-// Runs a task every `every` ms, never two at once, until stopped.
+// Runs a task every `every` ms (the first time after `firstAfter`), never
+// two at once, until stopped.
 export interface Periodic {
   stop(): Promise<void>;
 }
 
-export function runPeriodically(every: () => number, task: () => Promise<void>): Periodic {
+/** `ms` spread by a quarter either way, so hosts started together do not run in step. */
+export function jittered(ms: number): number {
+  return ms * (0.75 + Math.random() * 0.5);
+}
+
+export function runPeriodically(every: () => number, task: () => Promise<void>, firstAfter: () => number = every): Periodic {
   let running: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
-  const schedule = (): void => {
+  const schedule = (delay: number): void => {
     if (stopped) return;
     timer = setTimeout(() => {
       running = task().finally(() => {
         running = undefined;
-        schedule();
+        schedule(every());
       });
-    }, every());
+    }, delay);
   };
-  schedule();
+  schedule(firstAfter());
   return {
     async stop() {
       stopped = true;

@@ -1,10 +1,12 @@
 // Every host takes back expired leases, so a crashed worker's rows return
-// even when it never comes back.
+// even when it never comes back: soon after it starts (hosts restarting often
+// must not leave leases to the longest-lived one), then every reapEvery with
+// jitter.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
 import { reapedTotal } from './metrics.js';
-import { runPeriodically, type Periodic } from './periodic.js';
+import { jittered, runPeriodically, type Periodic } from './periodic.js';
 import { reapExpiredLeases } from './sql/claim-lease.js';
 
 export function startReaper(options: {
@@ -13,7 +15,7 @@ export function startReaper(options: {
   logger: Logger;
   onReaped: (count: number) => void;
 }): Periodic {
-  return runPeriodically(options.every, async () => {
+  return runPeriodically(() => jittered(options.every()), async () => {
     try {
       const reaped = await reapExpiredLeases(options.pool);
       if (reaped > 0) {
@@ -24,5 +26,5 @@ export function startReaper(options: {
     } catch (error) {
       options.logger.error({ error_class: classOf(error) }, 'reaper failed');
     }
-  });
+  }, () => 1_000 + Math.random() * 2_000);
 }

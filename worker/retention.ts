@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { classOf } from './classify.js';
 import { retentionDeletedTotal, retentionFailuresTotal } from './metrics.js';
 import { runPeriodically, type Periodic } from './periodic.js';
+import { withPoolClient } from './pool-client.js';
 import { purgeExpiredEvents, type PurgeResult } from './sql/replay-retention.js';
 
 export type RetentionResult = PurgeResult | { purged: false; failed: true };
@@ -21,11 +22,11 @@ export function startRetention(options: {
 }
 
 async function runRetention(pool: pg.Pool, logger: Logger): Promise<RetentionResult> {
-  let client: pg.PoolClient | undefined;
   try {
-    client = await pool.connect();
-    const result = await purgeExpiredEvents(client);
-    client.release();
+    const result = await withPoolClient(pool, (client, discard) => purgeExpiredEvents(client).catch((error: unknown) => {
+      discard(error);
+      throw error;
+    }));
     if (result.purged) {
       retentionDeletedTotal.inc({ state: 'DONE' }, result.doneDeleted);
       retentionDeletedTotal.inc({ state: 'DEAD' }, result.deadDeleted);
@@ -33,7 +34,6 @@ async function runRetention(pool: pg.Pool, logger: Logger): Promise<RetentionRes
     }
     return result;
   } catch (error) {
-    client?.release(error instanceof Error ? error : true);
     retentionFailuresTotal.inc();
     logger.error({ error_class: classOf(error) }, 'retention failed; rows left in place');
     return { purged: false, failed: true };

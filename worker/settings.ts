@@ -23,8 +23,14 @@ export const hostSettingDefaults = {
   drainTimeout: 10_000,
 } as const;
 
+/** setTimeout fires at once past 2^31 - 1 ms (24.8 days): longer settings wait that long. */
+const longestTimer = 2 ** 31 - 1;
+
 export async function resolveSettings(db: Database, overrides: Partial<WorkerSettings>): Promise<WorkerSettings> {
   const stored = await readWorkerSettings(db);
   const defined = Object.fromEntries(Object.entries(overrides).filter(([, value]) => value !== undefined));
-  return { ...hostSettingDefaults, ...stored, ...defined };
+  const settings: WorkerSettings = { ...hostSettingDefaults, ...stored, ...defined };
+  return Object.fromEntries(
+    Object.entries(settings).map(([key, value]) => [key, Math.min(value, longestTimer)]),
+  ) as unknown as WorkerSettings;
 }

@@ -1,8 +1,9 @@
-// SIGTERM/SIGINT for long-running verbs: the first signal stops gracefully
-// and exits 0 (1 if stopping failed); a second one exits at once.
+// SIGTERM, SIGINT and SIGHUP (the terminal closed) for long-running verbs:
+// the first signal stops gracefully and exits 0 (1 if stopping failed); a
+// second one exits at once.
 import type { Logger } from 'pino';
 
-const signalNumbers: Record<string, number> = { SIGINT: 2, SIGTERM: 15 };
+const signalNumbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
 
 export function stopOnSignals(logger: Logger, stop: () => Promise<void>): void {
   let stopping = false;
@@ -23,4 +24,5 @@ export function stopOnSignals(logger: Logger, stop: () => Promise<void>): void {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  process.on('SIGHUP', onSignal);
 }

@@ -4,7 +4,7 @@
 // that the printed curl delivers a correctly signed event at once.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import pg from 'pg';
@@ -12,11 +12,13 @@ import type { Logger } from 'pino';
 import { createCliLogger } from '../logger.js';
 import { Registry, register } from 'prom-client';
 import { signGitHubBody } from '../../edge/adapters/github.js';
-import { startEdgeServer } from '../../server/node.js';
+import { checkAdminToken } from '../../operator/api/auth.js';
+import { startNodeServer } from '../../server/node.js';
 import { createWorker } from '../../worker/create-worker.js';
 import { databaseUrlFor } from '../../db/database-url.js';
 import { generateKeyRingEntry } from '../../db/secret-box.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresServer } from '../embedded-postgres.js';
+import { freePort } from '../free-port.js';
 import { exampleHandlers } from '../example-handlers.js';
 import { loadHandlers } from '../load-handlers.js';
 import { workerRegistry } from '../../worker/metrics.js';
@@ -60,6 +62,9 @@ interface DevSecrets {
   githubWebhookSecret: string;
   /** WHARF_SECRET_KEYS for development: one key, which encrypts connections' signing keys. */
   secretKeys: string;
+  /** The development database's port and password, chosen once: an exported DATABASE_URL keeps working. */
+  postgresPort: number;
+  postgresPassword: string;
 }
 
 /** Generated once per state directory, so tokens and curls keep working across restarts. */
@@ -70,6 +75,10 @@ async function loadDevSecrets(stateDir: string): Promise<DevSecrets> {
     adminToken: saved.adminToken ?? randomBytes(24).toString('base64url'),
     githubWebhookSecret: saved.githubWebhookSecret ?? randomBytes(24).toString('base64url'),
     secretKeys: saved.secretKeys ?? generateKeyRingEntry('dev1'),
+    postgresPort: saved.postgresPort ?? (await freePort()),
+    // A cluster made by a release before 0.2.0 has the package's fixed password.
+    postgresPassword: saved.postgresPassword
+      ?? (existsSync(join(stateDir, 'pg', 'PG_VERSION')) ? 'postgres' : randomBytes(18).toString('base64url')),
   };
   await writeFile(file, JSON.stringify(secrets, null, 2), { mode: 0o600 });
   return secrets;
@@ -114,43 +123,119 @@ async function sampleCurl(edgeUrl: string, secret: string): Promise<string> {
   ].join('\n');
 }
 
+/** A start of this state directory still running: its pid, else undefined. */
+async function liveStart(lockFile: string): Promise<number | undefined> {
+  const pid = Number((await readFile(lockFile, 'utf8').catch(() => '')).trim());
+  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return undefined;
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What a failed start says: one line with the cause and the fix, never a stack. */
+function startFailure(error: unknown, options: StartOptions): Error {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'EADDRINUSE') {
+    return new Error(`port ${options.port} of the edge receiver is in use by another program: choose another with --port`);
+  }
+  return error instanceof Error ? error : new Error(String(error));
+}
+
 async function runStart(options: StartOptions): Promise<void> {
   const logger: Logger = createCliLogger('wharf');
   const stateDir = resolve(options.stateDir);
   await mkdir(stateDir, { recursive: true });
+  const lockFile = join(stateDir, 'start.pid');
+  // Created exclusively: of two starts at once, one wins; a lock whose
+  // process is gone (killed) is taken over.
+  for (;;) {
+    try {
+      await writeFile(lockFile, `${process.pid}\n`, { flag: 'wx' });
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const other = await liveStart(lockFile);
+      if (other !== undefined) {
+        throw new Error(`another \`wharf start\` (pid ${other}) runs with ${stateDir}: stop it first (kill ${other}), or pass another --state-dir`);
+      }
+      await rm(lockFile, { force: true });
+    }
+  }
+  // What this start has started, stopped in reverse when it fails or ends.
+  const started: (() => Promise<unknown>)[] = [async () => rm(lockFile, { force: true })];
+  const stopAll = async () => {
+    const failures: unknown[] = [];
+    for (const stop of started.reverse()) {
+      try {
+        await stop();
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+    if (failures.length > 0) throw failures[0];
+  };
+  try {
+    await startEverything(options, stateDir, logger, started, stopAll);
+  } catch (error) {
+    await stopAll().catch(() => {});
+    throw startFailure(error, options);
+  }
+}
+
+async function startEverything(
+  options: StartOptions, stateDir: string, logger: Logger,
+  started: (() => Promise<unknown>)[], stopAll: () => Promise<void>,
+): Promise<void> {
+
   const secrets = await loadDevSecrets(stateDir);
   const adminToken = process.env.WHARF_ADMIN_TOKEN || secrets.adminToken;
+  const weakness = checkAdminToken(adminToken);
+  if (weakness) throw new Error(weakness);
   // The CLI verbs run in this process's children read it from the environment too.
   process.env.WHARF_SECRET_KEYS ||= secrets.secretKeys;
 
   let embedded: EmbeddedPostgresServer | undefined;
   let databaseUrl = options.databaseUrl;
   if (!databaseUrl) {
-    embedded = await startEmbeddedPostgres({ dataDirectory: join(stateDir, 'pg'), persistent: true });
+    embedded = await startEmbeddedPostgres({
+      dataDirectory: join(stateDir, 'pg'), persistent: true, port: secrets.postgresPort, password: secrets.postgresPassword,
+    });
+    started.push(() => embedded!.stop());
+    if (embedded.reused) logger.warn({ port: embedded.port }, 'reusing the development database a stopped `wharf start` left running');
     databaseUrl = await ensureDatabase(embedded.url, 'wharf');
   }
   await migrate({ databaseUrl });
 
   const pool = new pg.Pool({ connectionString: databaseUrl, max: options.concurrency + 6 });
   pool.on('error', () => {});
+  started.push(() => pool.end());
   const githubSecretName = `GITHUB_APP_${demo.app.toUpperCase()}_WEBHOOK_SECRET`;
   const githubSecret = process.env[githubSecretName] || secrets.githubWebhookSecret;
   if (embedded) await setUpDemo(pool);
 
-  const edge = await startEdgeServer({
+  const edge = await startNodeServer({
     pool,
     port: options.port,
     logger,
     env: { ...process.env, WHARF_ADMIN_TOKEN: adminToken, [githubSecretName]: githubSecret },
   });
+  started.push(() => edge.close());
   const worker = createWorker({
     pool,
     handlers: options.handlers ? await loadHandlers(options.handlers) : exampleHandlers,
     concurrency: options.concurrency,
     logger,
   });
+  const metrics = await startMetricsServer(Registry.merge([register, workerRegistry]), options.metricsPort, {
+    ready: () => worker.ready(),
+  });
+  started.push(() => metrics.close());
   await worker.start();
-  const metrics = await startMetricsServer(Registry.merge([register, workerRegistry]), options.metricsPort, '127.0.0.1');
+  // Stopped first: the worker drains and releases while the database still runs.
+  started.push(() => worker.stop());
 
   process.stdout.write(
     [
@@ -159,9 +244,10 @@ async function runStart(options: StartOptions): Promise<void> {
       `  edge receiver   ${edge.url}/hooks/<provider>/<app or connection>`,
       `  operator API    ${edge.url}/api   (Authorization: Bearer <admin token>)`,
       `  metrics         http://127.0.0.1:${metrics.port}/metrics`,
-      `  database        ${embedded ? `${databaseUrl}  (embedded, data in ${join(stateDir, 'pg')})` : 'DATABASE_URL'}`,
+      `  database        ${embedded ? `embedded, data in ${embedded.dataDirectory}, log in ${embedded.logFile}` : 'DATABASE_URL'}`,
       `  admin token     ${adminToken}`,
       '',
+      ...(embedded ? ['For psql and the CLI in another terminal:', '', `  export DATABASE_URL='${databaseUrl}'`, ''] : []),
       ...(embedded
         ? [
             `Deliver a signed sample GitHub push (demo App "${demo.app}", workspace ${demo.workspaceId}):`,
@@ -180,23 +266,7 @@ async function runStart(options: StartOptions): Promise<void> {
   // npm and the shell above this process may report Ctrl-C as a signal: the
   // log says how this process itself ended.
   process.once('exit', (code) => logger.info({ code }, 'exited'));
-  stopOnSignals(logger, async () => {
-    // Every step runs even when an earlier one failed, so that PostgreSQL
-    // stops whatever happened to the worker; the first failure is reported.
-    const steps: (() => Promise<unknown>)[] = [
-      () => worker.stop(),
-      () => Promise.allSettled([edge.close(), metrics.close()]),
-      () => pool.end(),
-      async () => embedded?.stop(),
-    ];
-    const failures: unknown[] = [];
-    for (const step of steps) {
-      try {
-        await step();
-      } catch (error) {
-        failures.push(error);
-      }
-    }
-    if (failures.length > 0) throw failures[0];
-  });
+  // PostgreSQL runs in a session of its own, so Ctrl-C and SIGHUP reach only
+  // this process: the worker drains and releases, then the database stops.
+  stopOnSignals(logger, stopAll);
 }

@@ -10,7 +10,7 @@ import { runWharf } from '../support/wharf-cli.js';
 import { listProcesses, spawnStart, waitForBanner, type Banner, type StartProcess } from '../support/start-process.js';
 import { waitFor } from '../support/worker-inbox.js';
 
-const adminToken = 'e2e-admin-token-4f0c9a7d2b1e';
+const adminToken = 'e2e-admin-token-4f0c9a7d2b1e-5c8e7a3f6d90';
 const webhookSecret = 'e2e-demo-webhook-secret-8d3a';
 
 let start: StartProcess | undefined;
@@ -130,18 +130,25 @@ it('a failing payload ends DEAD, and replays through the API and the CLI end DEA
   expect(deadThird).toMatchObject({ attempt: 1, failures: 0, error_class: 'PayloadParsingError' });
 });
 
-it('Ctrl-C (SIGINT to the process group) stops everything: the wharf process exits 0 and nothing is left', async () => {
+it('Ctrl-C (SIGINT to the process group) drains and releases the running event, then stops everything: nothing is left', async () => {
   const { stateDir } = start!;
   const before = await listProcesses();
-  // npm, sh, tsx, the wharf process and the postmaster all name the state dir.
+  // npm, sh, tsx and the wharf process name the state dir; PostgreSQL, in a
+  // session of its own, is out of the terminal's process group.
   expect(before.filter((p) => p.args.includes(stateDir)).map((p) => p.pid)).toContain(banner.wharfPid);
-  expect(before.some((p) => p.args.includes(join(stateDir, 'pg')) && /\bpostgres\b/.test(p.args))).toBe(true);
-  expect(existsSync(join(stateDir, 'pg', 'postmaster.pid'))).toBe(true);
+  const postmaster = before.find((p) => p.args.includes(banner.dataDirectory) && /\bpostgres\b/.test(p.args));
+  expect(postmaster).toBeDefined();
+  expect(postmaster!.pgid).not.toBe(start!.child.pid);
+  expect(existsSync(join(banner.dataDirectory, 'postmaster.pid'))).toBe(true);
+
+  // An event whose handler runs for a while: Ctrl-C arrives mid-handler.
+  const { eventId } = await deliverPush({ wharf_demo_sleep_ms: 60_000 });
+  await eventWhen(eventId, (event) => event.state === 'LEASED', 'LEASED');
 
   start!.interrupt();
   const exit = await Promise.race([
     start!.exited,
-    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no exit within 20 s:\n${start!.output()}`)), 20_000)),
+    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no exit within 30 s:\n${start!.output()}`)), 30_000)),
   ]);
   // npm runs the script through /bin/sh (dash), which ends by the SIGINT it
   // received once its child has exited, and npm passes that signal on; the
@@ -149,10 +156,12 @@ it('Ctrl-C (SIGINT to the process group) stops everything: the wharf process exi
   expect(exit.code === 0 || exit.signal === 'SIGINT', JSON.stringify(exit)).toBe(true);
   const exited = /"pid":(\d+)[^\n]*"code":(\d+)[^\n]*"msg":"exited"/.exec(start!.output());
   expect(exited?.slice(1).map(Number), start!.output()).toEqual([banner.wharfPid, 0]);
-  expect(start!.output()).not.toMatch(/stopping failed|second signal/);
+  expect(start!.output()).not.toMatch(/stopping failed|second signal|could not record/);
+  // The running event went back to the queue uncounted, while the database still ran.
+  expect(start!.output()).toMatch(new RegExp(`"event_id":"${eventId}"[^\n]*"msg":"released"`));
 
   const after = await listProcesses();
-  expect(after.filter((p) => p.args.includes(stateDir) || p.pgid === start!.child.pid)).toEqual([]);
+  expect(after.filter((p) => p.args.includes(stateDir) || p.args.includes(banner.dataDirectory) || p.pgid === start!.child.pid)).toEqual([]);
   // A clean PostgreSQL shutdown removes its pid file; a killed one leaves it.
-  expect(existsSync(join(stateDir, 'pg', 'postmaster.pid'))).toBe(false);
-}, 30_000);
+  expect(existsSync(join(banner.dataDirectory, 'postmaster.pid'))).toBe(false);
+}, 60_000);

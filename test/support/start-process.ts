@@ -3,10 +3,11 @@
 // test can press Ctrl-C (SIGINT to the whole group, as a terminal does) and
 // can always clean up with one SIGKILL to the group.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { stopLeftoverPostgres } from '../../cli/embedded-postgres.js';
 import { freePort } from '../../cli/postgres-server.js';
 import { waitFor } from './worker-inbox.js';
 
@@ -22,6 +23,8 @@ export interface Banner {
   edgeUrl: string;
   databaseUrl: string;
   adminToken: string;
+  /** Where the embedded cluster's files are (under /var/tmp when run as root). */
+  dataDirectory: string;
   /** The pid of the wharf process itself (npm, sh and tsx sit above it). */
   wharfPid: number;
 }
@@ -40,10 +43,9 @@ export interface StartProcess {
 }
 
 export async function spawnStart(env: Record<string, string>): Promise<StartProcess> {
+  // mkdtemp makes it 0700, as a root user's home often is: as root, the
+  // embedded PostgreSQL (run as `postgres`) must start all the same.
   const stateDir = await mkdtemp(join(tmpdir(), 'wharf-start-e2e-'));
-  // As root, the embedded PostgreSQL runs as the `postgres` system user, which
-  // must be able to enter the state dir (mkdtemp makes it 0700).
-  await chmod(stateDir, 0o755);
   const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
   delete childEnv.DATABASE_URL;
   const args = ['start', '--', '--state-dir', stateDir, '--port', String(await freePort()),
@@ -74,6 +76,8 @@ export async function spawnStart(env: Record<string, string>): Promise<StartProc
     async destroy() {
       signalGroup('SIGKILL');
       if (!exit) await exited;
+      // PostgreSQL runs in a session of its own: a killed start leaves it.
+      await stopLeftoverPostgres(join(stateDir, 'pg'), { remove: true });
       await rm(stateDir, { recursive: true, force: true });
     },
   };
@@ -93,8 +97,9 @@ export async function waitForBanner(start: StartProcess, timeout: number): Promi
   };
   return {
     edgeUrl: read(/operator API\s+(http:\/\/\S+)\/api/, 'operator API URL'),
-    databaseUrl: read(/database\s+(postgres:\/\/\S+)/, 'database URL'),
+    databaseUrl: read(/export DATABASE_URL='(postgres:\/\/[^']+)'/, 'database URL'),
     adminToken: read(/admin token\s+(\S+)/, 'admin token'),
+    dataDirectory: read(/embedded, data in (\S+),/, 'data directory'),
     wharfPid: Number(read(/"pid":(\d+)[^\n]*"msg":"worker started"/, 'worker pid')),
   };
 }

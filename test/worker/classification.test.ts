@@ -30,6 +30,7 @@ class HttpError extends Error {
 
 const handlers: HandlerMap = {
   'generic:ok': (ctx) => void ranBy.set(ctx.event.id, 'generic:ok'),
+  'generic:not-for-us': 'ignore',
   'github:*': (ctx) => void ranBy.set(ctx.event.id, 'github:*'),
   'github:push': (ctx) => void ranBy.set(ctx.event.id, 'github:push'),
   'generic:payload-parsing': () => {
@@ -104,12 +105,26 @@ afterAll(async () => {
 });
 
 describe('dispatch', () => {
-  it('completes an event without a handler as ignored, and counts it', async () => {
+  it("completes an event type the map marks 'ignore' as ignored, and counts it", async () => {
     const before = await metricValue('integration_consumer_completed_total', { outcome: 'ignored' });
-    const { id, outcome } = await handle('nobody-handles-this');
+    const { id, outcome } = await handle('not-for-us');
     expect(outcome).toBe('ignored');
     expect(await eventState(db.pool, id)).toMatchObject({ state: 'DONE', outcome: 'ignored' });
     expect(await metricValue('integration_consumer_completed_total', { outcome: 'ignored' })).toBe(before + 1);
+  });
+
+  it('leaves an event type it has no handler for to a host that has one; ignoreUnhandled completes it as ignored', async () => {
+    const [id] = await admitEvents(db.pool, [{ scope: 'scope-nobody', eventType: 'nobody-handles-this' }]);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await eventState(db.pool, id!)).toMatchObject({ state: 'QUEUED', attempt: 0 });
+    const sweeper = createWorker({ pool: db.pool, handlers: {}, ignoreUnhandled: true, logger: logs.logger, settings: { pollEvery: 100 } });
+    await sweeper.start();
+    try {
+      await waitFor(async () => (await eventState(db.pool, id!))?.state === 'DONE', 10_000, 'the unhandled event to be ignored');
+      expect(await eventState(db.pool, id!)).toMatchObject({ state: 'DONE', outcome: 'ignored' });
+    } finally {
+      await sweeper.stop();
+    }
   });
 
   it('prefers provider:event_type and falls back to provider:*', async () => {

@@ -30,7 +30,7 @@ describe('CompletionBatcher', () => {
         return query(...args);
       }) as typeof db.pool.query,
     });
-    const batcher = new CompletionBatcher(counted, pino({ level: 'silent' }));
+    const batcher = new CompletionBatcher(counted, pino({ level: 'silent' }), new AbortController().signal);
     const results = await Promise.all(rows.map((row, n) => batcher.complete(n === 5 ? stale : row, 'handled')));
 
     expect(results).toEqual(rows.map((_, n) => n !== 5));

@@ -105,14 +105,14 @@ describe('/metrics', () => {
     const blocked = new Promise<void>((resolve) => (unblock = resolve));
     const worker = createWorker({
       pool: db.pool,
-      handlers: { 'generic:block': () => blocked },
+      handlers: { 'generic:block': () => blocked, 'generic:later': 'ignore' },
       concurrency: 1,
       settings: { pollEvery: 100 },
     });
     const settled: string[] = [];
     worker.on('settled', ({ eventId }) => settled.push(eventId));
     await worker.start();
-    const server = await startMetricsServer(workerRegistry, 0, '127.0.0.1');
+    const server = await startMetricsServer(workerRegistry, 0, { ready: () => worker.ready() });
     try {
       const [blocking] = await admitEvents(db.pool, [{ scope: 'metrics-a', eventType: 'block' }]);
       await waitFor(async () => {
@@ -148,6 +148,8 @@ describe('/metrics', () => {
       expect(age).toBeGreaterThan(0.2);
       expect(body).toMatch(/^integration_consumer_claimed_total [1-9]/m);
       expect((await fetch(`http://127.0.0.1:${server.port}/other`)).status).toBe(404);
+      expect((await fetch(`http://127.0.0.1:${server.port}/healthz`)).status).toBe(200);
+      expect(await (await fetch(`http://127.0.0.1:${server.port}/readyz`)).json()).toEqual({ status: 'ready' });
     } finally {
       unblock();
       await waitFor(async () => settled.length >= 2, 10_000, 'both events');

@@ -4,9 +4,15 @@ import type pg from 'pg';
 import type { Database } from '../../db/database.js';
 import type { Lease, ProviderEventRow } from './event-row.js';
 
-/** Leases up to `max` due scope heads for `worker` (wharf.claim). */
-export async function claimEvents(db: Database, worker: string, max: number): Promise<ProviderEventRow[]> {
-  const { rows } = await db.query<ProviderEventRow>('SELECT * FROM wharf.claim($1, $2)', [worker, max]);
+/**
+ * Leases up to `max` due scope heads for `worker` (wharf.claim), only of the
+ * event types `handles` names (`provider:event_type`, `provider:*`); every
+ * type when null.
+ */
+export async function claimEvents(
+  db: Database, worker: string, max: number, handles: readonly string[] | null = null,
+): Promise<ProviderEventRow[]> {
+  const { rows } = await db.query<ProviderEventRow>('SELECT * FROM wharf.claim($1, $2, $3)', [worker, max, handles]);
   return rows;
 }
 

