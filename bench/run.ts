@@ -3,13 +3,18 @@
 //   npm run bench -- --smoke                    a small run (seconds)
 //   npm run bench -- --only ordered,latency --repetitions 5
 //   BENCH_ORDERED_EVENTS=5000 npm run bench     any setting, by flag or BENCH_<NAME>
-import { writeFile } from 'node:fs/promises';
+//   npm run bench -- --edge-round-trips         only the Worker's round trips to PostgreSQL (issue 19),
+//                                               written to their own section of RESULTS.md
+import { readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { describeEnvironment } from './environment.js';
 import { runBenchmark } from './harness.js';
 import { renderConsole, renderMarkdown } from './report.js';
 import { fullSettings, smokeSettings, workloadNames, type BenchSettings, type WorkloadName } from './settings.js';
+import {
+  edgeRoundTripDefaults, edgeRoundTripSmoke, edgeRoundTripsSection, renderEdgeRoundTrips, runEdgeRoundTrips, withEdgeRoundTrips,
+} from './workloads/edge-round-trips.js';
 
 type NumericKey = { [K in keyof BenchSettings]: BenchSettings[K] extends number ? K : never }[keyof BenchSettings];
 
@@ -42,7 +47,8 @@ const program = new Command('bench')
   .option('--concurrencies <list>', 'Wharf worker concurrencies for the drains, e.g. 8,16')
   .option('--out <file>', 'where to write the markdown results',
     fileURLToPath(new URL('./RESULTS.md', import.meta.url)))
-  .option('--no-write', 'print only, do not write the results file');
+  .option('--no-write', 'print only, do not write the results file')
+  .option('--edge-round-trips', "run only the Worker's round trips to PostgreSQL (issue 19); writes only its section");
 for (const key of numericKeys) {
   program.addOption(new Option(`--${kebab(key)} <n>`, `override ${key}`).env(envName(key)).argParser(positiveInteger));
 }
@@ -61,11 +67,28 @@ if (only) settings.workloads = parseWorkloads(only);
 const concurrencies = typeof flags.concurrencies === 'string' ? flags.concurrencies : process.env.BENCH_CONCURRENCIES;
 if (concurrencies) settings.drainConcurrencies = concurrencies.split(',').map(positiveInteger);
 
+const readResults = (file: string) => readFile(file, 'utf8').catch(() => '');
+
+if (flags.edgeRoundTrips) {
+  const report = await runEdgeRoundTrips(
+    { serverUrl: settings.serverUrl, ...(flags.smoke ? edgeRoundTripSmoke : edgeRoundTripDefaults) }, (line) => console.log(line));
+  const section = renderEdgeRoundTrips(report);
+  console.log(`\n${section}`);
+  if (flags.write !== false && typeof flags.out === 'string') {
+    await writeFile(flags.out, withEdgeRoundTrips(await readResults(flags.out), section));
+    console.log(`wrote its section of ${flags.out}`);
+  }
+  process.exit(0);
+}
+
 const environment = await describeEnvironment(settings.serverUrl);
 console.log(`Wharf benchmark on PostgreSQL ${environment.postgres}, ${environment.cpus}, ${settings.repetitions} repetition(s)`);
 const run = await runBenchmark(settings, (line) => console.log(line));
 console.log(renderConsole(run));
 if (flags.write !== false && typeof flags.out === 'string') {
-  await writeFile(flags.out, renderMarkdown(run, environment));
+  // The edge round trips are measured by their own run: keep their section.
+  const edgeSection = edgeRoundTripsSection(await readResults(flags.out));
+  const markdown = renderMarkdown(run, environment);
+  await writeFile(flags.out, edgeSection ? withEdgeRoundTrips(markdown, edgeSection) : markdown);
   console.log(`\nwrote ${flags.out}`);
 }

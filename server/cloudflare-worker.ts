@@ -1,53 +1,37 @@
-// The edge on Cloudflare Workers (/hooks only; operators use `wharf serve`):
-// @neondatabase/serverless over WebSockets.
-// Bindings: DATABASE_URL (a secret), the app secrets of edge/settings.ts, and
-// WS_PROXY (host:port of a local WebSocket-to-TCP proxy, for `wrangler dev`
-// against a plain PostgreSQL; unset on Neon).
-import { Client } from '@neondatabase/serverless';
+// The edge on Cloudflare Workers (/hooks only; operators use `wharf serve`).
+// Its path to PostgreSQL is chosen by its bindings (server/worker-database.ts):
+// a HYPERDRIVE binding → `pg` through Hyperdrive; else DATABASE_URL → Neon's
+// HTTP query endpoint. Either costs one round trip per statement when warm,
+// and every statement is bounded by WHARF_DATABASE_TIMEOUT_MS, so that an
+// unreachable database answers 503 with Retry-After instead of hanging.
+// The other bindings are the app secrets and settings of edge/settings.ts.
 import type { ExecutionContext, Hono } from 'hono';
 import { createEdgeApp } from '../edge/app.js';
-import type { Database } from '../db/database.js';
 import { consoleJsonLogger, type EdgeMetrics } from '../edge/telemetry.js';
-
-interface WorkerEnv {
-  DATABASE_URL: string;
-  WS_PROXY?: string;
-  [binding: string]: unknown;
-}
-
-// A Worker may not reuse one request's socket in another, so each query gets
-// its own client; the edge makes one query per delivery (secrets are cached).
-function neonDatabase(env: WorkerEnv): Database {
-  return {
-    async query(text, params) {
-      const client = new Client({ connectionString: env.DATABASE_URL });
-      if (env.WS_PROXY) {
-        const proxy = env.WS_PROXY;
-        client.neonConfig.wsProxy = (host, port) => `${proxy}/v1?address=${host}:${port}`;
-        client.neonConfig.useSecureWebSocket = false;
-        client.neonConfig.pipelineTLS = false;
-        client.neonConfig.pipelineConnect = false;
-      }
-      client.on('error', () => {});
-      try {
-        await client.connect();
-        return await client.query(text, params);
-      } finally {
-        await client.end().catch(() => {});
-      }
-    },
-  };
-}
+import { afterResponse, inRequest } from './request-scope.js';
+import { chooseDatabasePath, createWorkerDatabase } from './worker-database.js';
 
 // workerd keeps no Prometheus registry: the rejection's log line is its count.
 const loggedOnly: EdgeMetrics = { rejected: () => {} };
 
+function createApp(env: Record<string, unknown>): Hono {
+  const path = chooseDatabasePath(env);
+  if (path.kind === 'unconfigured') {
+    consoleJsonLogger.error({ event: 'edge_database', path: path.kind },
+      'no database binding: set a HYPERDRIVE binding or DATABASE_URL; deliveries answer 503 until then');
+  }
+  const database = createWorkerDatabase(path, { timeoutMs: env.WHARF_DATABASE_TIMEOUT_MS, defer: afterResponse });
+  return createEdgeApp({ database, env, logger: consoleJsonLogger, metrics: loggedOnly });
+}
+
 let app: Hono | undefined;
 
 export default {
-  fetch(request: Request, env: WorkerEnv, ctx: ExecutionContext): Response | Promise<Response> {
-    // One app per isolate, so that its connection cache lives as long as the isolate.
-    app ??= createEdgeApp({ database: neonDatabase(env), env, logger: consoleJsonLogger, metrics: loggedOnly });
-    return app.fetch(request, env, ctx);
+  fetch(request: Request, env: Record<string, unknown>, ctx: ExecutionContext): Response | Promise<Response> {
+    // One app per isolate, so that its connection cache (and the HTTP
+    // path's kept-alive connection) lives as long as the isolate.
+    app ??= createApp(env);
+    const serving = app;
+    return inRequest(ctx, () => serving.fetch(request, env, ctx));
   },
 };

@@ -1,0 +1,46 @@
+// Bounded database calls for the Worker. A Worker whose query never settles
+// is cancelled by workerd with a 500 and no Retry-After; a call that gives up
+// in time instead rejects with an error that carries no SQLSTATE, which
+// classifyDatabaseError (db/database.ts) answers as "unavailable" (503 with
+// Retry-After), and the provider retries.
+
+/** The database could not be reached, or did not answer in time. Deliberately has no `code`. */
+export class DatabaseUnavailableError extends Error {
+  override readonly name = 'DatabaseUnavailableError';
+}
+
+/** What the Worker waits for one statement, connection included, unless WHARF_DATABASE_TIMEOUT_MS says otherwise. */
+export const defaultDatabaseTimeoutMs = 5_000;
+
+/** A positive whole number of milliseconds from a binding, else the default. */
+export function readTimeoutMs(value: unknown): number {
+  const number = typeof value === 'string' ? Number(value) : typeof value === 'number' ? value : NaN;
+  return Number.isSafeInteger(number) && number > 0 ? number : defaultDatabaseTimeoutMs;
+}
+
+/**
+ * Runs `work` with a signal that aborts after `timeoutMs`; rejects with a
+ * DatabaseUnavailableError at that moment even when `work` ignores the
+ * signal, so that no caller waits longer than the deadline.
+ */
+export async function withDeadline<T>(timeoutMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new DatabaseUnavailableError(`no answer from the database within ${timeoutMs} ms`);
+      controller.abort(error);
+      reject(error);
+    }, timeoutMs);
+  });
+  // Promise.resolve adopts a thenable with a single then(): a lazy one (the
+  // Neon driver's query) must not be started twice by the race below.
+  const running = Promise.resolve(work(controller.signal));
+  // Whichever loses the race must not surface as an unhandled rejection.
+  running.catch(() => {});
+  try {
+    return await Promise.race([running, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
