@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../', import.meta.url));
-const parts = ['db', 'edge', 'operator', 'worker', 'server', 'cli'] as const;
+const parts = ['db', 'edge', 'operator', 'worker', 'recovery', 'server', 'cli'] as const;
 type Part = (typeof parts)[number];
 
 /** What each part may import besides itself and packages. */
@@ -16,8 +16,9 @@ const allowed: Record<Part, Part[]> = {
   edge: ['db'],
   operator: ['db'],
   worker: ['db'],
+  recovery: ['db'],
   server: ['db', 'edge', 'operator'],
-  cli: ['db', 'edge', 'operator', 'worker', 'server'],
+  cli: ['db', 'edge', 'operator', 'worker', 'recovery', 'server'],
 };
 
 async function sourceFiles(directory: string): Promise<string[]> {

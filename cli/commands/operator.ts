@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { connectionsCommand } from './connections.js';
 import { deadCommand } from './dead.js';
 import { eventsCommand } from './events.js';
+import { recoverCommand } from './recover.js';
 import { replayCommand } from './replay.js';
 import { secretsCommand } from './secrets.js';
 import { subscriptionCommands } from './subscriptions.js';
@@ -17,6 +18,7 @@ export function operatorCommands(): Command[] {
     eventsCommand(),
     deadCommand(),
     replayCommand(),
+    recoverCommand(),
     tokensCommand(),
     secretsCommand(),
   ];

@@ -5,6 +5,7 @@ import { Command, Option } from 'commander';
 import { createCliLogger } from '../logger.js';
 import { createWorker } from '../../worker/create-worker.js';
 import { loadHandlers } from '../load-handlers.js';
+import { parseAppList, startRedeliverySweeps } from '../../recovery/index.js';
 import { workerRegistry } from '../../worker/metrics.js';
 import { startMetricsServer, type MetricsServer } from '../../worker/metrics-server.js';
 import type { WorkerSettings } from '../../worker/settings.js';
@@ -16,10 +17,14 @@ interface WorkerCommandOptions {
   concurrency: number;
   databaseUrl?: string;
   metricsPort?: number;
+  metricsHost: string;
+  ignoreUnhandled?: boolean;
   workerId?: string;
   drainTimeout?: number;
   reapEvery?: number;
   retentionEvery?: number;
+  sweepApp?: string[];
+  sweepEvery?: number;
 }
 
 export function workerCommand(): Command {
@@ -29,10 +34,16 @@ export function workerCommand(): Command {
     .option('--concurrency <n>', 'handlers running at once', positiveInteger, 4)
     .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL'))
     .option('--metrics-port <port>', 'serve Prometheus metrics on /metrics of this port', port)
+    .option('--metrics-host <host>', 'address the metrics port listens on (0.0.0.0 for every interface)', '127.0.0.1')
     .option('--worker-id <id>', 'name of this host in leases (default hostname:pid:random)')
+    .option('--ignore-unhandled', 'claim every event type, completing those without a handler as ignored (no host anywhere handles them)')
     .option('--drain-timeout <duration>', 'how long shutdown lets handlers finish (default 10s)', duration)
     .option('--reap-every <duration>', 'how often this host reaps expired leases (default 30s)', duration)
     .option('--retention-every <duration>', 'how often this host tries retention (default 1h)', duration)
+    .addOption(new Option('--sweep-app <apps>', 'GitHub Apps (comma-separated, repeatable) whose failed deliveries this host sweeps and asks GitHub to redeliver (GITHUB_APP_<APP>_ID, _PRIVATE_KEY)')
+      .env('WHARF_SWEEP_APPS').argParser((value: string, previous: string[] = []) => [...previous, ...parseAppList(value)]))
+    .addOption(new Option('--sweep-every <duration>', 'how often this host tries the redelivery sweep (default 5m; one host at a time sweeps)')
+      .env('WHARF_SWEEP_EVERY').argParser(duration))
     .action(async (options: WorkerCommandOptions) => {
       if (!options.databaseUrl) throw new Error('set DATABASE_URL or pass --database-url');
       const logger = createCliLogger('wharf-worker');
@@ -48,16 +59,34 @@ export function workerCommand(): Command {
         settings,
         logger,
         ...(options.workerId !== undefined ? { workerId: options.workerId } : {}),
+        ignoreUnhandled: options.ignoreUnhandled ?? false,
       });
-      let metrics: MetricsServer | undefined;
-      stopOnSignals(logger, async () => {
+      // A GitHub App without its id or key fails the start here, not later.
+      const sweeps = options.sweepApp?.length
+        ? startRedeliverySweeps({
+          connectionString: options.databaseUrl, apps: options.sweepApp, env: process.env, registry: workerRegistry, logger,
+          ...(options.sweepEvery !== undefined ? { everyMs: options.sweepEvery } : {}),
+        })
+        : undefined;
+      const stopAll = async (): Promise<void> => {
+        await sweeps?.stop();
         await worker.stop();
         await metrics?.close();
-      });
-      await worker.start();
-      if (options.metricsPort !== undefined) {
-        metrics = await startMetricsServer(workerRegistry, options.metricsPort);
-        logger.info({ port: metrics.port }, 'metrics on /metrics');
+      };
+      let metrics: MetricsServer | undefined;
+      try {
+        // The metrics port first: a busy port is a clean start failure, before
+        // anything is claimed.
+        if (options.metricsPort !== undefined) {
+          metrics = await startMetricsServer(workerRegistry, options.metricsPort, { host: options.metricsHost, ready: () => worker.ready() });
+          logger.info({ port: metrics.port }, 'metrics on /metrics, health on /healthz and /readyz');
+        }
+        stopOnSignals(logger, stopAll);
+        await worker.start();
+      } catch (error) {
+        // A refused start (a busy port, a database that says no) leaves nothing running.
+        await stopAll().catch(() => {});
+        throw error;
       }
     });
 }

@@ -1,0 +1,303 @@
+// The redelivery sweeper in-process, through the real Octokit client against
+// the fake GitHub: an outage window's failed deliveries end stored exactly
+// once, a stopped sweep resumes at its cursor, a late original racing its
+// redelivery is stored once, rate limits are waited out, and GitHub's errors
+// stop a sweep without losing its place.
+import { generateKeyPairSync } from 'node:crypto';
+import pg from 'pg';
+import { Registry } from 'prom-client';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createGitHubAppClient, redeliveryMetrics, sweepApp, sweepStatus, type SweepOptions } from '../../recovery/index.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { askedTwice, createRig, notStoredOnce, type Rig } from './rig.js';
+
+let db: TestDatabase;
+const rigs: Rig[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterEach(async () => {
+  await Promise.all(rigs.splice(0).map((rig) => rig.close()));
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+async function rig(options: { maxPerPage?: number } = {}): Promise<Rig> {
+  const made = await createRig(db, options);
+  rigs.push(made);
+  return made;
+}
+
+function sweep(r: Rig, options: Partial<SweepOptions> = {}) {
+  return sweepApp({
+    db: db.pool,
+    github: createGitHubAppClient(r.config),
+    app: r.app,
+    key: { appId: r.config.appId, source: r.config.source },
+    holder: 'test-host',
+    ...options,
+  });
+}
+
+async function metricValue(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
+  const value = (metric?.values as { value: number; labels: Record<string, string> }[] | undefined)
+    ?.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
+  return value?.value ?? 0;
+}
+
+describe('an outage window', () => {
+  it('ends with every failed delivery stored exactly once, and a second sweep asks for nothing', async () => {
+    const r = await rig({ maxPerPage: 10 });
+    const before = await r.send(3);
+    r.outage = true;
+    const failed = await r.send(30);
+    r.outage = false;
+    const after = await r.send(3);
+    expect(r.answers.filter((a) => failed.includes(a.guid)).map((a) => a.status)).toEqual(failed.map(() => 503));
+    expect(notStoredOnce(await r.stored(failed))).toEqual(Object.fromEntries(failed.map((guid) => [guid, 0])));
+
+    const registry = new Registry();
+    const metrics = redeliveryMetrics(registry);
+    const result = await sweep(r, { metrics });
+    await r.fake.settled();
+
+    expect(result).toMatchObject({ outcome: 'done', failed: 30, redelivered: 30, alreadyStored: 0, errors: 0, resumed: false });
+    expect(result.pages).toBe(4);
+    expect(notStoredOnce(await r.stored([...before, ...failed, ...after]))).toEqual({});
+    expect(r.fake.redeliveryAsks).toHaveLength(30);
+    expect(askedTwice(r.fake.redeliveryAsks)).toEqual([]);
+    expect(await metricValue(registry, 'webhook_redelivery_found_failed_total', { app: 'test' })).toBe(30);
+    expect(await metricValue(registry, 'webhook_redelivery_redelivered_total', { app: 'test' })).toBe(30);
+    expect(await metricValue(registry, 'webhook_redelivery_last_success_timestamp_seconds', { app: 'test' }))
+      .toBeGreaterThan(Date.now() / 1000 - 60);
+
+    // The next sweep overlaps this one: the failures are answered by their
+    // successful redeliveries, and nothing is asked again.
+    const again = await sweep(r, { metrics });
+    expect(again).toMatchObject({ outcome: 'done', failed: 0, redelivered: 0 });
+    expect(r.fake.redeliveryAsks).toHaveLength(30);
+    const status = await sweepStatus(db.pool, { appId: r.appId, source: r.config.source });
+    expect(status?.lastSuccessAt).toBeInstanceOf(Date);
+    expect(status?.sweeping).toBeNull();
+  });
+
+  it('counts a failed delivery that the inbox stored all the same, and asks nothing for it', async () => {
+    const r = await rig();
+    // GitHub gave up (status 0, timed out) while the edge still stored it.
+    const late = await r.send(2, { recordAs: 0 });
+    expect(notStoredOnce(await r.stored(late))).toEqual({});
+    const result = await sweep(r);
+    expect(result).toMatchObject({ outcome: 'done', failed: 2, alreadyStored: 2, redelivered: 0 });
+    expect(r.fake.redeliveryAsks).toEqual([]);
+  });
+
+  it('stores one row when a late original races its redelivery', async () => {
+    const r = await rig();
+    const held = new Map<string, () => Promise<number>>();
+    for (let i = 0; i < 20; i++) {
+      const { delivery, release } = await r.fake.send(
+        { event: 'pull_request', action: 'opened', payload: r.scenario.payload(`late-${i}-${r.appId}`) }, { hold: true });
+      held.set(delivery.guid, release);
+    }
+    const guids = [...held.keys()];
+    // Each original reaches the edge at the same moment as its redelivery.
+    r.fake.onRedeliver = (original) => held.get(original.guid)!();
+    const result = await sweep(r);
+    await r.fake.settled();
+    expect(result).toMatchObject({ outcome: 'done', failed: 20, redelivered: 20 });
+    expect(notStoredOnce(await r.stored(guids))).toEqual({});
+    for (const guid of guids) {
+      const answers = r.answers.filter((a) => a.guid === guid);
+      expect(answers.map((a) => a.status), guid).toEqual([202, 202]);
+      expect(answers.map((a) => a.outcome).sort(), guid).toEqual(['duplicate', 'stored']);
+    }
+  });
+});
+
+describe('an ask in flight', () => {
+  it('is not asked again by the next sweep while GitHub has not redelivered it yet', async () => {
+    const r = await rig();
+    r.outage = true;
+    const failed = await r.send(5);
+    r.outage = false;
+    const open = r.fake.holdRedeliveries();
+    const first = await sweep(r);
+    expect(first).toMatchObject({ outcome: 'done', failed: 5, redelivered: 5 });
+    // GitHub accepted the asks but has not redelivered: still not stored.
+    expect(notStoredOnce(await r.stored(failed))).toEqual(Object.fromEntries(failed.map((guid) => [guid, 0])));
+    const second = await sweep(r);
+    expect(second).toMatchObject({ outcome: 'done', failed: 5, redelivered: 0, alreadyRequested: 5 });
+    expect(r.fake.redeliveryAsks).toHaveLength(5);
+    open();
+    await r.fake.settled();
+    expect(notStoredOnce(await r.stored(failed))).toEqual({});
+  });
+});
+
+describe('a stopped sweep', () => {
+  it('resumes at the page after the last one done, asking nothing twice', async () => {
+    const r = await rig({ maxPerPage: 10 });
+    r.outage = true;
+    const failed = await r.send(40);
+    r.outage = false;
+
+    const stop = new AbortController();
+    const first = await sweep(r, { signal: stop.signal, onProgress: (p) => { if (p.pages === 2) stop.abort(); } });
+    expect(first).toMatchObject({ outcome: 'stopped', pages: 2, redelivered: 20 });
+    const status = await sweepStatus(db.pool, { appId: r.appId, source: r.config.source });
+    expect(status?.sweeping).toMatchObject({ pagesDone: 2, holder: null });
+    const listedBefore = r.fake.requests.filter((q) => q.method === 'GET').length;
+
+    const second = await sweep(r);
+    expect(second).toMatchObject({ outcome: 'done', resumed: true, redelivered: 20 });
+    // It went on from GitHub's cursor of page 3, not from the first page.
+    const resumedAt = r.fake.requests.filter((q) => q.method === 'GET')[listedBefore]!;
+    expect(resumedAt.cursor).toBe(r.fake.requests.filter((q) => q.method === 'GET')[2]!.cursor);
+    expect(resumedAt.cursor).not.toBeNull();
+    await r.fake.settled();
+    expect(notStoredOnce(await r.stored(failed))).toEqual({});
+    expect(r.fake.redeliveryAsks).toHaveLength(40);
+    expect(askedTwice(r.fake.redeliveryAsks)).toEqual([]);
+  });
+});
+
+describe('two sweepers at once', () => {
+  it('one sweeps, the other finds the App busy or sweeps after it; no delivery is asked for twice', async () => {
+    const r = await rig({ maxPerPage: 5 });
+    r.outage = true;
+    const failed = await r.send(25);
+    r.outage = false;
+    // Two hosts: pools of their own.
+    const hostB = new pg.Pool({ connectionString: db.url, max: 2 });
+    try {
+      // Whichever host takes the lease, its GitHub calls wait until the
+      // other host has tried: the two sweeps overlap for certain.
+      let firstBack!: () => void;
+      const oneReturned = new Promise<void>((resolve) => (firstBack = resolve));
+      r.fake.onRequest = () => oneReturned;
+      const pa = sweep(r, { holder: 'host-a' });
+      const pb = sweepApp({ db: hostB, github: createGitHubAppClient(r.config), app: r.app,
+                            key: { appId: r.appId, source: r.config.source }, holder: 'host-b' });
+      void Promise.race([pa, pb]).then(() => firstBack());
+      const [a, b] = await Promise.all([pa, pb]);
+      r.fake.onRequest = () => new Promise((resolve) => setTimeout(resolve, 20));
+      expect([a.outcome, b.outcome].sort()).toEqual(['busy', 'done']);
+      const busy = a.outcome === 'busy' ? a : b;
+      expect(['host-a', 'host-b', null]).toContain(busy.holder);
+
+      // Both hosts again, this time each waiting for the other: the second
+      // sweeps after the first and asks for nothing new.
+      r.outage = true;
+      const more = await r.send(10);
+      r.outage = false;
+      const [c, d] = await Promise.all([
+        sweep(r, { holder: 'host-a', waitForLeaseMs: 30_000 }),
+        sweepApp({ db: hostB, github: createGitHubAppClient(r.config), app: r.app, key: { appId: r.appId, source: r.config.source },
+                   holder: 'host-b', waitForLeaseMs: 30_000 }),
+      ]);
+      expect([c.outcome, d.outcome]).toEqual(['done', 'done']);
+      expect(c.redelivered + d.redelivered).toBe(10);
+      await r.fake.settled();
+      expect(notStoredOnce(await r.stored([...failed, ...more]))).toEqual({});
+      expect(r.fake.redeliveryAsks).toHaveLength(35);
+      expect(askedTwice(r.fake.redeliveryAsks)).toEqual([]);
+    } finally {
+      await hostB.end();
+    }
+  });
+});
+
+describe('GitHub answers', () => {
+  it('waits out a 429 with Retry-After and a 403 with x-ratelimit-reset, then finishes', async () => {
+    const r = await rig();
+    r.outage = true;
+    const failed = await r.send(3);
+    r.outage = false;
+    r.fake.failNext('GET', { status: 429, headers: { 'retry-after': '1' }, body: { message: 'You have exceeded a secondary rate limit.' } });
+    r.fake.failNext('POST', {
+      status: 403, body: { message: 'API rate limit exceeded for app' },
+      headers: { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(Math.floor(Date.now() / 1000) + 1) },
+    });
+    const waits: number[] = [];
+    const started = Date.now();
+    const result = await sweep(r, { github: createGitHubAppClient(r.config, { onWait: ({ ms }) => waits.push(ms) }) });
+    expect(result).toMatchObject({ outcome: 'done', redelivered: 3, errors: 0 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+    expect(waits[0]).toBe(1000);
+    expect(waits[1]).toBeGreaterThan(0);
+    expect(r.fake.requests.map((q) => q.status).slice(0, 3)).toEqual([429, 200, 403]);
+    await r.fake.settled();
+    expect(notStoredOnce(await r.stored(failed))).toEqual({});
+  });
+
+  it('stops on a rate limit longer than it may wait, keeps its place, and the next sweep finishes', async () => {
+    const r = await rig({ maxPerPage: 2 });
+    r.outage = true;
+    const failed = await r.send(4);
+    r.outage = false;
+    const registry = new Registry();
+    const metrics = redeliveryMetrics(registry);
+    const github = createGitHubAppClient(r.config, { maxWaitMs: 500 });
+    // The first page is served, the second is rate limited for two minutes.
+    let listed = 0;
+    r.fake.onRequest = (request) => {
+      if (request.method === 'GET' && ++listed === 2) {
+        r.fake.failNext('GET', { status: 429, headers: { 'retry-after': '120' }, body: { message: 'rate limited' } });
+      }
+    };
+    const first = await sweep(r, { github, metrics });
+    expect(first.outcome).toBe('failed');
+    expect(first.pages).toBe(1);
+    expect(await metricValue(registry, 'webhook_redelivery_errors_total', { kind: 'rate-limited' })).toBe(1);
+    const status = await sweepStatus(db.pool, { appId: r.appId, source: r.config.source });
+    expect(status).toMatchObject({ lastError: 'GitHubRateLimited', sweeping: { pagesDone: 1, holder: null } });
+
+    r.fake.onRequest = undefined;
+    const second = await sweep(r, { metrics });
+    expect(second).toMatchObject({ outcome: 'done', resumed: true });
+    expect(first.redelivered + second.redelivered).toBe(4);
+    await r.fake.settled();
+    expect(notStoredOnce(await r.stored(failed))).toEqual({});
+    expect(askedTwice(r.fake.redeliveryAsks)).toEqual([]);
+  });
+
+  it('asks again, on the next sweep, for a redelivery whose request GitHub could not take', async () => {
+    const r = await rig();
+    r.outage = true;
+    const [guid] = await r.send(1);
+    r.outage = false;
+    r.fake.failNext('POST', { status: 502 });
+    const first = await sweep(r);
+    // GitHub may have acted on it: not asked again within the sweep.
+    expect(first).toMatchObject({ outcome: 'failed', redelivered: 0 });
+    expect(first.error?.message).toMatch(/unavailable \(502\)/);
+    expect(r.fake.requests.filter((q) => q.method === 'POST').map((q) => q.status)).toEqual([502]);
+    expect(r.fake.redeliveryAsks).toEqual([]);
+
+    const second = await sweep(r);
+    expect(second).toMatchObject({ outcome: 'done', resumed: true, redelivered: 1 });
+    await r.fake.settled();
+    expect(notStoredOnce(await r.stored([guid!]))).toEqual({});
+    expect(r.fake.redeliveryAsks).toHaveLength(1);
+  });
+
+  it('is refused with a JWT signed by another key, and says so', async () => {
+    const r = await rig();
+    r.outage = true;
+    await r.send(1);
+    r.outage = false;
+    const other = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+                                               publicKeyEncoding: { type: 'spki', format: 'pem' } });
+    const registry = new Registry();
+    const result = await sweep(r, {
+      github: createGitHubAppClient({ ...r.config, privateKey: other.privateKey }), metrics: redeliveryMetrics(registry),
+    });
+    expect(result.outcome).toBe('failed');
+    expect(result.error?.message).toMatch(/unauthorized \(401\)/);
+    expect(r.fake.requests.map((q) => q.status)).toEqual([401]);
+    expect(await metricValue(registry, 'webhook_redelivery_errors_total', { kind: 'unauthorized' })).toBe(1);
+  });
+});
