@@ -133,20 +133,26 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
       if (!reading.ok) {
         return reject(c, 503, 'edge-busy', 'Too many deliveries are being read; retry shortly.', facts, { 'Retry-After': '5' });
       }
-      return await admitVerified(c, adapter, endpoint, reading.body, facts);
+      return await admitVerified(c, adapter, endpoint, reading.body, facts, () => {
+        budget.release(reservation.bytes);
+        reservation.bytes = 0;
+      });
     } finally {
       budget.release(reservation.bytes);
     }
   };
 
   async function admitVerified(
-    c: Context, adapter: Adapter, endpoint: Endpoint, body: Bytes, facts: Record<string, unknown>,
+    c: Context, adapter: Adapter, endpoint: Endpoint, body: Bytes, facts: Record<string, unknown>, release: () => void,
   ): Promise<Response> {
     const headers = c.req.raw.headers;
     const verification = await adapter.verify({ headers, body, endpoint, nowMs: Date.now() });
     if (!verification.ok) {
       return reject(c, 401, verification.reason, 'The delivery is not signed by this endpoint.', facts);
     }
+    // Authenticated now: the budget bounds unauthenticated bytes only, so a
+    // slow database cannot fill it with genuine deliveries.
+    release();
     const parsed = parseJsonBody(body);
     if (!parsed.ok) return reject(c, 400, parsed.reason, parsed.message, facts);
     const reading = await adapter.read({ headers, text: parsed.text, payload: parsed.value, endpoint });
