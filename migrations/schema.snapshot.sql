@@ -1494,7 +1494,9 @@ BEGIN
   PERFORM wharf.lock_lifecycle('connection', p_connection_id::text);
   INSERT INTO wharf.connection_secret (connection_id, token_sha256, signing_key)
   SELECT p_connection_id,
-         CASE WHEN v_provider = 'gitlab' THEN sha256(convert_to(p_secret, 'UTF8')) END,
+         CASE WHEN v_provider <> 'gitlab' THEN NULL
+              WHEN p_secret ~ '^sha256:[0-9a-f]{64}$' THEN decode(substr(p_secret, 8), 'hex')
+              ELSE sha256(convert_to(p_secret, 'UTF8')) END,
          CASE WHEN v_provider <> 'gitlab' THEN p_secret END
   ON CONFLICT (connection_id) DO UPDATE
      SET previous_token_sha256 = CASE WHEN p_keep_previous THEN connection_secret.token_sha256 END,

@@ -27,7 +27,9 @@ BEGIN
 END $$;
 
 -- Sets or rotates the webhook secret of connection p_connection_id: a GitLab
--- token is stored as its SHA-256 only; other providers' keys arrive
+-- token is stored as its SHA-256 only, and may arrive as that digest
+-- already (`sha256:<64 hex>`), so that the token itself never reaches the
+-- server (nor a statement log); other providers' keys arrive
 -- encrypted (aes256gcm:…) and are stored as given. The secret it replaces
 -- stays valid for `secret_overlap` unless p_keep_previous is false (a leaked
 -- secret: cut it off at once); a key stored in plaintext before 0.2.0 is not
@@ -63,7 +65,9 @@ BEGIN
   PERFORM wharf.lock_lifecycle('connection', p_connection_id::text);
   INSERT INTO wharf.connection_secret (connection_id, token_sha256, signing_key)
   SELECT p_connection_id,
-         CASE WHEN v_provider = 'gitlab' THEN sha256(convert_to(p_secret, 'UTF8')) END,
+         CASE WHEN v_provider <> 'gitlab' THEN NULL
+              WHEN p_secret ~ '^sha256:[0-9a-f]{64}$' THEN decode(substr(p_secret, 8), 'hex')
+              ELSE sha256(convert_to(p_secret, 'UTF8')) END,
          CASE WHEN v_provider <> 'gitlab' THEN p_secret END
   ON CONFLICT (connection_id) DO UPDATE
      SET previous_token_sha256 = CASE WHEN p_keep_previous THEN connection_secret.token_sha256 END,

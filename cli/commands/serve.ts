@@ -35,6 +35,9 @@ export function serveCommand(): Command {
         logger,
       });
       logger.info({ url: server.url, operator_api: Boolean(process.env.WHARF_ADMIN_TOKEN) }, 'listening');
+      if (process.env.WHARF_ADMIN_TOKEN && !options.operatorDatabaseUrl) {
+        logger.warn('the operator API uses the edge\'s database role: give it its own with WHARF_OPERATOR_DATABASE_URL (README, "Roles")');
+      }
       stopOnSignals(logger, () => server.close());
     });
 }

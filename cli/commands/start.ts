@@ -129,10 +129,12 @@ async function liveStart(lockFile: string): Promise<number | undefined> {
   if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return undefined;
   try {
     process.kill(pid, 0);
-    return pid;
   } catch {
     return undefined;
   }
+  // After a reboot the pid may be some other program's: only a Node process counts.
+  const command = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
+  return command === undefined || /node|wharf/.test(command) ? pid : undefined;
 }
 
 /** What a failed start says: one line with the cause and the fix, never a stack. */

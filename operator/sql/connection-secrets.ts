@@ -1,6 +1,7 @@
 // The calls of sql/75-connection-secrets.sql an operator makes: setting or
 // rotating a connection's webhook secret, and re-encrypting the stored
 // signing keys under the newest key of the ring.
+import { createHash } from 'node:crypto';
 import type { Database } from '../../db/database.js';
 import { decryptSecret, encryptSecret, keyIdOf, type KeyRing } from '../../db/secret-box.js';
 import { ApiError } from '../api/errors.js';
@@ -40,7 +41,8 @@ export async function rotateConnectionSecret(
   const next = secret ?? generateWebhookSecret(connection.provider);
   const weakness = weakSecret(connection.provider, next);
   if (weakness) throw new ApiError(400, 'weak_secret', weakness);
-  let stored = next;
+  // A GitLab token goes to the database as its digest only; a signing key encrypted.
+  let stored = connection.provider === 'gitlab' ? `sha256:${createHash('sha256').update(next).digest('hex')}` : next;
   if (connection.provider !== 'gitlab' && connection.provider !== 'github' && connection.provider !== 'slack') {
     if (!keyRing) throw new ApiError(400, 'no_secret_keys', 'signing keys are stored encrypted: set WHARF_SECRET_KEYS');
     stored = await encryptSecret(keyRing, id, next);

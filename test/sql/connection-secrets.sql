@@ -8,7 +8,7 @@
 -- nor the generation, and PUBLIC may call neither connection_endpoint nor
 -- set_connection_secret.
 BEGIN;
-SELECT plan(86);
+SELECT plan(87);
 
 -- The lifecycle locks this transaction holds, as (mode, key) pairs (see
 -- test/sql/connections.sql).
@@ -379,6 +379,12 @@ SELECT is((SELECT previous_valid_until FROM wharf.connection_secret WHERE connec
           '... and no overlap');
 SELECT throws_ok(format($$SELECT wharf.set_connection_secret(%s, 'glpat-x', NULL)$$, pg_temp.conn('gitlab-leaked')), '22004', NULL,
                  'a NULL p_keep_previous is refused');
+
+-- A GitLab token may arrive as its digest already: the token never reaches the server.
+INSERT INTO conn VALUES ('gitlab-digest', wharf.upsert_connection(1, 'gitlab', 'https://gitlab.example.com', 'webhook', 'digest'));
+SELECT wharf.set_connection_secret(pg_temp.conn('gitlab-digest'), 'sha256:' || encode(sha256('glpat-digest-only'::bytea), 'hex'));
+SELECT is((SELECT token_sha256 FROM wharf.connection_endpoint(pg_temp.conn('gitlab-digest'))), encode(sha256('glpat-digest-only'::bytea), 'hex'),
+          'a digest given as sha256:<hex> is stored as the digest, not hashed again');
 
 -- The secret goes with its connection ---------------------------------------------------
 DELETE FROM wharf.workspace WHERE id = 1;
