@@ -40,6 +40,38 @@ BEGIN
 END $$;
 
 --
+-- Name: admission_page(bigint, boolean, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.admission_page(p_workspace_id bigint, p_all boolean, p_limit integer, p_before_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  v_entries jsonb;
+  v_count   bigint;
+BEGIN
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  SELECT coalesce(jsonb_agg(to_jsonb(l) ORDER BY l.id DESC), '[]'), count(*) INTO v_entries, v_count
+    FROM (SELECT a.id, a.at, a.provider, a.source, a.delivery_key, a.connection_id, a.workspace_id, a.reason
+            FROM wharf.admission_log a
+           WHERE (p_before_id IS NULL OR a.id < p_before_id)
+             AND (p_all
+                  OR a.workspace_id = p_workspace_id
+                  -- A drop names the source connection, not a workspace.
+                  OR (a.workspace_id IS NULL
+                      AND a.connection_id IN (SELECT c.id FROM wharf.connection c WHERE c.workspace_id = p_workspace_id)))
+           ORDER BY a.id DESC
+           LIMIT p_limit + 1) l;
+  IF v_count <= p_limit THEN
+    RETURN jsonb_build_object('entries', v_entries, 'next_cursor', NULL);
+  END IF;
+  v_entries := v_entries - p_limit;
+  RETURN jsonb_build_object('entries', v_entries, 'next_cursor', v_entries -> (p_limit - 1) -> 'id');
+END $$;
+
+--
 -- Name: admission_snapshot(bigint, text, text, text[], boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -830,6 +862,30 @@ CREATE FUNCTION wharf.lifecycle_key(p_kind text, p_id text) RETURNS bigint
 $$;
 
 --
+-- Name: list_admissions(bigint, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_admissions(p_workspace_id bigint, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN wharf.admission_page(p_workspace_id, false, p_limit, p_before_id);
+END $$;
+
+--
+-- Name: list_all_admissions(integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_all_admissions(p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.admission_page(NULL, true, p_limit, p_before_id)
+$$;
+
+--
 -- Name: list_connections(bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1387,6 +1443,7 @@ BEGIN
   IF p_id IS NULL OR p_account IS NULL OR p_account = '' OR p_force IS NULL THEN
     RAISE EXCEPTION 'wharf: replay needs an event id, an account and force' USING ERRCODE = '22004';
   END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   UPDATE wharf.provider_event
      SET state = 'QUEUED', attempt = 0, failures = 0, outcome = NULL, dead_at = NULL,
          next_attempt_at = now(), leased_until = NULL,
@@ -1395,7 +1452,11 @@ BEGIN
      AND workspace_id IS NOT DISTINCT FROM p_workspace_id
      AND state = 'DEAD'
      AND (outcome IS DISTINCT FROM 'uncertain' OR p_force);
-  RETURN FOUND;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM wharf.notify_idle_claimers();
+  RETURN true;
 END $$;
 
 --
@@ -2607,6 +2668,18 @@ REVOKE ALL ON FUNCTION wharf.finish_sweep(p_app_id bigint, p_source text, p_toke
 --
 
 REVOKE ALL ON FUNCTION wharf.held_sweep(p_app_id bigint, p_source text, p_token uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_admissions(p_workspace_id bigint, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_admissions(p_workspace_id bigint, p_limit integer, p_before_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_all_admissions(p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_all_admissions(p_limit integer, p_before_id bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION list_connections(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -

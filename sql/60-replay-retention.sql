@@ -5,6 +5,8 @@
 -- installation row) back to QUEUED, due at once, with attempt and failures at
 -- zero, keeping its id, error_class and committed steps. A row whose outcome is
 -- 'uncertain' needs p_force. False, changing nothing, for anything else.
+-- Idle claimers are woken at commit, so a replayed row runs at once rather
+-- than at the next poll.
 CREATE OR REPLACE FUNCTION wharf.requeue_dead(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
@@ -12,6 +14,7 @@ BEGIN
   IF p_id IS NULL OR p_account IS NULL OR p_account = '' OR p_force IS NULL THEN
     RAISE EXCEPTION 'wharf: replay needs an event id, an account and force' USING ERRCODE = '22004';
   END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   UPDATE wharf.provider_event
      SET state = 'QUEUED', attempt = 0, failures = 0, outcome = NULL, dead_at = NULL,
          next_attempt_at = now(), leased_until = NULL,
@@ -20,7 +23,11 @@ BEGIN
      AND workspace_id IS NOT DISTINCT FROM p_workspace_id
      AND state = 'DEAD'
      AND (outcome IS DISTINCT FROM 'uncertain' OR p_force);
-  RETURN FOUND;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM wharf.notify_idle_claimers();
+  RETURN true;
 END $$;
 
 -- Replays a DEAD row of workspace p_workspace_id (see requeue_dead). An

@@ -272,3 +272,55 @@ REVOKE ALL ON FUNCTION wharf.list_events(bigint, text, text, integer, bigint),
   wharf.verify_token(bytea),
   wharf.list_tokens(bigint),
   wharf.revoke_token(bigint, bigint) FROM PUBLIC;
+
+-- A page of admission_log, newest first, older than p_before_id when given:
+-- {entries, next_cursor}. Every refusal and drop: time, provider, source,
+-- delivery key, connection, workspace, reason; never a payload or header.
+-- Internal: callers use the bound list_admissions / list_all_admissions.
+CREATE OR REPLACE FUNCTION wharf.admission_page(p_workspace_id bigint, p_all boolean, p_limit integer, p_before_id bigint)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_entries jsonb;
+  v_count   bigint;
+BEGIN
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  SELECT coalesce(jsonb_agg(to_jsonb(l) ORDER BY l.id DESC), '[]'), count(*) INTO v_entries, v_count
+    FROM (SELECT a.id, a.at, a.provider, a.source, a.delivery_key, a.connection_id, a.workspace_id, a.reason
+            FROM wharf.admission_log a
+           WHERE (p_before_id IS NULL OR a.id < p_before_id)
+             AND (p_all
+                  OR a.workspace_id = p_workspace_id
+                  -- A drop names the source connection, not a workspace.
+                  OR (a.workspace_id IS NULL
+                      AND a.connection_id IN (SELECT c.id FROM wharf.connection c WHERE c.workspace_id = p_workspace_id)))
+           ORDER BY a.id DESC
+           LIMIT p_limit + 1) l;
+  IF v_count <= p_limit THEN
+    RETURN jsonb_build_object('entries', v_entries, 'next_cursor', NULL);
+  END IF;
+  v_entries := v_entries - p_limit;
+  RETURN jsonb_build_object('entries', v_entries, 'next_cursor', v_entries -> (p_limit - 1) -> 'id');
+END $$;
+
+-- The refusals and drops that concern workspace p_workspace_id (see
+-- admission_page). P0002 for an unknown workspace, 22023 for a bad limit.
+CREATE OR REPLACE FUNCTION wharf.list_admissions(
+  p_workspace_id bigint, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN wharf.admission_page(p_workspace_id, false, p_limit, p_before_id);
+END $$;
+
+-- Instance admin only: every refusal and drop (see admission_page).
+CREATE OR REPLACE FUNCTION wharf.list_all_admissions(p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT wharf.admission_page(NULL, true, p_limit, p_before_id)
+$$;
+
+REVOKE ALL ON FUNCTION wharf.list_admissions(bigint, integer, bigint), wharf.list_all_admissions(integer, bigint) FROM PUBLIC;

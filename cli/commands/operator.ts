@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { admissionsCommand } from './admissions.js';
 import { connectionsCommand } from './connections.js';
 import { deadCommand } from './dead.js';
 import { eventsCommand } from './events.js';
@@ -17,6 +18,7 @@ export function operatorCommands(): Command[] {
     ...subscriptionCommands(),
     eventsCommand(),
     deadCommand(),
+    admissionsCommand(),
     replayCommand(),
     recoverCommand(),
     tokensCommand(),

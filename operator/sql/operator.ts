@@ -157,3 +157,34 @@ export function listApiTokens(db: Database, workspaceId: string): Promise<ApiTok
 export function revokeApiToken(db: Database, workspaceId: string, id: string): Promise<boolean> {
   return callWharf(db, 'wharf.revoke_token($1, $2)', [workspaceId, id]);
 }
+
+/** One refusal or drop of wharf.admission_log: never a payload or a header. */
+export interface AdmissionEntry {
+  id: number;
+  at: string;
+  provider: string | null;
+  source: string | null;
+  delivery_key: string | null;
+  connection_id: number | null;
+  workspace_id: number | null;
+  reason: string;
+}
+
+export interface AdmissionPage {
+  entries: AdmissionEntry[];
+  /** Pass as `before` for the next page; null on the last page. */
+  next_cursor: number | null;
+}
+
+/**
+ * The deliveries refused or dropped at admission, newest first: those that
+ * concern one workspace (wharf.list_admissions), or every one for the
+ * instance admin (wharf.list_all_admissions).
+ */
+export function listAdmissions(
+  db: Database, owner: EventOwner, page: { limit: number; before?: string },
+): Promise<AdmissionPage> {
+  return isInstallation(owner)
+    ? callWharf(db, 'wharf.list_all_admissions($1, $2)', [page.limit, page.before ?? null])
+    : callWharf(db, 'wharf.list_admissions($1, $2, $3)', [owner.workspaceId, page.limit, page.before ?? null]);
+}

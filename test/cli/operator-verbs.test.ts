@@ -150,3 +150,20 @@ describe('wharf on a mistake', () => {
     });
   });
 });
+
+describe('wharf admissions', () => {
+  it('lists a workspace\'s refusals and drops, or every one with --all, and refuses neither or both', async () => {
+    await wharf('workspaces', 'add', '451');
+    const connection = json<{ id: number }>(await wharf(
+      'connections', 'add', '-w', '451', '--provider', 'generic', '--source', 'https://cli-admissions.example', '--kind', 'webhook', '--json'));
+    await db.pool.query(`SELECT wharf.admit('generic', 'https://cli-admissions.example', 'cli-drop', 'x', $1, ARRAY['nobody'], '{}', '{}')`,
+      [{ connection_id: connection.id }]);
+    const mine = json<{ entries: { delivery_key: string; reason: string }[] }>(await wharf('admissions', '-w', '451', '--json'));
+    expect(mine.entries.map((entry) => [entry.delivery_key, entry.reason])).toEqual([['cli-drop', 'no-subscriber']]);
+    const all = json<{ entries: { delivery_key: string }[] }>(await wharf('admissions', '--all', '--json'));
+    expect(all.entries.map((entry) => entry.delivery_key)).toContain('cli-drop');
+    const neither = await wharf('admissions');
+    expect(neither.code).toBe(1);
+    expect(neither.stderr).toContain('give either --workspace <id> or --all');
+  });
+});

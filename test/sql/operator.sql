@@ -5,7 +5,7 @@
 -- without secrets, and API tokens are kept by hash, verified while live and
 -- revoked per workspace.
 BEGIN;
-SELECT plan(45);
+SELECT plan(51);
 
 -- Fixture: workspaces 1 and 2 with one generic connection each; workspace 3
 -- with a GitLab and a GitHub connection and no events. Rows admitted through
@@ -191,6 +191,25 @@ SELECT is(wharf.revoke_token(1, (SELECT id FROM tok)), false, 'revoking it again
 SELECT is(wharf.verify_token(sha256('token-ci'::bytea)), NULL, 'a revoked token verifies NULL');
 SELECT lives_ok($$SELECT wharf.create_token(1, 'ci', sha256('token-ci-2'::bytea))$$,
                 'the name of a revoked token may be used again');
+
+-- The admission log, bound to its workspace: a drop names the source
+-- connection, a refusal its workspace; another workspace's stays out.
+DELETE FROM wharf.admission_log;
+SELECT wharf.admit('generic', 'https://hooks.example/1', 'adm-drop-1', 'x', jsonb_build_object('connection_id', pg_temp.conn('one')),
+                   ARRAY['never:subscribed'], '{}', '{}');
+SELECT wharf.admit('generic', 'https://hooks.example/2', 'adm-drop-2', 'x', jsonb_build_object('connection_id', pg_temp.conn('two')),
+                   ARRAY['never:subscribed'], '{}', '{}');
+SELECT wharf.admit('generic', 'https://hooks.example/1', 'adm-drop-3', 'x', '{}', ARRAY['a'], '{}', '{}');
+SELECT is((SELECT jsonb_agg(e->>'delivery_key') FROM jsonb_array_elements(wharf.list_admissions(1)->'entries') e),
+          '["adm-drop-1"]'::jsonb, 'a workspace sees the drops of its own connections only');
+SELECT is((wharf.list_admissions(1)->'entries'->0->>'reason'), 'no-subscriber', '... with the reason');
+SELECT is((SELECT jsonb_agg(e->>'delivery_key') FROM jsonb_array_elements(wharf.list_all_admissions()->'entries') e),
+          '["adm-drop-3", "adm-drop-2", "adm-drop-1"]'::jsonb, 'the instance admin sees every one, newest first');
+SELECT is(jsonb_array_length(wharf.list_all_admissions(2)->'entries'), 2, 'a page holds at most the limit');
+SELECT is((SELECT jsonb_agg(e->>'delivery_key') FROM jsonb_array_elements(
+             wharf.list_all_admissions(2, (wharf.list_all_admissions(2)->>'next_cursor')::bigint)->'entries') e),
+          '["adm-drop-1"]'::jsonb, 'the next page follows from next_cursor');
+SELECT throws_ok($$SELECT wharf.list_admissions(987654)$$, 'P0002', NULL, 'an unknown workspace is P0002');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -6,7 +6,7 @@ import { optionalBoolean, readJsonObject } from '../body.js';
 import type { Database } from '../../../db/database.js';
 import { ApiError } from '../errors.js';
 import { parseId, parseLimit, parseState, parseSubject } from '../params.js';
-import { type EventOwner, listDead, listEvents, showEvent } from '../../sql/operator.js';
+import { type EventOwner, listAdmissions, listDead, listEvents, showEvent } from '../../sql/operator.js';
 import { replayEvent } from '../../sql/replay-retention.js';
 
 type Ctx = Context<OperatorEnv>;
@@ -39,6 +39,13 @@ export function registerEventRoutes(app: Hono<OperatorEnv>, db: Database): void 
     // which would otherwise take "dead" for an id.
     const events = base === '/installation' ? '/installation-events' : `${base}/events`;
     const dead = base === '/installation' ? '/installation-events/dead' : `${base}/dead`;
+
+    // The admission log: what was refused or dropped, never stored.
+    app.get(base === '/installation' ? '/admissions' : `${base}/admissions`, async (c) => {
+      const { owner } = ownerOf(c);
+      const { limit, before } = pageQuery(c);
+      return c.json(await listAdmissions(db, owner, { limit, ...(before ? { before } : {}) }));
+    });
 
     app.get(dead, async (c) => {
       const { owner } = ownerOf(c);
