@@ -240,16 +240,17 @@ BEGIN
         USING ERRCODE = 'WH409';
     END IF;
 
-    -- 4. Activity: the source itself must be ACTIVE; then per workspace.
-    IF v_locked->>'source_state' <> 'ACTIVE' THEN
+    -- 4. Activity: the source itself must be ACTIVE (or PAUSED: a paused
+    -- workspace or connection stores and holds); then per workspace.
+    IF v_locked->>'source_state' NOT IN ('ACTIVE', 'PAUSED') THEN
       v_drop := 'source-inactive';
     ELSIF jsonb_array_length(v_locked->'recipients') = 0 THEN
       v_drop := 'no-subscriber';
     ELSE
       FOR v_ws IN
         SELECT (r->>'workspace_id')::bigint AS workspace_id,
-               bool_or(r->>'workspace_state' = 'ACTIVE') AS workspace_active,
-               min((r->>'id')::bigint) FILTER (WHERE r->>'state' = 'ACTIVE') AS active_connection_id
+               bool_or(r->>'workspace_state' IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+               min((r->>'id')::bigint) FILTER (WHERE r->>'state' IN ('ACTIVE', 'PAUSED')) AS active_connection_id
           FROM jsonb_array_elements(v_locked->'recipients') r
          GROUP BY 1 ORDER BY 1
       LOOP
@@ -493,6 +494,9 @@ BEGIN
      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
        AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
        AND e.state = 'QUEUED'
+       -- A paused connection's rows wait, holding their scopes, until it resumes.
+       AND (e.connection_id IS NULL
+            OR NOT EXISTS (SELECT FROM wharf.connection c WHERE c.id = e.connection_id AND c.state = 'PAUSED'))
        AND (p_handles IS NULL
             OR e.provider || ':' || e.event_type = ANY (p_handles)
             OR e.provider || ':*' = ANY (p_handles))
@@ -1580,15 +1584,19 @@ BEGIN
   IF p_id IS NULL OR p_state IS NULL THEN
     RAISE EXCEPTION 'wharf.set_connection_state: id and state are required' USING ERRCODE = '22004';
   END IF;
-  IF p_state NOT IN ('ACTIVE', 'SUSPENDED', 'REVOKED') THEN
+  IF p_state NOT IN ('ACTIVE', 'PAUSED', 'SUSPENDED', 'REVOKED') THEN
     RAISE EXCEPTION 'wharf: unknown connection state %', quote_literal(p_state) USING ERRCODE = '22023';
   END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   PERFORM wharf.lock_lifecycle('connection', p_id::text);
   UPDATE wharf.connection
      SET state = p_state, generation = generation + 1, updated_at = now()
    WHERE id = p_id AND state IS DISTINCT FROM p_state;
   IF NOT FOUND AND NOT EXISTS (SELECT FROM wharf.connection WHERE id = p_id) THEN
     RAISE EXCEPTION 'wharf: unknown connection %', p_id USING ERRCODE = 'P0002';
+  END IF;
+  IF p_state = 'ACTIVE' THEN
+    PERFORM wharf.notify_idle_claimers();
   END IF;
 END $$;
 
@@ -1634,13 +1642,17 @@ BEGIN
   IF p_id IS NULL OR p_state IS NULL THEN
     RAISE EXCEPTION 'wharf.set_workspace_state: id and state are required' USING ERRCODE = '22004';
   END IF;
-  IF p_state NOT IN ('ACTIVE', 'SUSPENDED', 'DELETING') THEN
+  IF p_state NOT IN ('ACTIVE', 'PAUSED', 'SUSPENDED', 'DELETING') THEN
     RAISE EXCEPTION 'wharf: unknown workspace state %', quote_literal(p_state) USING ERRCODE = '22023';
   END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   PERFORM wharf.lock_lifecycle('workspace', p_id::text);
   UPDATE wharf.workspace SET state = p_state WHERE id = p_id;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
+  END IF;
+  IF p_state = 'ACTIVE' THEN
+    PERFORM wharf.notify_idle_claimers();
   END IF;
 END $$;
 
@@ -2147,7 +2159,7 @@ CREATE TABLE wharf.connection (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT connection_provider_check CHECK ((provider = ANY (ARRAY['github'::text, 'gitlab'::text, 'slack'::text, 'outline'::text, 'forgejo'::text, 'generic'::text]))),
     CONSTRAINT connection_route_check CHECK ((jsonb_typeof(route) = 'object'::text)),
-    CONSTRAINT connection_state_check CHECK ((state = ANY (ARRAY['ACTIVE'::text, 'SUSPENDED'::text, 'REVOKED'::text])))
+    CONSTRAINT connection_state_check CHECK ((state = ANY (ARRAY['ACTIVE'::text, 'PAUSED'::text, 'SUSPENDED'::text, 'REVOKED'::text])))
 );
 
 --
@@ -2301,7 +2313,7 @@ CREATE TABLE wharf.workspace (
     id bigint NOT NULL,
     state text DEFAULT 'ACTIVE'::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT workspace_state_check CHECK ((state = ANY (ARRAY['ACTIVE'::text, 'SUSPENDED'::text, 'DELETING'::text])))
+    CONSTRAINT workspace_state_check CHECK ((state = ANY (ARRAY['ACTIVE'::text, 'PAUSED'::text, 'SUSPENDED'::text, 'DELETING'::text])))
 );
 
 --

@@ -7,7 +7,8 @@
 -- access to the inbox tables (sql/README.md, "Roles and GRANTs").
 
 -- Leases up to p_max rows, each the oldest QUEUED row of its scope, due now,
--- in a scope with no LEASED row and an ACTIVE (or no) workspace; scopes are
+-- in a scope with no LEASED row and an ACTIVE (or no) workspace, admitted by a
+-- connection that is not PAUSED; scopes are
 -- served longest ready first (wharf.scope.ready_at). Increments attempt and
 -- lease_epoch, and draws the lease's random lease_token, which the handler's
 -- step and fence present (sql/50-steps-fences.sql). Concurrent claimers pass
@@ -53,6 +54,9 @@ BEGIN
      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
        AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
        AND e.state = 'QUEUED'
+       -- A paused connection's rows wait, holding their scopes, until it resumes.
+       AND (e.connection_id IS NULL
+            OR NOT EXISTS (SELECT FROM wharf.connection c WHERE c.id = e.connection_id AND c.state = 'PAUSED'))
        AND (p_handles IS NULL
             OR e.provider || ':' || e.event_type = ANY (p_handles)
             OR e.provider || ':*' = ANY (p_handles))

@@ -51,21 +51,27 @@ BEGIN
   RETURN p_id;
 END $$;
 
--- Sets a workspace ACTIVE, SUSPENDED or DELETING (no admission, no claim while
--- not ACTIVE). P0002 for an unknown workspace, 22023 for an unknown state.
+-- Sets a workspace ACTIVE, PAUSED (deliveries stored, nothing claimed until
+-- ACTIVE again), SUSPENDED or DELETING (no admission, no claim). Back to
+-- ACTIVE, idle claimers are woken. P0002 for an unknown workspace, 22023 for
+-- an unknown state.
 CREATE OR REPLACE FUNCTION wharf.set_workspace_state(p_id bigint, p_state text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_id IS NULL OR p_state IS NULL THEN
     RAISE EXCEPTION 'wharf.set_workspace_state: id and state are required' USING ERRCODE = '22004';
   END IF;
-  IF p_state NOT IN ('ACTIVE', 'SUSPENDED', 'DELETING') THEN
+  IF p_state NOT IN ('ACTIVE', 'PAUSED', 'SUSPENDED', 'DELETING') THEN
     RAISE EXCEPTION 'wharf: unknown workspace state %', quote_literal(p_state) USING ERRCODE = '22023';
   END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   PERFORM wharf.lock_lifecycle('workspace', p_id::text);
   UPDATE wharf.workspace SET state = p_state WHERE id = p_id;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
+  END IF;
+  IF p_state = 'ACTIVE' THEN
+    PERFORM wharf.notify_idle_claimers();
   END IF;
 END $$;
 
@@ -112,22 +118,28 @@ BEGIN
   RETURN v_id;
 END $$;
 
--- Sets a connection ACTIVE, SUSPENDED or REVOKED. P0002 for an unknown one.
+-- Sets a connection ACTIVE, PAUSED (its deliveries stored, none claimed until
+-- ACTIVE again), SUSPENDED or REVOKED. Back to ACTIVE, idle claimers are
+-- woken. P0002 for an unknown one.
 CREATE OR REPLACE FUNCTION wharf.set_connection_state(p_id bigint, p_state text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF p_id IS NULL OR p_state IS NULL THEN
     RAISE EXCEPTION 'wharf.set_connection_state: id and state are required' USING ERRCODE = '22004';
   END IF;
-  IF p_state NOT IN ('ACTIVE', 'SUSPENDED', 'REVOKED') THEN
+  IF p_state NOT IN ('ACTIVE', 'PAUSED', 'SUSPENDED', 'REVOKED') THEN
     RAISE EXCEPTION 'wharf: unknown connection state %', quote_literal(p_state) USING ERRCODE = '22023';
   END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   PERFORM wharf.lock_lifecycle('connection', p_id::text);
   UPDATE wharf.connection
      SET state = p_state, generation = generation + 1, updated_at = now()
    WHERE id = p_id AND state IS DISTINCT FROM p_state;
   IF NOT FOUND AND NOT EXISTS (SELECT FROM wharf.connection WHERE id = p_id) THEN
     RAISE EXCEPTION 'wharf: unknown connection %', p_id USING ERRCODE = 'P0002';
+  END IF;
+  IF p_state = 'ACTIVE' THEN
+    PERFORM wharf.notify_idle_claimers();
   END IF;
 END $$;
 

@@ -202,16 +202,17 @@ BEGIN
         USING ERRCODE = 'WH409';
     END IF;
 
-    -- 4. Activity: the source itself must be ACTIVE; then per workspace.
-    IF v_locked->>'source_state' <> 'ACTIVE' THEN
+    -- 4. Activity: the source itself must be ACTIVE (or PAUSED: a paused
+    -- workspace or connection stores and holds); then per workspace.
+    IF v_locked->>'source_state' NOT IN ('ACTIVE', 'PAUSED') THEN
       v_drop := 'source-inactive';
     ELSIF jsonb_array_length(v_locked->'recipients') = 0 THEN
       v_drop := 'no-subscriber';
     ELSE
       FOR v_ws IN
         SELECT (r->>'workspace_id')::bigint AS workspace_id,
-               bool_or(r->>'workspace_state' = 'ACTIVE') AS workspace_active,
-               min((r->>'id')::bigint) FILTER (WHERE r->>'state' = 'ACTIVE') AS active_connection_id
+               bool_or(r->>'workspace_state' IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+               min((r->>'id')::bigint) FILTER (WHERE r->>'state' IN ('ACTIVE', 'PAUSED')) AS active_connection_id
           FROM jsonb_array_elements(v_locked->'recipients') r
          GROUP BY 1 ORDER BY 1
       LOOP

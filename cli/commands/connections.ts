@@ -1,4 +1,4 @@
-// `wharf connections add|list|suspend|activate|rotate-secret`.
+// `wharf connections add|list|suspend|pause|resume|activate|rotate-secret`.
 import { Command } from 'commander';
 import { parseKeyRing } from '../../db/secret-box.js';
 import { rotateConnectionSecret } from '../../operator/sql/connection-secrets.js';
@@ -55,7 +55,7 @@ export function connectionsCommand(): Command {
     .option('-w, --workspace <id>', 'only this workspace', idParser('workspace'))
     .action((options: OperatorOptions & { workspace?: string }) =>
       withDatabase(options, async (db) => print(options, await listConnections(db, options.workspace)))));
-  for (const [name, state] of [['suspend', 'SUSPENDED'], ['activate', 'ACTIVE']] as const) {
+  for (const [name, state] of [['suspend', 'SUSPENDED'], ['pause', 'PAUSED'], ['resume', 'ACTIVE'], ['activate', 'ACTIVE']] as const) {
     command.addCommand(operatorCommand(name, `set a connection ${state}`)
       .argument('<id>', 'connection id', idParser('connection'))
       .action((id: string, options: OperatorOptions) =>

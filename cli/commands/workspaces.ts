@@ -1,4 +1,4 @@
-// `wharf workspaces add|list|suspend|activate`.
+// `wharf workspaces add|list|suspend|pause|resume|activate`.
 import { Command } from 'commander';
 import { createWorkspace, setWorkspaceState } from '../../operator/sql/connections.js';
 import { listWorkspaces, type Workspace } from '../../operator/sql/operator.js';
@@ -20,7 +20,7 @@ export function workspacesCommand(): Command {
   command.addCommand(operatorCommand('list', 'list every workspace')
     .action((options: OperatorOptions) =>
       withDatabase(options, async (db) => print(options, await listWorkspaces(db)))));
-  for (const [name, state] of [['suspend', 'SUSPENDED'], ['activate', 'ACTIVE']] as const) {
+  for (const [name, state] of [['suspend', 'SUSPENDED'], ['pause', 'PAUSED'], ['resume', 'ACTIVE'], ['activate', 'ACTIVE']] as const) {
     command.addCommand(operatorCommand(name, `set a workspace ${state}`)
       .argument('<id>', 'workspace id', idParser('workspace'))
       .action((id: string, options: OperatorOptions) =>

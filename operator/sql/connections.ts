@@ -12,7 +12,7 @@ export async function createWorkspace(db: Database, id: string): Promise<Workspa
 
 /** wharf.set_workspace_state; a 404 (P0002) for an unknown workspace. */
 export async function setWorkspaceState(
-  db: Database, id: string, state: 'ACTIVE' | 'SUSPENDED',
+  db: Database, id: string, state: 'ACTIVE' | 'PAUSED' | 'SUSPENDED',
 ): Promise<Workspace> {
   await callWharf(db, 'wharf.set_workspace_state($1, $2)', [id, state]);
   return (await showWorkspace(db, id)) as Workspace;
@@ -38,7 +38,7 @@ export async function createConnection(db: Database, connection: NewConnection):
 
 /** wharf.set_connection_state; a 404 (P0002) for an unknown connection. */
 export async function setConnectionState(
-  db: Database, id: string, state: 'ACTIVE' | 'SUSPENDED' | 'REVOKED',
+  db: Database, id: string, state: 'ACTIVE' | 'PAUSED' | 'SUSPENDED' | 'REVOKED',
 ): Promise<Connection> {
   await callWharf(db, 'wharf.set_connection_state($1, $2)', [id, state]);
   return (await showConnection(db, id)) as Connection;

@@ -86,7 +86,7 @@ export function showEvent(db: Database, owner: EventOwner, id: string): Promise<
 
 export interface Workspace {
   id: number;
-  state: 'ACTIVE' | 'SUSPENDED' | 'DELETING';
+  state: 'ACTIVE' | 'PAUSED' | 'SUSPENDED' | 'DELETING';
   created_at: string;
   connections: number;
 }
@@ -107,7 +107,7 @@ export interface Connection {
   kind: string;
   external_id: string | null;
   route: Record<string, unknown>;
-  state: 'ACTIVE' | 'SUSPENDED' | 'REVOKED';
+  state: 'ACTIVE' | 'PAUSED' | 'SUSPENDED' | 'REVOKED';
   generation: number;
   created_at: string;
   updated_at: string;

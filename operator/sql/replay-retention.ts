@@ -12,7 +12,9 @@ export type ReplayResult =
 /**
  * Sends a DEAD event back to the queue (wharf.replay, or for installation
  * rows wharf.replay_installation, which also writes replay_audit). When the
- * function refuses, the row as it is now says why.
+ * function refuses, the row as it is now says why. The row shown is read
+ * after the replay commits, and the replay wakes idle workers: a worker may
+ * already hold it (LEASED, attempt 1) or even have finished it.
  */
 export async function replayEvent(
   db: Database, owner: EventOwner, id: string, account: string, force: boolean,

@@ -115,8 +115,9 @@ it('a failing payload ends DEAD, and replays through the API and the CLI end DEA
 
   const replayed = await api('POST', `/events/${eventId}/replay`);
   expect(replayed.status, JSON.stringify(replayed.body)).toBe(202);
-  expect(replayed.body).toMatchObject({ id: eventId, replayed_by: 'admin', dead_at: null, attempt: 0 });
-  expect(replayed.body.state).not.toBe('DEAD');
+  // The answer is read after the commit that woke the worker: it may already
+  // have claimed the row, or even failed it again; replayed_by stays.
+  expect(replayed.body).toMatchObject({ id: eventId, replayed_by: 'admin' });
   const deadAgain = await eventWhen(eventId, deadAfterReplayBy('admin'), 'DEAD again after the API replay');
   expect(deadAgain).toMatchObject({ attempt: 1, failures: 0, error_class: 'PayloadParsingError' });
 
@@ -124,7 +125,7 @@ it('a failing payload ends DEAD, and replays through the API and the CLI end DEA
     { DATABASE_URL: banner.databaseUrl });
   expect(cli.code, cli.stderr).toBe(0);
   const cliEvent = JSON.parse(cli.stdout) as Event;
-  expect(cliEvent).toMatchObject({ id: eventId, replayed_by: 'e2e', dead_at: null, attempt: 0 });
+  expect(cliEvent).toMatchObject({ id: eventId, replayed_by: 'e2e' });
   expect(Date.parse(String(cliEvent.replayed_at))).toBeGreaterThanOrEqual(Date.parse(String(deadAgain.replayed_at)));
   const deadThird = await eventWhen(eventId, deadAfterReplayBy('e2e'), 'DEAD again after the CLI replay');
   expect(deadThird).toMatchObject({ attempt: 1, failures: 0, error_class: 'PayloadParsingError' });

@@ -26,6 +26,8 @@ describe('workspaces', () => {
     expect((await admin('POST', '/workspaces/301/suspend')).body).toMatchObject({ id: 301, state: 'SUSPENDED' });
     const listed = await admin('GET', '/workspaces');
     expect(listed.body).toEqual([expect.objectContaining({ id: 301, state: 'SUSPENDED', connections: 0 })]);
+    expect((await admin('POST', '/workspaces/301/pause')).body).toMatchObject({ id: 301, state: 'PAUSED' });
+    expect((await admin('POST', '/workspaces/301/resume')).body).toMatchObject({ id: 301, state: 'ACTIVE' });
     expect((await admin('POST', '/workspaces/301/activate')).body).toMatchObject({ state: 'ACTIVE' });
     const { rows } = await db.pool.query('SELECT state FROM wharf.workspace WHERE id = 301');
     expect(rows).toEqual([{ state: 'ACTIVE' }]);
@@ -55,6 +57,8 @@ describe('connections and subscriptions', () => {
     const listed = await admin('GET', '/workspaces/310/connections');
     expect(listed.body).toEqual([expect.objectContaining({ id, state: 'SUSPENDED', subscriptions: ['project:7'] })]);
     expect((await admin('DELETE', `/connections/${id}/subscriptions`, { subject: 'project:7' })).body.changed).toBe(true);
+    expect((await admin('POST', `/connections/${id}/pause`)).body).toMatchObject({ id, state: 'PAUSED' });
+    expect((await admin('POST', `/connections/${id}/resume`)).body).toMatchObject({ id, state: 'ACTIVE' });
     expect((await admin('POST', `/connections/${id}/activate`)).body).toMatchObject({ state: 'ACTIVE', subscriptions: [] });
   });
 

@@ -346,6 +346,49 @@ describe('fan-out through App and PAT connections', () => {
   });
 });
 
+describe('pause and resume', () => {
+  const source = 'https://paused.example.com';
+  let app: number;
+
+  beforeAll(async () => {
+    app = await connection(701, source, 'app_installation', '1', ['repo:acme/api', 'repo:acme/web']);
+    await connection(702, source, 'pat', 'p', ['repo:acme/api', 'repo:acme/web']);
+  });
+
+  async function claimedWorkspaces(): Promise<number[]> {
+    const rows = await sql<{ workspace_id: string }>(
+      `SELECT workspace_id FROM wharf.claim('pause-test', 10) WHERE source = $1 ORDER BY workspace_id`,
+      [source],
+    );
+    return rows.map((row) => Number(row.workspace_id));
+  }
+
+  it('a paused connection stores its deliveries and none is claimed until it resumes', async () => {
+    await sql(`SELECT wharf.set_connection_state($1, 'PAUSED')`, [app]);
+    const receipt = await admit(db.pool, push(source, '1', 'paused-1', ['repo:acme/api']));
+    expect(receipt.events.map((event) => [event.workspace_id, event.outcome])).toEqual([
+      [701, 'stored'],
+      [702, 'stored'],
+    ]);
+    expect(await claimedWorkspaces()).toEqual([702]);
+
+    await sql(`SELECT wharf.set_connection_state($1, 'ACTIVE')`, [app]);
+    expect(await claimedWorkspaces()).toEqual([701]);
+  });
+
+  it('a paused workspace stores and holds; resumed, its rows are claimed', async () => {
+    await sql(`SELECT wharf.set_workspace_state(702, 'PAUSED')`);
+    // Another repository, so that no lease from the test above holds the scopes.
+    const receipt = await admit(db.pool, push(source, '1', 'paused-2', ['repo:acme/web']));
+    expect(receipt.events.map((event) => event.workspace_id)).toEqual([701, 702]);
+    expect(receipt.refused).toEqual([]);
+    expect(await claimedWorkspaces()).toEqual([701]);
+
+    await sql(`SELECT wharf.set_workspace_state(702, 'ACTIVE')`);
+    expect(await claimedWorkspaces()).toEqual([702]);
+  });
+});
+
 describe('bad input', () => {
   const source = 'https://bad-input.example.com';
 

@@ -2,7 +2,7 @@
 -- upsert_connection, set_connection_state, subscribe, unsubscribe, the
 -- exclusive lifecycle locks they take, and the cascade of a workspace delete.
 BEGIN;
-SELECT plan(57);
+SELECT plan(59);
 
 -- The lifecycle locks this transaction holds, as (mode, key) pairs. An
 -- advisory lock on a bigint key shows in pg_locks as classid (high 32 bits)
@@ -28,7 +28,9 @@ SELECT lives_ok($$SELECT wharf.set_workspace_state(10, 'DELETING')$$, 'DELETING 
 SELECT lives_ok($$SELECT wharf.set_workspace_state(10, 'ACTIVE')$$, 'a workspace can be made ACTIVE again');
 SELECT is((SELECT state FROM wharf.workspace WHERE id = 10), 'ACTIVE', 'the state is written');
 SELECT throws_ok($$SELECT wharf.upsert_workspace(NULL)$$, '22004', NULL, 'upsert_workspace rejects a NULL id');
-SELECT throws_ok($$SELECT wharf.set_workspace_state(10, 'PAUSED')$$, '22023', NULL,
+SELECT lives_ok($$SELECT wharf.set_workspace_state(10, 'PAUSED')$$, 'PAUSED is a workspace state');
+SELECT wharf.set_workspace_state(10, 'ACTIVE');
+SELECT throws_ok($$SELECT wharf.set_workspace_state(10, 'NAPPING')$$, '22023', NULL,
                  'set_workspace_state rejects an unknown state');
 SELECT throws_ok($$SELECT wharf.set_workspace_state(10, NULL)$$, '22004', NULL,
                  'set_workspace_state rejects a NULL state');
@@ -114,6 +116,9 @@ SELECT wharf.set_connection_state((SELECT id FROM conn WHERE name = 'app'), 'REV
 SELECT results_eq(
   $$SELECT state, generation FROM wharf.connection WHERE id = (SELECT id FROM conn WHERE name = 'app')$$,
   $$VALUES ('REVOKED', 3::bigint)$$, 'REVOKED is a connection state');
+SELECT wharf.set_connection_state((SELECT id FROM conn WHERE name = 'app'), 'PAUSED');
+SELECT is((SELECT state FROM wharf.connection WHERE id = (SELECT id FROM conn WHERE name = 'app')), 'PAUSED',
+          'PAUSED is a connection state');
 SELECT throws_ok(format($$SELECT wharf.set_connection_state(%s, 'DELETING')$$, (SELECT id FROM conn WHERE name = 'app')),
                  '22023', NULL, 'set_connection_state rejects a state that is not a connection state');
 SELECT throws_ok(format($$SELECT wharf.set_connection_state(%s, NULL)$$, (SELECT id FROM conn WHERE name = 'app')),

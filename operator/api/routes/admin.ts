@@ -26,7 +26,7 @@ export function registerAdminRoutes(app: Hono<OperatorEnv>, db: Database, keyRin
     return c.json(await createWorkspace(db, parseId(body.id, 'id')), 201);
   });
 
-  for (const [action, state] of [['suspend', 'SUSPENDED'], ['activate', 'ACTIVE']] as const) {
+  for (const [action, state] of [['suspend', 'SUSPENDED'], ['pause', 'PAUSED'], ['resume', 'ACTIVE'], ['activate', 'ACTIVE']] as const) {
     app.post(`/workspaces/:ws/${action}`, async (c) => {
       requireAdmin(c);
       return c.json(await setWorkspaceState(db, parseId(c.req.param('ws'), 'workspace'), state));
