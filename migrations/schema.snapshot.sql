@@ -1852,11 +1852,20 @@ CREATE FUNCTION wharf.subscribe(p_connection_id bigint, p_subject text) RETURNS 
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+  v_prefixes jsonb;
 BEGIN
   IF p_connection_id IS NULL OR p_subject IS NULL OR p_subject = '' THEN
     RAISE EXCEPTION 'wharf.subscribe: connection and subject are required' USING ERRCODE = '22004';
   END IF;
   PERFORM wharf.lock_connection_for_change(p_connection_id);
+  -- Read under the lock: a route change commits before or after, not during.
+  SELECT route->'subject_prefixes' INTO v_prefixes FROM wharf.connection WHERE id = p_connection_id;
+  IF jsonb_typeof(v_prefixes) = 'array'
+     AND NOT EXISTS (SELECT FROM jsonb_array_elements_text(v_prefixes) p WHERE starts_with(p_subject, p)) THEN
+    RAISE EXCEPTION 'wharf: subject % is outside connection %''s subject_prefixes %',
+      quote_literal(p_subject), p_connection_id, v_prefixes::text USING ERRCODE = '22023';
+  END IF;
   INSERT INTO wharf.subscription (connection_id, subject) VALUES (p_connection_id, p_subject)
   ON CONFLICT DO NOTHING;
   IF NOT FOUND THEN

@@ -38,6 +38,11 @@ describe('wharf workspaces, connections and subscriptions', () => {
 
     const subscribed = await wharf('subscribe', String(connection.id), 'project:9');
     expect(subscribed).toMatchObject({ code: 0, stdout: `subscribed: connection ${connection.id} project:9\n` });
+    // Outside the route's subject_prefixes, admission would drop every event: refused now.
+    const outside = await wharf('subscribe', String(connection.id), 'repo:acme/api');
+    expect(outside).toMatchObject({ code: 1, stdout: '' });
+    expect(outside.stderr).toBe(
+      `wharf: subject 'repo:acme/api' is outside connection ${connection.id}'s subject_prefixes ["project:"]\n`);
 
     const [workspaces, connections] = await Promise.all([
       wharf('workspaces', 'list', '--json'),

@@ -40,7 +40,7 @@ INSERT INTO conn VALUES
   ('app7',  wharf.upsert_connection(7, 'github', 'https://github.com', 'app_installation', '700')),
   ('ghe2',  wharf.upsert_connection(2, 'github', 'https://github.example.com', 'pat', 'p2')),
   ('gl2',   wharf.upsert_connection(2, 'gitlab', 'https://gitlab.example.com', 'webhook', NULL,
-                                    '{"subject_prefixes": ["project:7"]}')),
+                                    '{"subject_prefixes": ["project:"]}')),
   ('slack1', wharf.upsert_connection(1, 'slack', 'https://slack.com', 'slack_team', 'T1'));
 SELECT wharf.subscribe(pg_temp.c('app1'), 'org:acme');
 SELECT wharf.subscribe(pg_temp.c(n), 'repo:acme/api') FROM unnest(ARRAY['pat2', 'pat3', 'pat4', 'pat5a']) n;
@@ -48,6 +48,10 @@ SELECT wharf.subscribe(pg_temp.c('pat5b'), 'org:acme');
 SELECT wharf.subscribe(pg_temp.c(n), 'repo:acme/web') FROM unnest(ARRAY['pat3', 'pat4']) n;
 SELECT wharf.subscribe(pg_temp.c('ghe2'), 'repo:acme/api');
 SELECT wharf.subscribe(pg_temp.c('gl2'), s) FROM unnest(ARRAY['project:7', 'project:8']) s;
+-- Narrowed after subscribing (subscribe refuses a subject outside the route):
+-- project:8 stays subscribed but outside the route, for route-mismatch below.
+SELECT wharf.upsert_connection(2, 'gitlab', 'https://gitlab.example.com', 'webhook', NULL,
+                               '{"subject_prefixes": ["project:7"]}');
 SELECT wharf.subscribe(pg_temp.c('slack1'), 'channel:C1');
 SELECT wharf.set_workspace_state(3, 'SUSPENDED');
 SELECT wharf.set_workspace_state(6, 'SUSPENDED');

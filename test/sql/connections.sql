@@ -2,7 +2,7 @@
 -- upsert_connection, set_connection_state, subscribe, unsubscribe, the
 -- exclusive lifecycle locks they take, and the cascade of a workspace delete.
 BEGIN;
-SELECT plan(59);
+SELECT plan(61);
 
 -- The lifecycle locks this transaction holds, as (mode, key) pairs. An
 -- advisory lock on a bigint key shows in pg_locks as classid (high 32 bits)
@@ -154,6 +154,11 @@ SELECT is(wharf.unsubscribe((SELECT id FROM conn WHERE name = 'pat'), 'repo:acme
           'unsubscribe returns false when there was no subscription');
 SELECT throws_ok($$SELECT wharf.subscribe(424242, 'repo:acme/api')$$, 'P0002', NULL,
                  'subscribe rejects an unknown connection');
+SELECT throws_ok(format($$SELECT wharf.subscribe(%s, 'group:acme')$$, (SELECT id FROM conn WHERE name = 'hook')),
+                 '22023', NULL, 'subscribe rejects a subject outside the connection''s subject_prefixes');
+SELECT is(wharf.subscribe((SELECT id FROM conn WHERE name = 'hook'), 'project:7'), true,
+          'subscribe accepts a subject within the connection''s subject_prefixes');
+SELECT wharf.unsubscribe((SELECT id FROM conn WHERE name = 'hook'), 'project:7');
 SELECT throws_ok($$SELECT wharf.unsubscribe(424242, 'repo:acme/api')$$, 'P0002', NULL,
                  'unsubscribe rejects an unknown connection');
 SELECT throws_ok(format($$SELECT wharf.subscribe(%s, NULL)$$, (SELECT id FROM conn WHERE name = 'pat')),
