@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { admit, type Admission } from '../../edge/sql/admission.js';
 import { claimEvents, completeEvent, markListenerBusy, markListenerIdle } from '../../worker/sql/claim-lease.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { githubPush } from '../support/github-push.js';
 
 const source = 'https://github.com';
 let db: TestDatabase;
@@ -14,16 +15,7 @@ let listener: pg.Client;
 let received: string[] = [];
 
 function push(deliveryKey: string, subjects = ['repo:acme/api', 'org:acme']): Admission {
-  return {
-    provider: 'github',
-    source,
-    deliveryKey,
-    eventType: 'push',
-    route: { installation_id: '1' },
-    subjects,
-    payloadText: '{}',
-    headers: {},
-  };
+  return githubPush({ source, deliveryKey, subjects });
 }
 
 /**

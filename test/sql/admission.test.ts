@@ -5,6 +5,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admit, type Admission, type Receipt } from '../../edge/sql/admission.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { githubPush } from '../support/github-push.js';
 import { backendPid, blockedOnLock } from '../support/sessions.js';
 
 let db: TestDatabase;
@@ -17,16 +18,10 @@ afterAll(async () => {
 
 /** One GitHub push to `source` through App installation `installationId`. */
 function push(source: string, installationId: string, deliveryKey: string, subjects: string[]): Admission {
-  return {
-    provider: 'github',
-    source,
-    deliveryKey,
-    eventType: 'push',
-    route: { installation_id: installationId },
-    subjects,
-    payloadText: JSON.stringify({ ref: 'refs/heads/main' }),
-    headers: { 'x-github-event': 'push' },
-  };
+  return githubPush({
+    source, installationId, deliveryKey, subjects,
+    payload: { ref: 'refs/heads/main' }, headers: { 'x-github-event': 'push' },
+  });
 }
 
 async function sql<Row extends object>(text: string, params: unknown[] = []): Promise<Row[]> {

@@ -8,6 +8,7 @@ import type { LeaseWithToken } from '../../worker/sql/event-row.js';
 import { claimEvents } from '../../worker/sql/claim-lease.js';
 import { claimStep, fenceEvent } from '../../worker/sql/steps-fences.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { githubPush } from '../support/github-push.js';
 import { backendPid, blockedOnLock, timedSession } from '../support/sessions.js';
 
 const source = 'https://github.com';
@@ -16,16 +17,9 @@ let db: TestDatabase;
 
 /** A push to `subject`, sent by `login`, fanned out to workspaces 1 and 2. */
 function push(deliveryKey: string, subject: string, login: string): Admission {
-  return {
-    provider: 'github',
-    source,
-    deliveryKey,
-    eventType: 'push',
-    route: { installation_id: '1' },
-    subjects: [subject],
-    payloadText: JSON.stringify({ sender: { id: login === 'alice' ? 123 : 456, login } }),
-    headers: {},
-  };
+  return githubPush({
+    source, deliveryKey, subjects: [subject], payload: { sender: { id: login === 'alice' ? 123 : 456, login } },
+  });
 }
 
 async function erase(client: pg.Pool | pg.ClientBase): Promise<number> {
