@@ -376,6 +376,103 @@ BEGIN
     'cursor', v_sweep.page_cursor, 'pages_done', v_sweep.pages_done, 'resumed', v_resumed);
 END $$;
 
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: provider_event; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.provider_event (
+    id bigint NOT NULL,
+    workspace_id bigint,
+    provider text NOT NULL,
+    delivery_key text NOT NULL,
+    event_type text NOT NULL,
+    subject text,
+    scope_key text NOT NULL,
+    source text NOT NULL,
+    connection_id bigint,
+    payload jsonb NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    state text DEFAULT 'QUEUED'::text NOT NULL,
+    attempt integer DEFAULT 0 NOT NULL,
+    failures integer DEFAULT 0 NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    leased_until timestamp with time zone,
+    leased_by text,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    error_class text,
+    outcome text,
+    handled_at timestamp with time zone,
+    dead_at timestamp with time zone,
+    replayed_by text,
+    replayed_at timestamp with time zone,
+    lease_token uuid,
+    body_sha256 bytea,
+    leased_at timestamp with time zone,
+    CONSTRAINT provider_event_body_sha256_check CHECK ((octet_length(body_sha256) = 32)),
+    CONSTRAINT provider_event_state_check CHECK ((state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text, 'DONE'::text, 'DEAD'::text])))
+)
+WITH (toast_tuple_target='128');
+
+--
+-- Name: bulk_replay_candidates(bigint, jsonb, boolean, timestamp with time zone, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.bulk_replay_candidates(p_workspace_id bigint, p_filter jsonb, p_force boolean, p_dead_by timestamp with time zone, p_after_id bigint) RETURNS SETOF wharf.provider_event
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT *
+    FROM wharf.provider_event e
+   WHERE e.workspace_id = p_workspace_id AND e.state = 'DEAD' AND e.id > p_after_id
+     AND e.dead_at <= p_dead_by
+     AND (p_force OR e.outcome IS DISTINCT FROM 'uncertain')
+     AND (NOT p_filter ? 'provider' OR e.provider = p_filter ->> 'provider')
+     AND (NOT p_filter ? 'event_type' OR e.event_type = p_filter ->> 'event_type')
+     AND (NOT p_filter ? 'subject' OR e.subject = p_filter ->> 'subject')
+     AND (NOT p_filter ? 'error_class' OR e.error_class = p_filter ->> 'error_class')
+     AND (NOT p_filter ? 'dead_after' OR e.dead_at >= (p_filter ->> 'dead_after')::timestamptz)
+     AND (NOT p_filter ? 'dead_before' OR e.dead_at < (p_filter ->> 'dead_before')::timestamptz)
+   ORDER BY e.id
+$$;
+
+--
+-- Name: bulk_replay; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.bulk_replay (
+    id bigint NOT NULL,
+    workspace_id bigint NOT NULL,
+    filter jsonb NOT NULL,
+    force boolean NOT NULL,
+    requested_by text NOT NULL,
+    matched bigint NOT NULL,
+    replayed bigint DEFAULT 0 NOT NULL,
+    after_id bigint DEFAULT 0 NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone
+);
+
+--
+-- Name: bulk_replay_summary(wharf.bulk_replay); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.bulk_replay_summary(r wharf.bulk_replay) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object(
+    'id', r.id, 'workspace_id', r.workspace_id, 'filter', r.filter, 'force', r.force,
+    'requested_by', r.requested_by,
+    'state', CASE WHEN r.finished_at IS NULL THEN 'running' ELSE 'finished' END,
+    'matched', r.matched, 'replayed', r.replayed,
+    'skipped', CASE WHEN r.finished_at IS NULL THEN 0 ELSE greatest(r.matched - r.replayed, 0) END,
+    'started_at', r.started_at, 'updated_at', r.updated_at, 'finished_at', r.finished_at)
+$$;
+
 --
 -- Name: check_lease(bigint, bigint, uuid, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
@@ -418,47 +515,6 @@ BEGIN
       USING ERRCODE = '22023';
   END IF;
 END $$;
-
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
-
---
--- Name: provider_event; Type: TABLE; Schema: wharf; Owner: -
---
-
-CREATE TABLE wharf.provider_event (
-    id bigint NOT NULL,
-    workspace_id bigint,
-    provider text NOT NULL,
-    delivery_key text NOT NULL,
-    event_type text NOT NULL,
-    subject text,
-    scope_key text NOT NULL,
-    source text NOT NULL,
-    connection_id bigint,
-    payload jsonb NOT NULL,
-    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
-    received_at timestamp with time zone DEFAULT now() NOT NULL,
-    state text DEFAULT 'QUEUED'::text NOT NULL,
-    attempt integer DEFAULT 0 NOT NULL,
-    failures integer DEFAULT 0 NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL,
-    leased_until timestamp with time zone,
-    leased_by text,
-    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
-    error_class text,
-    outcome text,
-    handled_at timestamp with time zone,
-    dead_at timestamp with time zone,
-    replayed_by text,
-    replayed_at timestamp with time zone,
-    lease_token uuid,
-    body_sha256 bytea,
-    CONSTRAINT provider_event_body_sha256_check CHECK ((octet_length(body_sha256) = 32)),
-    CONSTRAINT provider_event_state_check CHECK ((state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text, 'DONE'::text, 'DEAD'::text])))
-)
-WITH (toast_tuple_target='128');
 
 --
 -- Name: claim(text, integer, text[]); Type: FUNCTION; Schema: wharf; Owner: -
@@ -514,6 +570,7 @@ BEGIN
          lease_epoch  = e.lease_epoch + 1,
          leased_until = v_now + v_lease,
          leased_by    = p_worker,
+         leased_at    = v_now,
          lease_token  = gen_random_uuid()
     FROM due_heads
    WHERE e.id = due_heads.id
@@ -554,6 +611,65 @@ BEGIN
     FROM wharf.connection c
     LEFT JOIN wharf.connection_secret s ON s.connection_id = c.id
    WHERE c.id = p_connection_id;
+END $$;
+
+--
+-- Name: continue_bulk_replay(bigint, bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.continue_bulk_replay(p_workspace_id bigint, p_id bigint, p_batch integer) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_replay   wharf.bulk_replay;
+  v_ids      bigint[];
+  v_id       bigint;
+  v_replayed integer := 0;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 OR p_batch > 1000 THEN
+    RAISE EXCEPTION 'wharf.continue_bulk_replay: batch must be between 1 and 1000' USING ERRCODE = '22023';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  SELECT * INTO v_replay FROM wharf.bulk_replay
+   WHERE id = p_id AND workspace_id = p_workspace_id
+     FOR UPDATE SKIP LOCKED;
+  IF NOT FOUND THEN
+    IF EXISTS (SELECT FROM wharf.bulk_replay WHERE id = p_id AND workspace_id = p_workspace_id) THEN
+      RETURN NULL;
+    END IF;
+    RAISE EXCEPTION 'wharf: workspace % has no bulk replay %', p_workspace_id, p_id USING ERRCODE = 'P0002';
+  END IF;
+  IF v_replay.finished_at IS NOT NULL THEN
+    RETURN wharf.bulk_replay_summary(v_replay);
+  END IF;
+
+  -- Events are locked in id order before the scope-head trigger locks their
+  -- scopes, as every other writer does (event first, then its scope): two
+  -- batches, or a batch and a single replay, cannot wait for each other in a
+  -- cycle.
+  SELECT array_agg(c.id ORDER BY c.id) INTO v_ids
+    FROM (SELECT e.id
+            FROM wharf.bulk_replay_candidates(p_workspace_id, v_replay.filter, v_replay.force,
+                                              v_replay.started_at, v_replay.after_id) e
+           ORDER BY e.id
+           LIMIT p_batch) c;
+  PERFORM FROM wharf.provider_event WHERE id = ANY (v_ids) ORDER BY id FOR UPDATE;
+
+  FOREACH v_id IN ARRAY coalesce(v_ids, '{}') LOOP
+    IF wharf.requeue_dead(p_workspace_id, v_id, v_replay.requested_by, v_replay.force) THEN
+      v_replayed := v_replayed + 1;
+    END IF;
+  END LOOP;
+
+  UPDATE wharf.bulk_replay
+     SET replayed    = replayed + v_replayed,
+         after_id    = coalesce(v_ids[cardinality(v_ids)], after_id),
+         updated_at  = clock_timestamp(),
+         finished_at = CASE WHEN coalesce(cardinality(v_ids), 0) < p_batch THEN clock_timestamp() END
+   WHERE id = p_id
+  RETURNING * INTO v_replay;
+  RETURN wharf.bulk_replay_summary(v_replay);
 END $$;
 
 --
@@ -639,6 +755,28 @@ BEGIN
 END $$;
 
 --
+-- Name: event_attempts(wharf.provider_event); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.event_attempts(e wharf.provider_event) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT coalesce(jsonb_agg(a ORDER BY (a ->> 'epoch')::bigint), '[]')
+    FROM (SELECT jsonb_build_object('attempt', h.attempt, 'epoch', h.lease_epoch, 'worker', h.worker,
+                                    'started_at', h.started_at, 'ended_at', h.ended_at,
+                                    'ended', h.ended, 'error_class', h.error_class) AS a
+            FROM wharf.event_attempt h
+           WHERE h.event_id = e.id
+          UNION ALL
+          SELECT jsonb_build_object('attempt', e.attempt, 'epoch', e.lease_epoch, 'worker', e.leased_by,
+                                    'started_at', e.leased_at,
+                                    'ended_at', CASE WHEN e.state = 'DONE' THEN e.handled_at END,
+                                    'ended', CASE WHEN e.state = 'DONE' THEN e.outcome ELSE 'running' END,
+                                    'error_class', NULL)
+           WHERE e.state IN ('LEASED', 'DONE') AND e.leased_by IS NOT NULL) attempts
+$$;
+
+--
 -- Name: event_detail(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -650,6 +788,7 @@ CREATE FUNCTION wharf.event_detail(p_workspace_id bigint, p_id bigint) RETURNS j
            'connection_id', e.connection_id, 'payload', e.payload, 'headers', e.headers,
            'lease_epoch', e.lease_epoch, 'leased_until', e.leased_until, 'leased_by', e.leased_by,
            'replayed_by', e.replayed_by, 'replayed_at', e.replayed_at,
+           'attempts', wharf.event_attempts(e),
            'steps', (SELECT coalesce(jsonb_agg(jsonb_build_object('name', s.step_name,
                                                                   'committed_at', s.committed_at)
                                                ORDER BY s.committed_at, s.step_name), '[]')
@@ -659,10 +798,10 @@ CREATE FUNCTION wharf.event_detail(p_workspace_id bigint, p_id bigint) RETURNS j
 $$;
 
 --
--- Name: event_page(bigint, text, text, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: event_page(bigint, text, text, integer, bigint, text, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.event_page(p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint) RETURNS jsonb
+CREATE FUNCTION wharf.event_page(p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone) RETURNS jsonb
     LANGUAGE plpgsql STABLE
     AS $$
 DECLARE
@@ -687,6 +826,10 @@ BEGIN
            WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id
              AND (p_state IS NULL OR state = p_state)
              AND (p_subject IS NULL OR subject = p_subject)
+             AND (p_provider IS NULL OR provider = p_provider)
+             AND (p_event_type IS NULL OR event_type = p_event_type)
+             AND (p_received_after IS NULL OR received_at >= p_received_after)
+             AND (p_received_before IS NULL OR received_at < p_received_before)
              AND (p_before_id IS NULL OR id < p_before_id)
            ORDER BY id DESC
            LIMIT p_limit + 1) e;
@@ -736,7 +879,7 @@ BEGIN
     RAISE EXCEPTION 'wharf.fail: error_class must be a class name, not free text' USING ERRCODE = '22023';
   END IF;
 
-  SELECT attempt, failures INTO v_row
+  SELECT attempt, failures, leased_by, leased_at INTO v_row
     FROM wharf.provider_event
    WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED'
    FOR NO KEY UPDATE;  -- the lock the UPDATE below takes anyway
@@ -757,6 +900,8 @@ BEGIN
          next_attempt_at = CASE WHEN v_dead THEN next_attempt_at
                                 ELSE v_now + wharf.retry_delay(v_row.attempt) END
    WHERE id = p_id;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class);
   RETURN CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
 END $_$;
 
@@ -890,6 +1035,21 @@ CREATE FUNCTION wharf.list_all_admissions(p_limit integer DEFAULT 50, p_before_i
 $$;
 
 --
+-- Name: list_bulk_replays(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_bulk_replays(p_workspace_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN (SELECT coalesce(jsonb_agg(wharf.bulk_replay_summary(r) ORDER BY r.id DESC), '[]')
+            FROM (SELECT * FROM wharf.bulk_replay WHERE workspace_id = p_workspace_id
+                   ORDER BY id DESC LIMIT 50) r);
+END $$;
+
+--
 -- Name: list_connections(bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -918,16 +1078,17 @@ CREATE FUNCTION wharf.list_dead(p_workspace_id bigint, p_subject text DEFAULT NU
 $$;
 
 --
--- Name: list_events(bigint, text, text, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: list_events(bigint, text, text, integer, bigint, text, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.list_events(p_workspace_id bigint, p_state text DEFAULT NULL::text, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+CREATE FUNCTION wharf.list_events(p_workspace_id bigint, p_state text DEFAULT NULL::text, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint, p_provider text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text, p_received_after timestamp with time zone DEFAULT NULL::timestamp with time zone, p_received_before timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
   PERFORM wharf.require_workspace(p_workspace_id);
-  RETURN wharf.event_page(p_workspace_id, p_state, p_subject, p_limit, p_before_id);
+  RETURN wharf.event_page(p_workspace_id, p_state, p_subject, p_limit, p_before_id,
+                          p_provider, p_event_type, p_received_after, p_received_before);
 END $$;
 
 --
@@ -938,18 +1099,19 @@ CREATE FUNCTION wharf.list_installation_dead(p_subject text DEFAULT NULL::text, 
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT wharf.event_page(NULL, 'DEAD', p_subject, p_limit, p_before_id)
+  SELECT wharf.event_page(NULL, 'DEAD', p_subject, p_limit, p_before_id, NULL, NULL, NULL, NULL)
 $$;
 
 --
--- Name: list_installation_events(text, text, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: list_installation_events(text, text, integer, bigint, text, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.list_installation_events(p_state text DEFAULT NULL::text, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+CREATE FUNCTION wharf.list_installation_events(p_state text DEFAULT NULL::text, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint, p_provider text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text, p_received_after timestamp with time zone DEFAULT NULL::timestamp with time zone, p_received_before timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT wharf.event_page(NULL, p_state, p_subject, p_limit, p_before_id)
+  SELECT wharf.event_page(NULL, p_state, p_subject, p_limit, p_before_id,
+                          p_provider, p_event_type, p_received_after, p_received_before)
 $$;
 
 --
@@ -1110,6 +1272,18 @@ BEGIN
 END $$;
 
 --
+-- Name: next_due_at(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.next_due_at() RETURNS timestamp with time zone
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT min(ready_at) FROM wharf.scope
+   WHERE head_id IS NOT NULL AND leased_id IS NULL AND active AND ready_at > clock_timestamp()
+$$;
+
+--
 -- Name: notify_idle_claimers(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1194,6 +1368,88 @@ BEGIN
 END $$;
 
 --
+-- Name: queue_history(bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.queue_history(p_workspace_id bigint, p_hours integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_now   timestamptz := clock_timestamp();
+  v_since timestamptz;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_hours IS NULL OR p_hours < 1 OR p_hours > 24 THEN
+    RAISE EXCEPTION 'wharf.queue_history: hours must be between 1 and 24' USING ERRCODE = '22023';
+  END IF;
+  v_since := date_trunc('minute', v_now) - make_interval(mins => p_hours * 60 - 1);
+
+  RETURN (
+    WITH events AS (
+      SELECT e.received_at, e.state,
+             CASE e.state WHEN 'DONE' THEN e.handled_at WHEN 'DEAD' THEN e.dead_at END AS ended_at
+        FROM wharf.provider_event e
+       WHERE e.workspace_id = p_workspace_id
+         AND (e.state IN ('QUEUED', 'LEASED')
+              OR (e.state = 'DONE' AND e.handled_at >= v_since)
+              OR (e.state = 'DEAD' AND e.dead_at >= v_since))
+    ),
+    minutes AS (
+      SELECT m AS at, m + interval '1 minute' AS ends
+        FROM generate_series(v_since, date_trunc('minute', v_now), interval '1 minute') m
+    ),
+    arrivals AS (
+      SELECT date_trunc('minute', received_at) AS at, count(*) AS admitted
+        FROM events WHERE received_at >= v_since GROUP BY 1
+    ),
+    endings AS (
+      SELECT date_trunc('minute', ended_at) AS at,
+             count(*) FILTER (WHERE state = 'DONE') AS handled,
+             count(*) FILTER (WHERE state = 'DEAD') AS dead,
+             min(received_at) AS earliest_received
+        FROM events WHERE ended_at IS NOT NULL GROUP BY 1
+    ),
+    still_waiting AS (
+      SELECT min(received_at) AS earliest_received FROM events WHERE ended_at IS NULL
+    ),
+    before_window AS (
+      SELECT count(*) AS waiting FROM events WHERE received_at < v_since
+    ),
+    per_minute AS (
+      SELECT m.at, m.ends,
+             coalesce(a.admitted, 0) AS admitted, coalesce(x.handled, 0) AS handled,
+             coalesce(x.dead, 0) AS dead,
+             -- Depth at the minute's end: every event received before it
+             -- (those before the window too) less every event ended before it.
+             b.waiting + sum(coalesce(a.admitted, 0)) OVER (ORDER BY m.at)
+               - sum(coalesce(x.handled, 0) + coalesce(x.dead, 0)) OVER (ORDER BY m.at) AS depth,
+             -- The oldest event waiting at the minute's end is the earliest
+             -- received of those that end after that minute, or never: a
+             -- running minimum over the later minutes. It is waiting then
+             -- only when it was received before the minute's end.
+             least(w.earliest_received,
+                   min(x.earliest_received) OVER (ORDER BY m.at DESC
+                                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)) AS oldest
+        FROM minutes m
+        LEFT JOIN arrivals a ON a.at = m.at
+        LEFT JOIN endings x ON x.at = m.at
+        CROSS JOIN still_waiting w
+        CROSS JOIN before_window b
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+             'at', x.at, 'admitted', x.admitted, 'handled', x.handled, 'dead', x.dead,
+             'depth', greatest(x.depth, 0),
+             'oldest_age_seconds',
+               CASE WHEN x.oldest < least(x.ends, v_now)
+                    THEN round(extract(epoch FROM least(x.ends, v_now) - x.oldest)::numeric, 3)
+                    ELSE 0 END)
+             ORDER BY x.at), '[]')
+      FROM per_minute x
+  );
+END $$;
+
+--
 -- Name: queue_stats(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1231,17 +1487,21 @@ BEGIN
       JOIN wharf.scope s ON s.scope_key = e.scope_key
      WHERE e.state = 'LEASED' AND e.leased_until < v_now
      FOR UPDATE OF e, s SKIP LOCKED
+  ), reaped AS (
+    UPDATE wharf.provider_event e
+       SET failures        = e.failures + 1,
+           error_class     = 'LeaseExpired',
+           leased_until    = NULL,
+           state           = CASE WHEN e.failures + 1 >= v_max_attempts THEN 'DEAD' ELSE 'QUEUED' END,
+           dead_at         = CASE WHEN e.failures + 1 >= v_max_attempts THEN v_now END,
+           next_attempt_at = CASE WHEN e.failures + 1 >= v_max_attempts THEN e.next_attempt_at
+                                  ELSE v_now + wharf.retry_delay(e.attempt) END
+      FROM expired
+     WHERE e.id = expired.id
+    RETURNING e.id, e.lease_epoch, e.attempt, e.leased_by, e.leased_at
   )
-  UPDATE wharf.provider_event e
-     SET failures        = e.failures + 1,
-         error_class     = 'LeaseExpired',
-         leased_until    = NULL,
-         state           = CASE WHEN e.failures + 1 >= v_max_attempts THEN 'DEAD' ELSE 'QUEUED' END,
-         dead_at         = CASE WHEN e.failures + 1 >= v_max_attempts THEN v_now END,
-         next_attempt_at = CASE WHEN e.failures + 1 >= v_max_attempts THEN e.next_attempt_at
-                                ELSE v_now + wharf.retry_delay(e.attempt) END
-    FROM expired
-   WHERE e.id = expired.id;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class)
+  SELECT id, lease_epoch, attempt, leased_by, leased_at, v_now, 'expired', 'LeaseExpired' FROM reaped;
   GET DIAGNOSTICS v_reaped = ROW_COUNT;
 
   DELETE FROM wharf.idle_listener l
@@ -1277,18 +1537,22 @@ CREATE FUNCTION wharf.release(p_id bigint, p_epoch bigint) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+  v_row record;
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL THEN
     RAISE EXCEPTION 'wharf.release: id and epoch are required' USING ERRCODE = '22004';
   END IF;
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   UPDATE wharf.provider_event
-     SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(),
-         leased_until = NULL
-   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+     SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(), leased_until = NULL
+   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED'
+  RETURNING attempt + 1 AS attempt, leased_by, leased_at INTO v_row;  -- the lease's own attempt
   IF NOT FOUND THEN
     RETURN false;
   END IF;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, clock_timestamp(), 'released');
   PERFORM wharf.notify_idle_claimers();
   RETURN true;
 END $$;
@@ -1714,6 +1978,18 @@ BEGIN
 END $$;
 
 --
+-- Name: show_bulk_replay(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.show_bulk_replay(p_workspace_id bigint, p_id bigint) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.bulk_replay_summary(r) FROM wharf.bulk_replay r
+   WHERE r.id = p_id AND r.workspace_id = p_workspace_id
+$$;
+
+--
 -- Name: show_connection(bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1780,6 +2056,47 @@ CREATE FUNCTION wharf.source_lock_id(p_provider text, p_source text) RETURNS tex
     AS $$
   SELECT p_provider || ' ' || p_source
 $$;
+
+--
+-- Name: start_bulk_replay(bigint, jsonb, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.start_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_account text, p_force boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_key     text;
+  v_started timestamptz;
+  v_replay  wharf.bulk_replay;
+BEGIN
+  IF p_filter IS NULL OR p_account IS NULL OR p_account = '' OR p_force IS NULL THEN
+    RAISE EXCEPTION 'wharf.start_bulk_replay: filter, account and force are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF jsonb_typeof(p_filter) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.start_bulk_replay: the filter must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  FOR v_key IN SELECT jsonb_object_keys(p_filter) LOOP
+    IF v_key NOT IN ('provider', 'event_type', 'subject', 'error_class', 'dead_after', 'dead_before') THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: unknown filter %', quote_literal(v_key) USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(p_filter -> v_key) <> 'string' THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be text', v_key USING ERRCODE = '22023';
+    END IF;
+  END LOOP;
+  PERFORM (p_filter ->> 'dead_after')::timestamptz, (p_filter ->> 'dead_before')::timestamptz;
+
+  -- The clock, not the transaction's start: an event that died before this
+  -- call, in the same transaction too, is taken.
+  v_started := clock_timestamp();
+  INSERT INTO wharf.bulk_replay (workspace_id, filter, force, requested_by, matched, started_at, updated_at)
+  VALUES (p_workspace_id, p_filter, p_force, p_account,
+          (SELECT count(*) FROM wharf.bulk_replay_candidates(p_workspace_id, p_filter, p_force, v_started, 0)),
+          v_started, v_started)
+  RETURNING * INTO v_replay;
+  RETURN wharf.bulk_replay_summary(v_replay);
+END $$;
 
 --
 -- Name: step(bigint, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
@@ -2151,6 +2468,19 @@ ALTER TABLE wharf.api_token ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: bulk_replay_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.bulk_replay ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.bulk_replay_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: connection; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -2201,6 +2531,22 @@ CREATE TABLE wharf.connection_secret (
     CONSTRAINT connection_secret_previous_token_sha256_check CHECK ((octet_length(previous_token_sha256) = 32)),
     CONSTRAINT connection_secret_signing_key_check CHECK ((signing_key <> ''::text)),
     CONSTRAINT connection_secret_token_sha256_check CHECK ((octet_length(token_sha256) = 32))
+);
+
+--
+-- Name: event_attempt; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.event_attempt (
+    event_id bigint NOT NULL,
+    lease_epoch bigint NOT NULL,
+    attempt integer NOT NULL,
+    worker text NOT NULL,
+    started_at timestamp with time zone,
+    ended_at timestamp with time zone NOT NULL,
+    ended text NOT NULL,
+    error_class text,
+    CONSTRAINT event_attempt_ended_check CHECK ((ended = ANY (ARRAY['transient'::text, 'unknown'::text, 'permanent'::text, 'uncertain'::text, 'released'::text, 'expired'::text])))
 );
 
 --
@@ -2340,6 +2686,13 @@ ALTER TABLE ONLY wharf.api_token
     ADD CONSTRAINT api_token_pkey PRIMARY KEY (id);
 
 --
+-- Name: bulk_replay bulk_replay_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.bulk_replay
+    ADD CONSTRAINT bulk_replay_pkey PRIMARY KEY (id);
+
+--
 -- Name: connection connection_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -2359,6 +2712,13 @@ ALTER TABLE ONLY wharf.connection_secret
 
 ALTER TABLE wharf.connection_secret
     ADD CONSTRAINT connection_secret_signing_key_encrypted CHECK (((signing_key ~ '^aes256gcm:[A-Za-z0-9_.-]{1,32}:[A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}$'::text) AND (previous_signing_key ~ '^aes256gcm:[A-Za-z0-9_.-]{1,32}:[A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}$'::text))) NOT VALID;
+
+--
+-- Name: event_attempt event_attempt_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.event_attempt
+    ADD CONSTRAINT event_attempt_pkey PRIMARY KEY (event_id, lease_epoch);
 
 --
 -- Name: idle_listener idle_listener_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
@@ -2435,6 +2795,12 @@ ALTER TABLE ONLY wharf.workspace
 --
 
 CREATE INDEX ix_admission_log_at ON wharf.admission_log USING btree (at);
+
+--
+-- Name: ix_bulk_replay_workspace; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_bulk_replay_workspace ON wharf.bulk_replay USING btree (workspace_id, id DESC);
 
 --
 -- Name: ix_connection_workspace; Type: INDEX; Schema: wharf; Owner: -
@@ -2564,6 +2930,13 @@ ALTER TABLE ONLY wharf.api_token
     ADD CONSTRAINT api_token_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
 
 --
+-- Name: bulk_replay bulk_replay_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.bulk_replay
+    ADD CONSTRAINT bulk_replay_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
 -- Name: connection_secret connection_secret_connection_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -2576,6 +2949,13 @@ ALTER TABLE ONLY wharf.connection_secret
 
 ALTER TABLE ONLY wharf.connection
     ADD CONSTRAINT connection_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
+-- Name: event_attempt event_attempt_event_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.event_attempt
+    ADD CONSTRAINT event_attempt_event_id_fkey FOREIGN KEY (event_id) REFERENCES wharf.provider_event(id) ON DELETE CASCADE;
 
 --
 -- Name: provider_event_step provider_event_step_event_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
@@ -2655,6 +3035,12 @@ REVOKE ALL ON FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome tex
 REVOKE ALL ON FUNCTION wharf.connection_endpoint(p_connection_id bigint) FROM PUBLIC;
 
 --
+-- Name: FUNCTION continue_bulk_replay(p_workspace_id bigint, p_id bigint, p_batch integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.continue_bulk_replay(p_workspace_id bigint, p_id bigint, p_batch integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION create_token(p_workspace_id bigint, p_name text, p_token_hash bytea); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -2703,6 +3089,12 @@ REVOKE ALL ON FUNCTION wharf.list_admissions(p_workspace_id bigint, p_limit inte
 REVOKE ALL ON FUNCTION wharf.list_all_admissions(p_limit integer, p_before_id bigint) FROM PUBLIC;
 
 --
+-- Name: FUNCTION list_bulk_replays(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_bulk_replays(p_workspace_id bigint) FROM PUBLIC;
+
+--
 -- Name: FUNCTION list_connections(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -2715,10 +3107,10 @@ REVOKE ALL ON FUNCTION wharf.list_connections(p_workspace_id bigint) FROM PUBLIC
 REVOKE ALL ON FUNCTION wharf.list_dead(p_workspace_id bigint, p_subject text, p_limit integer, p_before_id bigint) FROM PUBLIC;
 
 --
--- Name: FUNCTION list_events(p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
+-- Name: FUNCTION list_events(p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone); Type: ACL; Schema: wharf; Owner: -
 --
 
-REVOKE ALL ON FUNCTION wharf.list_events(p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wharf.list_events(p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone) FROM PUBLIC;
 
 --
 -- Name: FUNCTION list_installation_dead(p_subject text, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
@@ -2727,10 +3119,10 @@ REVOKE ALL ON FUNCTION wharf.list_events(p_workspace_id bigint, p_state text, p_
 REVOKE ALL ON FUNCTION wharf.list_installation_dead(p_subject text, p_limit integer, p_before_id bigint) FROM PUBLIC;
 
 --
--- Name: FUNCTION list_installation_events(p_state text, p_subject text, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
+-- Name: FUNCTION list_installation_events(p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone); Type: ACL; Schema: wharf; Owner: -
 --
 
-REVOKE ALL ON FUNCTION wharf.list_installation_events(p_state text, p_subject text, p_limit integer, p_before_id bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wharf.list_installation_events(p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone) FROM PUBLIC;
 
 --
 -- Name: FUNCTION list_tokens(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -
@@ -2763,10 +3155,22 @@ REVOKE ALL ON FUNCTION wharf.mark_idle(p_listener text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wharf.missing_deliveries(p_provider text, p_source text, p_delivery_keys text[]) FROM PUBLIC;
 
 --
+-- Name: FUNCTION next_due_at(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.next_due_at() FROM PUBLIC;
+
+--
 -- Name: FUNCTION purge(OUT done_deleted bigint, OUT dead_deleted bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION queue_history(p_workspace_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.queue_history(p_workspace_id bigint, p_hours integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision); Type: ACL; Schema: wharf; Owner: -
@@ -2853,6 +3257,12 @@ REVOKE ALL ON FUNCTION wharf.set_workspace_state(p_id bigint, p_state text) FROM
 REVOKE ALL ON FUNCTION wharf.settle_redelivery(p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint, p_outcome text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION show_bulk_replay(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.show_bulk_replay(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
 -- Name: FUNCTION show_connection(p_id bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -2875,6 +3285,12 @@ REVOKE ALL ON FUNCTION wharf.show_installation_event(p_id bigint) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION wharf.show_workspace(p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION start_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_account text, p_force boolean); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.start_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_account text, p_force boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION step(p_id bigint, p_epoch bigint, p_step_name text); Type: ACL; Schema: wharf; Owner: -

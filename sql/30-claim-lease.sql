@@ -11,7 +11,8 @@
 -- connection that is not PAUSED; scopes are
 -- served longest ready first (wharf.scope.ready_at). Increments attempt and
 -- lease_epoch, and draws the lease's random lease_token, which the handler's
--- step and fence present (sql/50-steps-fences.sql). Concurrent claimers pass
+-- step and fence present (sql/50-steps-fences.sql), and records when the
+-- lease began (leased_at, the start of its attempt history entry). Concurrent claimers pass
 -- over each other. With p_handles (`provider:event_type` and `provider:*`
 -- keys), only heads this host has a handler for: another head keeps its scope
 -- waiting, in order, for a host that handles it.
@@ -74,6 +75,7 @@ BEGIN
          lease_epoch  = e.lease_epoch + 1,
          leased_until = v_now + v_lease,
          leased_by    = p_worker,
+         leased_at    = v_now,
          lease_token  = gen_random_uuid()
     FROM due_heads
    WHERE e.id = due_heads.id
@@ -110,29 +112,34 @@ BEGIN
 END $$;
 
 -- A stopping worker gives the row back: QUEUED, due at once, attempt as it
--- was before the claim, and idle claimers woken. False when the row is not
--- LEASED under p_epoch.
+-- was before the claim, the lease kept in the attempt history as
+-- 'released', and idle claimers woken. False when the row is not LEASED
+-- under p_epoch.
 CREATE OR REPLACE FUNCTION wharf.release(p_id bigint, p_epoch bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_row record;
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL THEN
     RAISE EXCEPTION 'wharf.release: id and epoch are required' USING ERRCODE = '22004';
   END IF;
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   UPDATE wharf.provider_event
-     SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(),
-         leased_until = NULL
-   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+     SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(), leased_until = NULL
+   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED'
+  RETURNING attempt + 1 AS attempt, leased_by, leased_at INTO v_row;  -- the lease's own attempt
   IF NOT FOUND THEN
     RETURN false;
   END IF;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, clock_timestamp(), 'released');
   PERFORM wharf.notify_idle_claimers();
   RETURN true;
 END $$;
 
 -- Takes back every lease past leased_until: QUEUED after the retry delay with
 -- failures + 1 and error_class 'LeaseExpired', or DEAD once failures reach
--- max_attempts. Skips rows under a fenced write or in a scope busy elsewhere
+-- max_attempts; each lease stays in the attempt history as 'expired'. Skips rows under a fenced write or in a scope busy elsewhere
 -- (the next run takes them). Returns how many it reaped.
 -- Also forgets idle listeners whose session has ended.
 CREATE OR REPLACE FUNCTION wharf.reap() RETURNS integer
@@ -151,17 +158,21 @@ BEGIN
       JOIN wharf.scope s ON s.scope_key = e.scope_key
      WHERE e.state = 'LEASED' AND e.leased_until < v_now
      FOR UPDATE OF e, s SKIP LOCKED
+  ), reaped AS (
+    UPDATE wharf.provider_event e
+       SET failures        = e.failures + 1,
+           error_class     = 'LeaseExpired',
+           leased_until    = NULL,
+           state           = CASE WHEN e.failures + 1 >= v_max_attempts THEN 'DEAD' ELSE 'QUEUED' END,
+           dead_at         = CASE WHEN e.failures + 1 >= v_max_attempts THEN v_now END,
+           next_attempt_at = CASE WHEN e.failures + 1 >= v_max_attempts THEN e.next_attempt_at
+                                  ELSE v_now + wharf.retry_delay(e.attempt) END
+      FROM expired
+     WHERE e.id = expired.id
+    RETURNING e.id, e.lease_epoch, e.attempt, e.leased_by, e.leased_at
   )
-  UPDATE wharf.provider_event e
-     SET failures        = e.failures + 1,
-         error_class     = 'LeaseExpired',
-         leased_until    = NULL,
-         state           = CASE WHEN e.failures + 1 >= v_max_attempts THEN 'DEAD' ELSE 'QUEUED' END,
-         dead_at         = CASE WHEN e.failures + 1 >= v_max_attempts THEN v_now END,
-         next_attempt_at = CASE WHEN e.failures + 1 >= v_max_attempts THEN e.next_attempt_at
-                                ELSE v_now + wharf.retry_delay(e.attempt) END
-    FROM expired
-   WHERE e.id = expired.id;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class)
+  SELECT id, lease_epoch, attempt, leased_by, leased_at, v_now, 'expired', 'LeaseExpired' FROM reaped;
   GET DIAGNOSTICS v_reaped = ROW_COUNT;
 
   DELETE FROM wharf.idle_listener l
@@ -212,6 +223,16 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   DELETE FROM wharf.idle_listener WHERE listener = p_listener
 $$;
 
+-- The earliest time after now at which a scope head that no lease holds
+-- falls due (a retry waiting out its delay); NULL when none waits. A claimer
+-- about to sleep wakes by itself then: a retry becomes due without any
+-- commit that could notify it.
+CREATE OR REPLACE FUNCTION wharf.next_due_at() RETURNS timestamptz
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT min(ready_at) FROM wharf.scope
+   WHERE head_id IS NOT NULL AND leased_id IS NULL AND active AND ready_at > clock_timestamp()
+$$;
+
 -- Queue depth by state and the age in seconds of the oldest due scope head
 -- that no lease holds (0 when none is): the worker's gauges.
 CREATE OR REPLACE FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age float8)
@@ -226,4 +247,4 @@ $$;
 
 REVOKE ALL ON FUNCTION wharf.claim(text, integer, text[]), wharf.renew(bigint, bigint),
   wharf.complete(bigint, bigint, text), wharf.release(bigint, bigint), wharf.reap(),
-  wharf.mark_idle(text), wharf.mark_busy(text), wharf.queue_stats() FROM PUBLIC;
+  wharf.mark_idle(text), wharf.mark_busy(text), wharf.next_due_at(), wharf.queue_stats() FROM PUBLIC;

@@ -15,8 +15,9 @@ BEGIN
   RETURN v_delay / 2 + random() * (v_delay / 2);
 END $$;
 
--- Records a failed attempt of a row LEASED under p_epoch and returns its new
--- state; NULL when the lease is gone. p_kind:
+-- Records a failed attempt of a row LEASED under p_epoch, in the row and in
+-- its attempt history, and returns its new state; NULL when the lease is
+-- gone. p_kind:
 --   transient  back to QUEUED after the delay; failures unchanged
 --   unknown    failures + 1; DEAD at max_attempts, else QUEUED after the delay
 --   permanent  DEAD at once
@@ -41,7 +42,7 @@ BEGIN
     RAISE EXCEPTION 'wharf.fail: error_class must be a class name, not free text' USING ERRCODE = '22023';
   END IF;
 
-  SELECT attempt, failures INTO v_row
+  SELECT attempt, failures, leased_by, leased_at INTO v_row
     FROM wharf.provider_event
    WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED'
    FOR NO KEY UPDATE;  -- the lock the UPDATE below takes anyway
@@ -62,6 +63,8 @@ BEGIN
          next_attempt_at = CASE WHEN v_dead THEN next_attempt_at
                                 ELSE v_now + wharf.retry_delay(v_row.attempt) END
    WHERE id = p_id;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class);
   RETURN CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
 END $$;
 

@@ -32,13 +32,16 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- A page of the events whose workspace IS NOT DISTINCT FROM p_workspace_id
--- (NULL: installation rows), newest first, older than p_before_id when given.
+-- (NULL: installation rows), newest first, older than p_before_id when given,
+-- narrowed by every filter given: state, subject, provider, event type, and
+-- received at or after p_received_after and before p_received_before.
 -- {events, next_cursor}: next_cursor is the id to pass as p_before_id for the
 -- next page, NULL on the last. Ids only grow, so rows inserted between pages
 -- land before the first page and never shift a later one. Internal: callers
 -- use the bound list_* functions below.
 CREATE OR REPLACE FUNCTION wharf.event_page(
-  p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint)
+  p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint,
+  p_provider text, p_event_type text, p_received_after timestamptz, p_received_before timestamptz)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -63,6 +66,10 @@ BEGIN
            WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id
              AND (p_state IS NULL OR state = p_state)
              AND (p_subject IS NULL OR subject = p_subject)
+             AND (p_provider IS NULL OR provider = p_provider)
+             AND (p_event_type IS NULL OR event_type = p_event_type)
+             AND (p_received_after IS NULL OR received_at >= p_received_after)
+             AND (p_received_before IS NULL OR received_at < p_received_before)
              AND (p_before_id IS NULL OR id < p_before_id)
            ORDER BY id DESC
            LIMIT p_limit + 1) e;
@@ -78,12 +85,15 @@ END $$;
 -- unknown workspace, 22023 for an unknown state or a limit outside 1..500.
 CREATE OR REPLACE FUNCTION wharf.list_events(
   p_workspace_id bigint, p_state text DEFAULT NULL, p_subject text DEFAULT NULL,
-  p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL)
+  p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL,
+  p_provider text DEFAULT NULL, p_event_type text DEFAULT NULL,
+  p_received_after timestamptz DEFAULT NULL, p_received_before timestamptz DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM wharf.require_workspace(p_workspace_id);
-  RETURN wharf.event_page(p_workspace_id, p_state, p_subject, p_limit, p_before_id);
+  RETURN wharf.event_page(p_workspace_id, p_state, p_subject, p_limit, p_before_id,
+                          p_provider, p_event_type, p_received_after, p_received_before);
 END $$;
 
 -- The dead letters of workspace p_workspace_id, newest first (list_events
@@ -96,13 +106,16 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT wharf.list_events(p_workspace_id, 'DEAD', p_subject, p_limit, p_before_id)
 $$;
 
--- Instance admin only: a page of installation rows (NULL workspace).
+-- Instance admin only: a page of installation rows (NULL workspace), with
+-- the filters of list_events.
 CREATE OR REPLACE FUNCTION wharf.list_installation_events(
   p_state text DEFAULT NULL, p_subject text DEFAULT NULL, p_limit integer DEFAULT 50,
-  p_before_id bigint DEFAULT NULL)
+  p_before_id bigint DEFAULT NULL, p_provider text DEFAULT NULL, p_event_type text DEFAULT NULL,
+  p_received_after timestamptz DEFAULT NULL, p_received_before timestamptz DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT wharf.event_page(NULL, p_state, p_subject, p_limit, p_before_id)
+  SELECT wharf.event_page(NULL, p_state, p_subject, p_limit, p_before_id,
+                          p_provider, p_event_type, p_received_after, p_received_before)
 $$;
 
 -- Instance admin only: the dead installation rows, newest first.
@@ -110,12 +123,34 @@ CREATE OR REPLACE FUNCTION wharf.list_installation_dead(
   p_subject text DEFAULT NULL, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT wharf.event_page(NULL, 'DEAD', p_subject, p_limit, p_before_id)
+  SELECT wharf.event_page(NULL, 'DEAD', p_subject, p_limit, p_before_id, NULL, NULL, NULL, NULL)
+$$;
+
+-- Every lease of event e, oldest first, as {attempt, epoch, worker,
+-- started_at, ended_at, ended, error_class}: those that ended other than by
+-- completion from wharf.event_attempt, then the lease the row itself
+-- describes when it is LEASED ('running') or was completed by it (its
+-- outcome). Internal, like event_page.
+CREATE OR REPLACE FUNCTION wharf.event_attempts(e wharf.provider_event) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce(jsonb_agg(a ORDER BY (a ->> 'epoch')::bigint), '[]')
+    FROM (SELECT jsonb_build_object('attempt', h.attempt, 'epoch', h.lease_epoch, 'worker', h.worker,
+                                    'started_at', h.started_at, 'ended_at', h.ended_at,
+                                    'ended', h.ended, 'error_class', h.error_class) AS a
+            FROM wharf.event_attempt h
+           WHERE h.event_id = e.id
+          UNION ALL
+          SELECT jsonb_build_object('attempt', e.attempt, 'epoch', e.lease_epoch, 'worker', e.leased_by,
+                                    'started_at', e.leased_at,
+                                    'ended_at', CASE WHEN e.state = 'DONE' THEN e.handled_at END,
+                                    'ended', CASE WHEN e.state = 'DONE' THEN e.outcome ELSE 'running' END,
+                                    'error_class', NULL)
+           WHERE e.state IN ('LEASED', 'DONE') AND e.leased_by IS NOT NULL) attempts
 $$;
 
 -- Event p_id with its payload, headers (stored without credentials by admit),
--- lease and replay facts and committed steps, when its workspace IS NOT
--- DISTINCT FROM p_workspace_id; NULL otherwise. Internal, like event_page.
+-- lease and replay facts, attempts and committed steps, when its workspace IS
+-- NOT DISTINCT FROM p_workspace_id; NULL otherwise. Internal, like event_page.
 CREATE OR REPLACE FUNCTION wharf.event_detail(p_workspace_id bigint, p_id bigint) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT wharf.event_summary(e) || jsonb_build_object(
@@ -123,6 +158,7 @@ LANGUAGE sql STABLE AS $$
            'connection_id', e.connection_id, 'payload', e.payload, 'headers', e.headers,
            'lease_epoch', e.lease_epoch, 'leased_until', e.leased_until, 'leased_by', e.leased_by,
            'replayed_by', e.replayed_by, 'replayed_at', e.replayed_at,
+           'attempts', wharf.event_attempts(e),
            'steps', (SELECT coalesce(jsonb_agg(jsonb_build_object('name', s.step_name,
                                                                   'committed_at', s.committed_at)
                                                ORDER BY s.committed_at, s.step_name), '[]')
@@ -258,9 +294,9 @@ BEGIN
   RETURN FOUND;
 END $$;
 
-REVOKE ALL ON FUNCTION wharf.list_events(bigint, text, text, integer, bigint),
+REVOKE ALL ON FUNCTION wharf.list_events(bigint, text, text, integer, bigint, text, text, timestamptz, timestamptz),
   wharf.list_dead(bigint, text, integer, bigint),
-  wharf.list_installation_events(text, text, integer, bigint),
+  wharf.list_installation_events(text, text, integer, bigint, text, text, timestamptz, timestamptz),
   wharf.list_installation_dead(text, integer, bigint),
   wharf.show_event(bigint, bigint),
   wharf.show_installation_event(bigint),

@@ -2,14 +2,16 @@
 // free slots and loops at once while claims fill them; when a claim comes
 // back short it marks the listener idle, claims once more (mark_idle succeeds
 // only when no admission is in flight, so every admitted row is visible now)
-// and only then sleeps, until a notification, a finished handler, or
-// poll_every. While admissions keep mark_idle refusing, it claims every few ms.
+// and only then sleeps, until a notification, a finished handler, the
+// earliest retry it knows of falls due (next-due.ts), or poll_every. While
+// admissions keep mark_idle refusing, it claims every few ms.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
 import type { Listener } from './listener.js';
 import { claimedTotal } from './metrics.js';
-import { claimEvents } from './sql/claim-lease.js';
+import type { NextDue } from './next-due.js';
+import { claimEvents, readNextDueIn } from './sql/claim-lease.js';
 import { isConnectionTrouble } from './transient.js';
 import type { ProviderEventRow } from './sql/event-row.js';
 import type { Wakeup } from './wakeup.js';
@@ -21,6 +23,7 @@ export interface ClaimLoopOptions {
   handles: readonly string[] | null;
   listener: Listener;
   wakeup: Wakeup;
+  nextDue: NextDue;
   logger: Logger;
   pollEvery: () => number;
   /** How many more rows this host may lease now (worker/create-worker.ts says why). */
@@ -88,6 +91,14 @@ export async function runClaimLoop(options: ClaimLoopOptions): Promise<void> {
       }
     }
     if (claimed === 0) options.onIdle();
-    await wakeup.sleep(options.pollEvery());
+    if (options.nextDue.needsReading) {
+      try {
+        options.nextDue.read(await readNextDueIn(listener.connection ?? options.pool));
+      } catch (error) {
+        // The poll still finds the retry.
+        options.logger.warn({ error_class: classOf(error) }, 'could not read when the next retry is due');
+      }
+    }
+    await wakeup.sleep(options.nextDue.sleepMs(options.pollEvery()));
   }
 }

@@ -20,6 +20,7 @@ import { resolveSettings, type WorkerSettings } from './settings.js';
 import type { ProviderEventRow } from './sql/event-row.js';
 import { readQueueStats } from './sql/claim-lease.js';
 import { retryOnConnectionTrouble } from './transient.js';
+import { NextDue } from './next-due.js';
 import { Wakeup } from './wakeup.js';
 
 export interface WorkerOptions {
@@ -82,6 +83,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   private readonly concurrency: number;
   private readonly logger: Logger;
   private readonly wakeup = new Wakeup();
+  private readonly nextDue = new NextDue();
   private readonly completions: CompletionBatcher;
   private readonly listener: Listener;
   /** Every run from claim until its closing write is done. */
@@ -157,6 +159,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       handles: this.options.ignoreUnhandled ? null : handledKeys(this.options.handlers),
       listener: this.listener,
       wakeup: this.wakeup,
+      nextDue: this.nextDue,
       logger: this.logger,
       pollEvery: () => this.current.pollEvery,
       freeSlots: () => this.freeSlots(),
@@ -249,6 +252,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       closingSignal: this.closingAbort.signal,
       onSettled: (outcome) => {
         this.running.delete(run);
+        if (outcome === 'retried') this.nextDue.retryScheduled();
         this.emit('settled', { eventId: row.id, outcome });
         this.wakeup.wake();
       },

@@ -115,6 +115,10 @@ export async function planRelease(client: pg.ClientBase): Promise<ReleasePlan> {
 
   // Down: drop what is new, then give back what changed or went its released text.
   const down: string[] = [
+    // The released texts come back in catalog order, not in the order their
+    // SQL-language bodies call each other: check those bodies when they run,
+    // as pg_dump's restores do.
+    'SET LOCAL check_function_bodies = off;',
     // Triggers before the functions they run.
     ...added.sort((a, b) => (a.startsWith('trigger') ? 0 : 1) - (b.startsWith('trigger') ? 0 : 1))
       .map((key) => dropSql(target.get(key)!)),

@@ -78,7 +78,8 @@ export function authenticate(db: Database, options: AuthenticateOptions = {}): M
   };
 }
 
-async function identify(db: Database, token: string, adminToken: string | undefined): Promise<Principal | undefined> {
+/** The principal a bearer token stands for (the admin token, or a live workspace token), or undefined. */
+export async function identify(db: Database, token: string, adminToken: string | undefined): Promise<Principal | undefined> {
   // An empty admin token (unset variable) must never let anyone in.
   if (adminToken && sameSecret(token, adminToken)) return { kind: 'admin', account: 'admin' };
   // Anything that cannot be a workspace token costs no database lookup.

@@ -41,6 +41,11 @@ export interface EventPage {
 export interface EventFilter {
   state?: EventState;
   subject?: string;
+  provider?: string;
+  eventType?: string;
+  /** ISO timestamps: received at or after, and strictly before. */
+  receivedAfter?: string;
+  receivedBefore?: string;
   limit: number;
   /** Only events with a smaller id (the previous page's next_cursor). */
   before?: string;
@@ -59,22 +64,38 @@ export interface EventDetail extends EventSummary {
   replayed_by: string | null;
   replayed_at: string | null;
   steps: { name: string; committed_at: string }[];
+  /** Every lease of the event, oldest first (wharf.event_attempts). */
+  attempts: EventAttempt[];
+}
+
+/**
+ * One lease of an event. `ended` says how it ended: the outcome of a
+ * completion ('handled', 'ignored'), the kind of a failure ('transient',
+ * 'unknown', 'permanent', 'uncertain'), 'released', 'expired' (reaped), or
+ * 'running' while the lease holds.
+ */
+export interface EventAttempt {
+  attempt: number;
+  epoch: number;
+  worker: string;
+  started_at: string | null;
+  ended_at: string | null;
+  ended: string;
+  error_class: string | null;
 }
 
 /** A page of events, newest first (wharf.list_events / list_installation_events). */
 export function listEvents(db: Database, owner: EventOwner, filter: EventFilter): Promise<EventPage> {
-  const page = [filter.state ?? null, filter.subject ?? null, filter.limit, filter.before ?? null];
+  const page = [filter.state ?? null, filter.subject ?? null, filter.limit, filter.before ?? null,
+    filter.provider ?? null, filter.eventType ?? null, filter.receivedAfter ?? null, filter.receivedBefore ?? null];
   return isInstallation(owner)
-    ? callWharf(db, 'wharf.list_installation_events($1, $2, $3, $4)', page)
-    : callWharf(db, 'wharf.list_events($1, $2, $3, $4, $5)', [owner.workspaceId, ...page]);
+    ? callWharf(db, 'wharf.list_installation_events($1, $2, $3, $4, $5, $6, $7, $8)', page)
+    : callWharf(db, 'wharf.list_events($1, $2, $3, $4, $5, $6, $7, $8, $9)', [owner.workspaceId, ...page]);
 }
 
-/** A page of dead letters, newest first (wharf.list_dead / list_installation_dead). */
+/** A page of dead letters, newest first: listEvents with state DEAD. */
 export function listDead(db: Database, owner: EventOwner, filter: Omit<EventFilter, 'state'>): Promise<EventPage> {
-  const page = [filter.subject ?? null, filter.limit, filter.before ?? null];
-  return isInstallation(owner)
-    ? callWharf(db, 'wharf.list_installation_dead($1, $2, $3)', page)
-    : callWharf(db, 'wharf.list_dead($1, $2, $3, $4)', [owner.workspaceId, ...page]);
+  return listEvents(db, owner, { ...filter, state: 'DEAD' });
 }
 
 /** One event of the owner, or null when the owner has no event with that id. */

@@ -1,7 +1,7 @@
 -- wharf.claim, renew, complete, release and reap: who gets which row, and
 -- every later write acting only under the epoch of the claim.
 BEGIN;
-SELECT plan(58);
+SELECT plan(61);
 
 -- Fixture: workspace 1 (scopes repo:a, repo:b, repo:c, repo:d, repo:e),
 -- workspace 2 (repo:z), each with its own generic connection, and one
@@ -163,6 +163,15 @@ SELECT results_eq($$SELECT delivery_key FROM wharf.claim('hx', 10, ARRAY['generi
 SELECT ok(wharf.complete(pg_temp.id('h1-x'), (pg_temp.event('h1-x')).lease_epoch), 'x is handled');
 SELECT results_eq($$SELECT delivery_key FROM wharf.claim('any', 10, ARRAY['generic:*'])$$, ARRAY['h1-y'],
                   'a provider:* host takes the y that waited behind x, in order');
+
+-- next_due_at: the earliest retry still to fall due.
+SELECT is(wharf.next_due_at(), NULL, 'nothing waits for its delay: NULL');
+SELECT pg_temp.admit_event('repo:due', 'due-1');
+SELECT wharf.set_setting('base_delay', '1 hour'), wharf.set_setting('max_delay', '1 hour');
+SELECT wharf.fail(id, lease_epoch, 'transient', 'ECONNRESET') FROM wharf.claim('due', 10) WHERE delivery_key = 'due-1';
+SELECT is(wharf.next_due_at(), (SELECT next_attempt_at FROM wharf.provider_event WHERE delivery_key = 'due-1'),
+          'a retry waiting out its delay: its next_attempt_at');
+SELECT ok(wharf.next_due_at() > clock_timestamp() + interval '29 minutes', 'which is in the future (half to all of an hour)');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -5,7 +5,7 @@
 -- without secrets, and API tokens are kept by hash, verified while live and
 -- revoked per workspace.
 BEGIN;
-SELECT plan(51);
+SELECT plan(61);
 
 -- Fixture: workspaces 1 and 2 with one generic connection each; workspace 3
 -- with a GitLab and a GitHub connection and no events. Rows admitted through
@@ -102,6 +102,20 @@ SELECT throws_ok($$SELECT wharf.list_events(1, NULL, NULL, 501)$$, '22023', NULL
 SELECT is(jsonb_array_length(wharf.list_events(1, NULL, NULL, 500) -> 'events'), 6,
           'a limit of 500 is allowed');
 SELECT throws_ok($$SELECT wharf.list_events(1, 'dead')$$, '22023', NULL, 'list_events rejects an unknown state');
+
+-- list_events filters: provider, event type, received between -------------------------
+SELECT is(pg_temp.ids(wharf.list_events(1, NULL, NULL, 50, NULL, 'generic', 'ping')),
+          pg_temp.ids(wharf.list_events(1)), 'list_events filters by provider and event type (all are generic pings)');
+SELECT is(pg_temp.ids(wharf.list_events(1, NULL, NULL, 50, NULL, 'github')), '[]'::jsonb,
+          'no event of another provider');
+SELECT is(pg_temp.ids(wharf.list_events(1, NULL, NULL, 50, NULL, NULL, 'push')), '[]'::jsonb,
+          'no event of another type');
+SELECT is(pg_temp.ids(wharf.list_events(1, 'DEAD', 'repo:x', 50, NULL, 'generic', 'ping', now(), now() + interval '1 second')),
+          pg_temp.ids_of('e1'), 'every filter narrows, received_after inclusive');
+SELECT is(pg_temp.ids(wharf.list_events(1, NULL, NULL, 50, NULL, NULL, NULL, NULL, now())), '[]'::jsonb,
+          'received_before is exclusive');
+SELECT is(pg_temp.ids(wharf.list_installation_events(NULL, NULL, 50, NULL, 'github', 'installation')),
+          pg_temp.ids_of('i2', 'i1'), 'list_installation_events takes the same filters');
 SELECT throws_ok($$SELECT wharf.list_events(404)$$, 'P0002', NULL, 'list_events rejects an unknown workspace');
 SELECT throws_ok($$SELECT wharf.list_events(NULL)$$, '22004', NULL,
                  'list_events with a NULL workspace is refused, not a way to the installation rows');
@@ -125,6 +139,37 @@ SELECT results_eq(
             1::bigint, 'w', '["issue:1"]'::jsonb, 'DEAD')$$,
   'show_event gives the event with payload, headers, lease facts and committed steps');
 SELECT is(wharf.show_event(2, pg_temp.id('e1')), NULL, 'show_event of another workspace''s event is NULL');
+
+-- Attempt history: every lease of e3, however it ended -------------------------------
+-- e3 (repo:x, behind the DEAD e1) is leased, fails transiently, is released,
+-- expires and is reaped, then is handled.
+SELECT wharf.set_setting('base_delay', '1 millisecond'), wharf.set_setting('max_delay', '1 millisecond');
+CREATE FUNCTION pg_temp.lease_e3(p_worker text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_sleep(0.01);  -- the 1 ms retry delay is over
+  RETURN (SELECT lease_epoch FROM wharf.claim(p_worker, 100) WHERE delivery_key = 'e3');
+END $$;
+SELECT wharf.fail(pg_temp.id('e3'), pg_temp.lease_e3('w1'), 'transient', 'ECONNRESET');
+SELECT wharf.release(pg_temp.id('e3'), pg_temp.lease_e3('w2'));
+SELECT wharf.set_setting('lease', '1 millisecond');
+SELECT pg_temp.lease_e3('w3');
+SELECT pg_sleep(0.01), wharf.reap();
+SELECT wharf.set_setting('lease', '2 minutes');
+SELECT is(jsonb_path_query_array(wharf.show_event(1, pg_temp.id('e3')), '$.attempts[*].ended'),
+          '["transient", "released", "expired"]'::jsonb, 'a failure, a release and an expiry are each recorded');
+SELECT pg_temp.lease_e3('w4');
+SELECT is(wharf.show_event(1, pg_temp.id('e3')) -> 'attempts' -> 3 ->> 'ended', 'running', 'a lease in progress is running');
+SELECT wharf.complete(pg_temp.id('e3'), 4);
+SELECT results_eq(
+  $$SELECT (a ->> 'attempt')::int, (a ->> 'epoch')::bigint, a ->> 'worker', a ->> 'ended', a ->> 'error_class',
+           (a ->> 'started_at')::timestamptz <= (a ->> 'ended_at')::timestamptz
+      FROM jsonb_array_elements(wharf.show_event(1, pg_temp.id('e3')) -> 'attempts') a$$,
+  $$VALUES (1, 1::bigint, 'w1', 'transient', 'ECONNRESET', true), (2, 2::bigint, 'w2', 'released', NULL, true),
+           (2, 3::bigint, 'w3', 'expired', 'LeaseExpired', true), (3, 4::bigint, 'w4', 'handled', NULL, true)$$,
+  'every lease of e3 in order: attempt, epoch, worker, how it ended, error class, start before end');
+SELECT is(jsonb_path_query_array(wharf.show_event(1, pg_temp.id('e1')), '$.attempts[*].ended'), '["permanent"]'::jsonb,
+          'a DEAD event shows the failure that ended it');
 SELECT is(wharf.show_event(1, pg_temp.id('i1')), NULL, 'show_event never reaches an installation row');
 SELECT throws_ok(format($$SELECT wharf.show_event(NULL, %s)$$, pg_temp.id('i1')), '22004', NULL,
                  'show_event with a NULL workspace is refused');

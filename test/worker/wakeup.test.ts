@@ -1,7 +1,9 @@
 // Wake-ups: LISTEN wharf_event brings an admitted event in long before the
 // poll would; a killed LISTEN connection comes back; the poll alone finds
-// rows nobody notified about; an idle host holds only its listener.
+// rows nobody notified about; an idle host holds only its listener; a retry
+// runs when it falls due, which no notification announces.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { showEvent } from '../../operator/sql/operator.js';
 import { createWorker, type RunOutcome, type Worker } from '../../worker/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { admitEvent, admitEvents, setSettings, subscribedConnection, waitFor } from '../support/worker-inbox.js';
@@ -69,6 +71,38 @@ describe('with poll_every at 60 s', () => {
     };
     await waitFor(async () => (await count()) === 1, 10_000, 'the pool to close idle connections');
     expect(await count()).toBe(1);
+  });
+
+  it('runs a retry when it falls due, not at the next poll', async () => {
+    await setSettings(db.pool, { base_delay: '300 milliseconds', max_delay: '300 milliseconds' });
+    const failedOnce = new Set<string>();
+    const retrying = createWorker({
+      connectionString: db.url,
+      // Fails every event's first attempt (an unknown failure: retried after the delay).
+      handlers: {
+        'outline:*': ({ event }) => {
+          if (failedOnce.has(event.id)) return;
+          failedOnce.add(event.id);
+          throw new Error('first attempt fails');
+        },
+      },
+      concurrency: 2,
+    });
+    const settled: RunOutcome[] = [];
+    retrying.on('settled', ({ outcome }) => settled.push(outcome));
+    await retrying.start();
+    try {
+      const retryConnection = await subscribedConnection(db.pool, 'repo:acme/retry', 'outline');
+      const id = await admitEvent(db.pool, retryConnection, 'repo:acme/retry', 'test', { provider: 'outline' });
+      // The retry waits 150-300 ms; only its due time can wake the host before the 60 s poll.
+      await waitFor(async () => settled.includes('handled'), 15_000, 'the retried event');
+      expect(settled).toEqual(['retried', 'handled']);
+      const event = await showEvent(db.pool, { workspaceId: '1' }, id);
+      expect(event?.attempts.map((attempt) => [attempt.attempt, attempt.ended, attempt.error_class]))
+        .toEqual([[1, 'unknown', 'Error'], [2, 'handled', null]]);
+    } finally {
+      await retrying.stop();
+    }
   });
 
   it('reconnects a killed LISTEN connection and is woken through it again', async () => {

@@ -88,6 +88,17 @@ export async function markListenerBusy(db: Database, listener: string): Promise<
   await db.query('SELECT wharf.mark_busy($1)', [listener]);
 }
 
+/**
+ * Milliseconds until the earliest retry still to fall due (wharf.next_due_at),
+ * measured on the database's clock so that the host's clock does not matter;
+ * null when none waits.
+ */
+export async function readNextDueIn(db: Database): Promise<number | null> {
+  const { rows } = await db.query<{ due_in_ms: number | null }>(
+    'SELECT (extract(epoch FROM wharf.next_due_at() - clock_timestamp()) * 1000)::float8 AS due_in_ms');
+  return rows[0]?.due_in_ms ?? null;
+}
+
 export interface QueueStats {
   depthByState: Record<string, number>;
   /** Seconds since the oldest claimable head became due; 0 when none is. */

@@ -1,0 +1,69 @@
+// The calls of sql/62-bulk-replay.sql: replaying every DEAD event of a
+// workspace that matches a filter, one bounded batch per transaction.
+import type { Database } from '../../db/database.js';
+import { callWharf } from './call-wharf.js';
+
+/** Which DEAD events a bulk replay takes; every field narrows, none means all. */
+export interface BulkReplayFilter {
+  provider?: string;
+  eventType?: string;
+  subject?: string;
+  errorClass?: string;
+  /** ISO timestamps: dead at or after, and strictly before. */
+  deadAfter?: string;
+  deadBefore?: string;
+}
+
+export interface BulkReplay {
+  id: number;
+  workspace_id: number;
+  /** The filter as stored (snake_case keys: provider, event_type, subject, error_class, dead_after, dead_before). */
+  filter: Record<string, string>;
+  force: boolean;
+  requested_by: string;
+  state: 'running' | 'finished';
+  /** DEAD events that matched when it started: the progress bar's 100 %. */
+  matched: number;
+  replayed: number;
+  /** Matched rows it passed over: replayed or purged meanwhile, or uncertain without force. */
+  skipped: number;
+  started_at: string;
+  updated_at: string;
+  finished_at: string | null;
+}
+
+/** Records a bulk replay (wharf.start_bulk_replay); nothing is replayed yet. */
+export function startBulkReplay(
+  db: Database, workspaceId: string, filter: BulkReplayFilter, account: string, force = false,
+): Promise<BulkReplay> {
+  return callWharf(db, 'wharf.start_bulk_replay($1, $2, $3, $4)',
+    [workspaceId, JSON.stringify(storedFilter(filter)), account, force]);
+}
+
+/**
+ * Replays the next batch of at most batchSize events in id order, in one
+ * transaction (wharf.continue_bulk_replay); the bulk replay as it is after.
+ * A batch another caller is running is passed over: null.
+ */
+export function continueBulkReplay(
+  db: Database, workspaceId: string, id: string, batchSize: number,
+): Promise<BulkReplay | null> {
+  return callWharf(db, 'wharf.continue_bulk_replay($1, $2, $3)', [workspaceId, id, batchSize]);
+}
+
+export function showBulkReplay(db: Database, workspaceId: string, id: string): Promise<BulkReplay | null> {
+  return callWharf(db, 'wharf.show_bulk_replay($1, $2)', [workspaceId, id]);
+}
+
+/** The workspace's bulk replays, newest first (at most 50). */
+export function listBulkReplays(db: Database, workspaceId: string): Promise<BulkReplay[]> {
+  return callWharf(db, 'wharf.list_bulk_replays($1)', [workspaceId]);
+}
+
+function storedFilter(filter: BulkReplayFilter): Record<string, string> {
+  const stored: Record<string, string | undefined> = {
+    provider: filter.provider, event_type: filter.eventType, subject: filter.subject,
+    error_class: filter.errorClass, dead_after: filter.deadAfter, dead_before: filter.deadBefore,
+  };
+  return Object.fromEntries(Object.entries(stored).filter((entry): entry is [string, string] => entry[1] !== undefined));
+}

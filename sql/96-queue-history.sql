@@ -1,0 +1,91 @@
+-- Queue history: the console's charts, computed from the inbox itself (no
+-- metrics store). Per minute of the last hours: events admitted, handled and
+-- dead, and at the minute's end the queue depth and the age of the oldest
+-- waiting event.
+
+-- The last p_hours (1..24) hours of workspace p_workspace_id, one
+-- {at, admitted, handled, dead, depth, oldest_age_seconds} per minute, oldest
+-- first. depth counts events received by the minute's end and neither DONE
+-- nor DEAD then; oldest_age_seconds is how long the oldest of them had
+-- waited (0 when none). It reads only the events that were waiting or ended
+-- within the window: the workspace's QUEUED and LEASED rows, and DONE and
+-- DEAD rows by the purge indexes on handled_at and dead_at. Events purged
+-- since are not counted. P0002 for an unknown workspace, 22023 for hours
+-- outside 1..24.
+CREATE OR REPLACE FUNCTION wharf.queue_history(p_workspace_id bigint, p_hours integer) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_now   timestamptz := clock_timestamp();
+  v_since timestamptz;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_hours IS NULL OR p_hours < 1 OR p_hours > 24 THEN
+    RAISE EXCEPTION 'wharf.queue_history: hours must be between 1 and 24' USING ERRCODE = '22023';
+  END IF;
+  v_since := date_trunc('minute', v_now) - make_interval(mins => p_hours * 60 - 1);
+
+  RETURN (
+    WITH events AS (
+      SELECT e.received_at, e.state,
+             CASE e.state WHEN 'DONE' THEN e.handled_at WHEN 'DEAD' THEN e.dead_at END AS ended_at
+        FROM wharf.provider_event e
+       WHERE e.workspace_id = p_workspace_id
+         AND (e.state IN ('QUEUED', 'LEASED')
+              OR (e.state = 'DONE' AND e.handled_at >= v_since)
+              OR (e.state = 'DEAD' AND e.dead_at >= v_since))
+    ),
+    minutes AS (
+      SELECT m AS at, m + interval '1 minute' AS ends
+        FROM generate_series(v_since, date_trunc('minute', v_now), interval '1 minute') m
+    ),
+    arrivals AS (
+      SELECT date_trunc('minute', received_at) AS at, count(*) AS admitted
+        FROM events WHERE received_at >= v_since GROUP BY 1
+    ),
+    endings AS (
+      SELECT date_trunc('minute', ended_at) AS at,
+             count(*) FILTER (WHERE state = 'DONE') AS handled,
+             count(*) FILTER (WHERE state = 'DEAD') AS dead,
+             min(received_at) AS earliest_received
+        FROM events WHERE ended_at IS NOT NULL GROUP BY 1
+    ),
+    still_waiting AS (
+      SELECT min(received_at) AS earliest_received FROM events WHERE ended_at IS NULL
+    ),
+    before_window AS (
+      SELECT count(*) AS waiting FROM events WHERE received_at < v_since
+    ),
+    per_minute AS (
+      SELECT m.at, m.ends,
+             coalesce(a.admitted, 0) AS admitted, coalesce(x.handled, 0) AS handled,
+             coalesce(x.dead, 0) AS dead,
+             -- Depth at the minute's end: every event received before it
+             -- (those before the window too) less every event ended before it.
+             b.waiting + sum(coalesce(a.admitted, 0)) OVER (ORDER BY m.at)
+               - sum(coalesce(x.handled, 0) + coalesce(x.dead, 0)) OVER (ORDER BY m.at) AS depth,
+             -- The oldest event waiting at the minute's end is the earliest
+             -- received of those that end after that minute, or never: a
+             -- running minimum over the later minutes. It is waiting then
+             -- only when it was received before the minute's end.
+             least(w.earliest_received,
+                   min(x.earliest_received) OVER (ORDER BY m.at DESC
+                                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)) AS oldest
+        FROM minutes m
+        LEFT JOIN arrivals a ON a.at = m.at
+        LEFT JOIN endings x ON x.at = m.at
+        CROSS JOIN still_waiting w
+        CROSS JOIN before_window b
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+             'at', x.at, 'admitted', x.admitted, 'handled', x.handled, 'dead', x.dead,
+             'depth', greatest(x.depth, 0),
+             'oldest_age_seconds',
+               CASE WHEN x.oldest < least(x.ends, v_now)
+                    THEN round(extract(epoch FROM least(x.ends, v_now) - x.oldest)::numeric, 3)
+                    ELSE 0 END)
+             ORDER BY x.at), '[]')
+      FROM per_minute x
+  );
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.queue_history(bigint, integer) FROM PUBLIC;

@@ -1,0 +1,94 @@
+-- Bulk replay: every DEAD event of a workspace matching a filter goes back to
+-- the queue as replay sends it, in id order, in batches; the progress is
+-- recorded, events that died after the start are not taken, uncertain ones
+-- only with force, and a workspace reaches only its own bulk replays.
+BEGIN;
+SELECT plan(32);
+
+SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
+SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
+SELECT wharf.upsert_connection(2, 'generic', 'https://hooks.example/2', 'webhook', 'two');
+
+-- Each event has a scope of its own, so that all are claimed at once.
+SELECT pg_temp.admit_event(1, 'repo:' || k, k) FROM unnest(ARRAY['d1', 'd2', 'd3', 'd4', 'd5', 'd6', 'late']) k;
+SELECT pg_temp.admit_event(2, 'repo:other', 'w2');
+CREATE TEMP TABLE lease AS SELECT id, lease_epoch, delivery_key FROM wharf.claim('w', 100);
+SELECT wharf.fail(id, lease_epoch, 'permanent', 'TypeError') FROM lease WHERE delivery_key IN ('d1', 'd2', 'd3', 'd4', 'w2');
+SELECT wharf.fail(id, lease_epoch, 'permanent', 'SyntaxError') FROM lease WHERE delivery_key = 'd5';
+SELECT wharf.fail(id, lease_epoch, 'uncertain', 'TypeError') FROM lease WHERE delivery_key = 'd6';
+
+CREATE FUNCTION pg_temp.start(p_filter jsonb, p_force boolean DEFAULT false) RETURNS bigint
+LANGUAGE sql AS $$ SELECT (wharf.start_bulk_replay(1, p_filter, 'ops', p_force) ->> 'id')::bigint $$;
+CREATE FUNCTION pg_temp.states(VARIADIC p_keys text[]) RETURNS text[]
+LANGUAGE sql AS $$
+  SELECT array_agg(state ORDER BY id) FROM wharf.provider_event WHERE delivery_key = ANY (p_keys)
+$$;
+
+-- Bad input.
+SELECT throws_ok($$SELECT wharf.start_bulk_replay(404, '{}', 'ops')$$, 'P0002', NULL, 'an unknown workspace is P0002');
+SELECT throws_ok($$SELECT wharf.start_bulk_replay(1, '{"state": "DONE"}', 'ops')$$, '22023', NULL, 'an unknown filter key is 22023');
+SELECT throws_ok($$SELECT wharf.start_bulk_replay(1, '{"provider": 1}', 'ops')$$, '22023', NULL, 'a filter value that is not text is 22023');
+SELECT throws_ok($$SELECT wharf.start_bulk_replay(1, '[]', 'ops')$$, '22023', NULL, 'a filter that is not an object is 22023');
+SELECT throws_ok($$SELECT wharf.start_bulk_replay(1, '{"dead_after": "yesterday-ish"}', 'ops')$$, '22007', NULL, 'a time that does not parse is 22007');
+SELECT throws_ok($$SELECT wharf.start_bulk_replay(1, '{}', '')$$, '22004', NULL, 'an empty account is 22004');
+
+-- A filter by error class: four TypeErrors; the uncertain one waits for force.
+CREATE TEMP TABLE job AS SELECT pg_temp.start('{"error_class": "TypeError", "provider": "generic"}') AS id;
+SELECT results_eq($$SELECT r ->> 'state', (r ->> 'matched')::int, (r ->> 'replayed')::int, r ->> 'requested_by', r -> 'filter'
+                      FROM wharf.show_bulk_replay(1, (SELECT id FROM job)) r$$,
+                  $$VALUES ('running', 4, 0, 'ops', '{"error_class": "TypeError", "provider": "generic"}'::jsonb)$$,
+                  'started: four events match, none replayed yet');
+SELECT is(pg_temp.states('d1', 'd2', 'd3', 'd4'), ARRAY['DEAD', 'DEAD', 'DEAD', 'DEAD'], 'starting replays nothing');
+SELECT throws_ok($$SELECT wharf.continue_bulk_replay(1, (SELECT id FROM job), 0)$$, '22023', NULL, 'a batch of 0 is 22023');
+SELECT throws_ok($$SELECT wharf.continue_bulk_replay(2, (SELECT id FROM job), 3)$$, 'P0002', NULL,
+                 'another workspace cannot run it (P0002)');
+SELECT is(wharf.show_bulk_replay(2, (SELECT id FROM job)), NULL, 'nor see it');
+
+SELECT is((wharf.continue_bulk_replay(1, (SELECT id FROM job), 3) ->> 'replayed')::int, 3, 'a batch of 3 replays 3');
+SELECT is(pg_temp.states('d1', 'd2', 'd3', 'd4'), ARRAY['QUEUED', 'QUEUED', 'QUEUED', 'DEAD'], 'the first three in id order');
+SELECT results_eq($$SELECT attempt, failures, dead_at, replayed_by, error_class FROM wharf.provider_event WHERE delivery_key = 'd1'$$,
+                  $$VALUES (0, 0, NULL::timestamptz, 'ops', 'TypeError')$$, 'each as replay sends it');
+SELECT is(wharf.show_bulk_replay(1, (SELECT id FROM job)) ->> 'state', 'running', 'still running after a full batch');
+
+SELECT results_eq($$SELECT r ->> 'state', (r ->> 'replayed')::int, (r ->> 'skipped')::int
+                      FROM wharf.continue_bulk_replay(1, (SELECT id FROM job), 3) r$$,
+                  $$VALUES ('finished', 4, 0)$$, 'the short last batch finishes it');
+SELECT is(pg_temp.states('d4', 'd5', 'd6', 'w2'), ARRAY['QUEUED', 'DEAD', 'DEAD', 'DEAD'],
+          'other error classes, the uncertain one and the other workspace stay DEAD');
+SELECT is((wharf.continue_bulk_replay(1, (SELECT id FROM job), 3) ->> 'replayed')::int, 4,
+          'continuing a finished one changes nothing');
+
+-- Force takes the uncertain one.
+SELECT is((wharf.start_bulk_replay(1, '{"error_class": "TypeError"}', 'ops', true) ->> 'matched')::int, 1,
+          'with force, the uncertain TypeError matches');
+
+-- An event replayed meanwhile is skipped; one that dies after the start is not taken.
+CREATE TEMP TABLE job2 AS SELECT pg_temp.start('{"subject": "repo:d5"}') AS id;
+CREATE TEMP TABLE job3 AS SELECT pg_temp.start('{"subject": "repo:late"}') AS id;
+SELECT is(wharf.show_bulk_replay(1, (SELECT id FROM job3)) ->> 'matched', '0', 'a leased event does not match');
+SELECT wharf.fail(id, lease_epoch, 'permanent', 'TypeError') FROM lease WHERE delivery_key = 'late';
+SELECT ok(wharf.replay(1, pg_temp.id('d5'), 'someone'), 'd5 is replayed by hand meanwhile');
+SELECT results_eq($$SELECT r ->> 'state', (r ->> 'replayed')::int, (r ->> 'skipped')::int
+                      FROM wharf.continue_bulk_replay(1, (SELECT id FROM job2), 10) r$$,
+                  $$VALUES ('finished', 0, 1)$$, 'an event replayed meanwhile counts as skipped');
+SELECT is((wharf.continue_bulk_replay(1, (SELECT id FROM job3), 10) ->> 'replayed')::int, 0,
+          'an event dead after the start is not taken');
+SELECT is(pg_temp.states('late'), ARRAY['DEAD'], 'and stays DEAD');
+
+-- Dead between two times.
+SELECT is((wharf.start_bulk_replay(1, '{"dead_before": "2000-01-01T00:00:00Z"}', 'ops') ->> 'matched')::int, 0,
+          'dead_before excludes later deaths');
+SELECT is((wharf.start_bulk_replay(1, jsonb_build_object('dead_after', now() - interval '1 hour')::jsonb, 'ops') ->> 'matched')::int, 1,
+          'dead_after includes the one left (late)');
+
+-- Listing, and a batch another transaction runs.
+SELECT is(jsonb_array_length(wharf.list_bulk_replays(1)), 6, 'the workspace lists its bulk replays');
+SELECT is((wharf.list_bulk_replays(1) -> 0 ->> 'id')::bigint,
+          (SELECT max(id) FROM wharf.bulk_replay), 'newest first');
+SELECT is(wharf.list_bulk_replays(2), '[]'::jsonb, 'another workspace lists none of them');
+SELECT throws_ok($$SELECT wharf.list_bulk_replays(404)$$, 'P0002', NULL, 'an unknown workspace is P0002');
+SELECT throws_ok($$SELECT wharf.continue_bulk_replay(1, -1, 3)$$, 'P0002', NULL, 'an unknown bulk replay is P0002');
+SELECT is(wharf.show_bulk_replay(1, -1), NULL, 'show of an unknown one is NULL');
+
+SELECT * FROM finish();
+ROLLBACK;
