@@ -1,11 +1,10 @@
 // `wharf connections add|list|suspend|pause|resume|activate|rotate-secret`.
-import { Command } from 'commander';
-import { parseKeyRing } from '../../db/secret-box.js';
-import { rotateConnectionSecret } from '../../operator/sql/connection-secrets.js';
-import { createConnection, setConnectionState } from '../../operator/sql/connections.js';
-import { listConnections, type Connection } from '../../operator/sql/operator.js';
+import { Command, Option } from 'commander';
+import { adapters } from '../../edge/adapters/index.js';
+import { answerOf, type OperatorApiClient } from '../../operator/api/client.js';
+import type { Connection } from '../../operator/sql/operator.js';
 import {
-  idParser, operatorCommand, printJson, printTable, usageError, withDatabase, type OperatorOptions,
+  idParser, operatorCommand, printJson, printTable, usageError, withApi, type OperatorOptions,
 } from './operator-support.js';
 
 const columns = ['id', 'workspace_id', 'provider', 'source', 'kind', 'external_id', 'state', 'subscriptions'];
@@ -36,6 +35,31 @@ function parseRoute(text: string | undefined): Record<string, unknown> {
   return route as Record<string, unknown>;
 }
 
+const stateVerbs = ['suspend', 'pause', 'resume', 'activate'] as const;
+export type StateVerb = (typeof stateVerbs)[number];
+
+/** Sets a connection's state through the API (resume and activate: ACTIVE). */
+export function setConnectionState(api: OperatorApiClient, id: string, verb: StateVerb): Promise<Connection> {
+  const connection = api.connections[':id'];
+  const param = { id };
+  switch (verb) {
+    case 'suspend': return answerOf(connection.suspend.$post({ param }));
+    case 'pause': return answerOf(connection.pause.$post({ param }));
+    case 'resume': return answerOf(connection.resume.$post({ param }));
+    case 'activate': return answerOf(connection.activate.$post({ param }));
+  }
+}
+
+/** Where the new secret goes: the endpoint the provider posts to, and the provider's field for it. */
+function secretDirections(connection: Connection | undefined, publicUrl: string): string {
+  if (!connection) return '';
+  const endpoint = `${publicUrl.replace(/\/+$/, '')}/hooks/${connection.provider}/${connection.id}`;
+  const destination = adapters.get(connection.provider)?.secretDestination;
+  return `Give it to ${connection.provider} (${connection.source}) now; it is not shown again.\n`
+    + `  endpoint: ${endpoint}\n`
+    + (destination ? `  secret:   ${destination}\n` : '');
+}
+
 export function connectionsCommand(): Command {
   const command = new Command('connections').description('links between a provider and a workspace');
   command.addCommand(operatorCommand('add', 'create a connection (ACTIVE), or set the route of an existing one')
@@ -45,31 +69,43 @@ export function connectionsCommand(): Command {
     .requiredOption('--kind <kind>', 'e.g. app_installation, webhook, pat, slack_team')
     .option('--external-id <id>', "the provider's id for it (installation id, team id)")
     .option('--route <json>', 'verified route, e.g. {"subject_prefixes":["repo:acme/"]}')
-    .action((options: AddOptions) => withDatabase(options, async (db) => {
-      print(options, await createConnection(db, {
-        workspaceId: options.workspace, provider: options.provider, source: options.source,
-        kind: options.kind, externalId: options.externalId ?? null, route: parseRoute(options.route),
-      }));
+    .action((options: AddOptions) => withApi(options, async (api) => {
+      print(options, await answerOf(api.workspaces[':ws'].connections.$post({
+        param: { ws: options.workspace },
+        json: {
+          provider: options.provider, source: options.source, kind: options.kind,
+          external_id: options.externalId ?? null, route: parseRoute(options.route),
+        },
+      })));
     })));
   command.addCommand(operatorCommand('list', 'list connections with their subscriptions')
     .option('-w, --workspace <id>', 'only this workspace', idParser('workspace'))
-    .action((options: OperatorOptions & { workspace?: string }) =>
-      withDatabase(options, async (db) => print(options, await listConnections(db, options.workspace)))));
-  for (const [name, state] of [['suspend', 'SUSPENDED'], ['pause', 'PAUSED'], ['resume', 'ACTIVE'], ['activate', 'ACTIVE']] as const) {
-    command.addCommand(operatorCommand(name, `set a connection ${state}`)
+    .action((options: OperatorOptions & { workspace?: string }) => withApi(options, async (api) => {
+      print(options, await (options.workspace === undefined
+        ? answerOf(api.connections.$get())
+        : answerOf(api.workspaces[':ws'].connections.$get({ param: { ws: options.workspace } }))));
+    })));
+  for (const verb of stateVerbs) {
+    command.addCommand(operatorCommand(verb, `${verb} a connection`)
       .argument('<id>', 'connection id', idParser('connection'))
       .action((id: string, options: OperatorOptions) =>
-        withDatabase(options, async (db) => print(options, await setConnectionState(db, id, state)))));
+        withApi(options, async (api) => print(options, await setConnectionState(api, id, verb)))));
   }
   command.addCommand(operatorCommand('rotate-secret', 'set a new webhook secret and print it (shown only now)')
     .argument('<id>', 'connection id', idParser('connection'))
     .option('--secret <secret>', 'use this secret instead of a random one')
     .option('--no-overlap', 'stop accepting the previous secret at once (it leaked), instead of after secret_overlap')
-    .action((id: string, options: OperatorOptions & { secret?: string; overlap: boolean }) => withDatabase(options, async (db) => {
-      const secret = await rotateConnectionSecret(
-        db, await parseKeyRing(process.env.WHARF_SECRET_KEYS), id, options.secret, options.overlap);
-      if (options.json) printJson({ connection_id: Number(id), secret });
-      else process.stdout.write(`${secret}\n`);
-    })));
+    .addOption(new Option('--public-url <url>', "the edge's public base URL, for the endpoint it prints")
+      .env('WHARF_PUBLIC_URL').default('http://127.0.0.1:8787'))
+    .action((id: string, options: OperatorOptions & { secret?: string; overlap: boolean; publicUrl: string }) =>
+      withApi(options, async (api) => {
+        const rotated = await answerOf(api.connections[':id']['rotate-secret'].$post({
+          param: { id }, json: { ...(options.secret !== undefined ? { secret: options.secret } : {}), overlap: options.overlap },
+        }));
+        if (options.json) return printJson(rotated);
+        process.stdout.write(`${rotated.secret}\n`);
+        const connection = (await answerOf(api.connections.$get())).find((each) => String(each.id) === id);
+        process.stderr.write(secretDirections(connection, options.publicUrl));
+      })));
   return command;
 }

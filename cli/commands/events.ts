@@ -1,14 +1,19 @@
 // `wharf events list|show`.
 import { Command, InvalidArgumentError } from 'commander';
-import { parseLimit, parseState, parseSubject } from '../../operator/api/params.js';
-import { type EventPage, listEvents, showEvent } from '../../operator/sql/operator.js';
+import { answerOf, type OperatorApiClient } from '../../operator/api/client.js';
+import { parseState } from '../../operator/api/params.js';
+import type { EventOwner, EventPage } from '../../operator/sql/operator.js';
 import {
   describeOwner, idParser, operatorCommand, ownerOf, printFields, printJson, printTable, usageError,
-  withDatabase, withOwnerOptions, type OperatorOptions, type OwnerOptions,
+  withApi, withOwnerOptions, type OperatorOptions, type OwnerOptions,
 } from './operator-support.js';
 
 export interface PageOptions extends OperatorOptions, OwnerOptions {
   subject?: string;
+  provider?: string;
+  eventType?: string;
+  receivedAfter?: string;
+  receivedBefore?: string;
   limit?: string;
   cursor?: string;
 }
@@ -17,26 +22,41 @@ export const eventColumns = [
   'id', 'state', 'provider', 'event_type', 'subject', 'attempt', 'failures', 'error_class', 'outcome', 'received_at',
 ];
 
-/** --subject, --limit and --cursor, checked like the API checks them. */
+/** The filters and paging of event lists; the API checks them. */
 export function withPageOptions(command: Command): Command {
   return withOwnerOptions(command)
     .option('--subject <subject>', 'only events about this subject')
+    .option('--provider <name>', 'only events of this provider')
+    .option('--event-type <type>', 'only events of this type')
+    .option('--received-after <time>', 'only events received at or after this ISO time')
+    .option('--received-before <time>', 'only events received before this ISO time')
     .option('--limit <n>', 'events per page (1-500, default 50)')
     .option('--cursor <id>', "the previous page's next cursor", idParser('cursor'));
 }
 
-export function pageFilter(options: PageOptions) {
-  return {
-    subject: parseSubject(options.subject),
-    limit: parseLimit(options.limit),
-    ...(options.cursor !== undefined ? { before: options.cursor } : {}),
+/** The query the API takes for these options. */
+export function pageQuery(options: PageOptions & { state?: string }) {
+  const query = {
+    state: options.state, subject: options.subject, provider: options.provider, event_type: options.eventType,
+    received_after: options.receivedAfter, received_before: options.receivedBefore, limit: options.limit,
+    cursor: options.cursor,
   };
+  return Object.fromEntries(Object.entries(query).filter((entry): entry is [string, string] => entry[1] !== undefined));
 }
 
 export function printPage(options: OperatorOptions, page: EventPage): void {
   if (options.json) return printJson(page);
   printTable(page.events, eventColumns);
   if (page.next_cursor !== null) process.stdout.write(`more: --cursor ${page.next_cursor}\n`);
+}
+
+/** A page of events (or, with dead, dead letters) of the owner. */
+export function listEventPage(api: OperatorApiClient, owner: EventOwner, query: Record<string, string>, dead = false) {
+  if ('installation' in owner) {
+    return answerOf(dead ? api['installation-events'].dead.$get({ query }) : api['installation-events'].$get({ query }));
+  }
+  const param = { ws: owner.workspaceId };
+  return answerOf(dead ? api.workspaces[':ws'].dead.$get({ param, query }) : api.workspaces[':ws'].events.$get({ param, query }));
 }
 
 const detailFields = [
@@ -55,18 +75,26 @@ export function eventsCommand(): Command {
         throw new InvalidArgumentError(error instanceof Error ? error.message : String(error));
       }
     })
-    .action((options: PageOptions & { state?: ReturnType<typeof parseState> }) => withDatabase(options, async (db) => {
-      const owner = ownerOf(options);
-      printPage(options, await listEvents(db, owner, { ...pageFilter(options), ...(options.state ? { state: options.state } : {}) }));
+    .action((options: PageOptions & { state?: string }) => withApi(options, async (api) => {
+      printPage(options, await listEventPage(api, ownerOf(options), pageQuery(options)));
     })));
   command.addCommand(withOwnerOptions(operatorCommand('show', 'show one event: payload, headers, attempts, steps'))
     .argument('<id>', 'event id', idParser('event id'))
-    .action((id: string, options: OperatorOptions & OwnerOptions) => withDatabase(options, async (db) => {
+    .action((id: string, options: OperatorOptions & OwnerOptions) => withApi(options, async (api) => {
       const owner = ownerOf(options);
-      const event = await showEvent(db, owner, id);
-      if (!event) throw usageError(`no event ${id} in ${describeOwner(owner)}`);
+      const event = await ('installation' in owner
+        ? answerOf(api['installation-events'][':id'].$get({ param: { id } }))
+        : answerOf(api.workspaces[':ws'].events[':id'].$get({ param: { ws: owner.workspaceId, id } }))
+      ).catch((error: unknown) => {
+        if (error instanceof Error && 'status' in error && error.status === 404) {
+          throw usageError(`no event ${id} in ${describeOwner(owner)}`);
+        }
+        throw error;
+      });
       if (options.json) return printJson(event);
       printFields(event, detailFields);
+      process.stdout.write('attempts:\n');
+      printTable(event.attempts, ['attempt', 'epoch', 'worker', 'started_at', 'ended_at', 'ended', 'error_class']);
       process.stdout.write(`steps:   ${event.steps.map((step) => step.name).join(', ') || '-'}\n`);
       process.stdout.write(`headers: ${JSON.stringify(event.headers, null, 2)}\n`);
       process.stdout.write(`payload: ${JSON.stringify(event.payload, null, 2)}\n`);

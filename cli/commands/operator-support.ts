@@ -1,7 +1,17 @@
-// What every operator verb shares: the database option, --json, tables for
-// people, and one way to report a failure (a line on stderr, exit code 1).
+// What every operator verb shares: the way to the operator API, --json,
+// tables for people, and one way to report a failure (a line on stderr, exit
+// code 1). Every verb goes through the API's typed client: to a running
+// `wharf serve` with --api (and WHARF_TOKEN), or, next to the database with
+// DATABASE_URL, to the same API run in this process as the instance admin,
+// so the CLI validates, authorises and answers exactly as the API does.
+import { randomBytes } from 'node:crypto';
+import { userInfo } from 'node:os';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import pg from 'pg';
+import { parseKeyRing } from '../../db/secret-box.js';
+import { operatorApi } from '../../operator/api/app.js';
+import { checkAdminToken } from '../../operator/api/auth.js';
+import { operatorApiClient, type OperatorApiClient } from '../../operator/api/client.js';
 import { ApiError, toApiError } from '../../operator/api/errors.js';
 import { parseId } from '../../operator/api/params.js';
 import type { EventOwner } from '../../operator/sql/operator.js';
@@ -9,15 +19,69 @@ import type { Database } from '../../db/database.js';
 
 export interface OperatorOptions {
   databaseUrl?: string;
+  api?: string;
   json?: boolean;
 }
 
-/** A verb that talks to the database: --database-url (or DATABASE_URL) and --json. */
+/** A verb of the operator API: --api or --database-url, and --json. */
 export function operatorCommand(name: string, description: string): Command {
   return new Command(name)
     .description(description)
-    .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL'))
+    .addOption(new Option('--api <url>', 'a running `wharf serve` (its base URL; the token from WHARF_TOKEN)')
+      .env('WHARF_API_URL'))
+    .addOption(new Option('--database-url <url>', 'PostgreSQL connection string, when not using --api').env('DATABASE_URL'))
     .option('--json', 'print JSON for scripts instead of a table');
+}
+
+/** Who the CLI's user is, recorded on what the in-process API does as admin (replays). */
+export function cliAccount(): string {
+  try {
+    return `cli:${userInfo().username}`;
+  } catch {
+    // A container user without a passwd entry.
+    return 'cli';
+  }
+}
+
+/** A throwaway admin token for the in-process API: good for this process only. */
+function processAdminToken(): string {
+  for (;;) {
+    const token = randomBytes(32).toString('base64url');
+    if (checkAdminToken(token) === undefined) return token;
+  }
+}
+
+/**
+ * Runs a verb against the operator API (see the top of this file) and turns
+ * any failure into a message on stderr and exit code 1.
+ */
+export async function withApi(
+  options: OperatorOptions & { account?: string },
+  work: (api: OperatorApiClient) => Promise<void>,
+): Promise<void> {
+  await reportFailure(async () => {
+    if (options.api !== undefined && options.api !== '') {
+      const token = process.env.WHARF_TOKEN;
+      if (!token) throw usageError('--api needs a token: set WHARF_TOKEN (an admin or workspace token)');
+      await work(operatorApiClient(`${options.api.replace(/\/+$/, '')}/api`, { token }));
+      return;
+    }
+    await withPool(options, async (db) => {
+      const adminToken = processAdminToken();
+      const app = operatorApi({
+        db, adminToken, adminAccount: options.account ?? cliAccount(),
+        keyRing: parseKeyRing(process.env.WHARF_SECRET_KEYS),
+        authThrottle: { maxFailures: Number.MAX_SAFE_INTEGER },
+        // The API answers a bug with "internal error" only; the operator next
+        // to the database is better served by its own message, which holds no secret.
+        onUnexpectedError: (error) => process.stderr.write(`wharf: ${error instanceof Error ? error.message : String(error)}\n`),
+      });
+      await work(operatorApiClient('http://wharf.cli', {
+        token: adminToken,
+        fetch: async (input, init) => app.request(input instanceof Request ? input : String(input), init),
+      }));
+    });
+  });
 }
 
 /** A commander argument/option parser for a positive integer id. */
@@ -36,17 +100,25 @@ export function usageError(message: string): ApiError {
   return new ApiError(400, 'bad_request', message);
 }
 
-/** Runs a verb against the database and turns any failure into a message on stderr and exit code 1. */
+/** Runs a verb against the database itself and turns any failure into a message on stderr and exit code 1. */
 export async function withDatabase(options: OperatorOptions, work: (db: Database) => Promise<void>): Promise<void> {
+  await reportFailure(() => withPool(options, work));
+}
+
+async function withPool(options: OperatorOptions, work: (db: Database) => Promise<void>): Promise<void> {
+  if (!options.databaseUrl) throw usageError('no database: set DATABASE_URL or pass --database-url (or --api)');
+  const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 2, connectionTimeoutMillis: 10_000 });
+  pool.on('error', () => {});
   try {
-    if (!options.databaseUrl) throw usageError('no database: set DATABASE_URL or pass --database-url');
-    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 1, connectionTimeoutMillis: 10_000 });
-    pool.on('error', () => {});
-    try {
-      await work(pool);
-    } finally {
-      await pool.end();
-    }
+    await work(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+async function reportFailure(run: () => Promise<void>): Promise<void> {
+  try {
+    await run();
   } catch (error) {
     const apiError = toApiError(error);
     // The operator runs the CLI next to the database: an unexpected error's

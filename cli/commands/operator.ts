@@ -3,6 +3,7 @@ import { admissionsCommand } from './admissions.js';
 import { connectionsCommand } from './connections.js';
 import { deadCommand } from './dead.js';
 import { eventsCommand } from './events.js';
+import { pauseResumeCommands } from './pause-resume.js';
 import { recoverCommand } from './recover.js';
 import { replayCommand } from './replay.js';
 import { secretsCommand } from './secrets.js';
@@ -10,12 +11,13 @@ import { subscriptionCommands } from './subscriptions.js';
 import { tokensCommand } from './tokens.js';
 import { workspacesCommand } from './workspaces.js';
 
-/** Commands for operators: workspaces, connections, subscriptions, events, dead letters, replay, tokens, secrets. */
+/** Commands for operators: workspaces, connections, subscriptions, pause/resume, events, dead letters, admissions, replay, tokens, secrets. */
 export function operatorCommands(): Command[] {
   return [
     workspacesCommand(),
     connectionsCommand(),
     ...subscriptionCommands(),
+    ...pauseResumeCommands(),
     eventsCommand(),
     deadCommand(),
     admissionsCommand(),

@@ -1,45 +1,95 @@
-// `wharf replay`: send a dead letter back to the queue.
-import { userInfo } from 'node:os';
+// `wharf replay`: send a dead letter back to the queue, or, with --bulk,
+// every dead letter of a workspace that matches the filters, followed with a
+// progress bar until it is finished.
 import type { Command } from 'commander';
-import { replayEvent } from '../../operator/sql/replay-retention.js';
+import { answerOf, type OperatorApiClient } from '../../operator/api/client.js';
+import type { BulkReplay } from '../../operator/sql/bulk-replay.js';
+import { printProgress } from '../progress-bar.js';
 import {
-  describeOwner, idParser, operatorCommand, ownerOf, printJson, usageError, withDatabase, withOwnerOptions,
+  describeOwner, idParser, operatorCommand, ownerOf, printJson, usageError, withApi, withOwnerOptions,
   type OperatorOptions, type OwnerOptions,
 } from './operator-support.js';
 
 interface ReplayOptions extends OperatorOptions, OwnerOptions {
   force?: boolean;
   account?: string;
+  bulk?: boolean;
+  provider?: string;
+  eventType?: string;
+  subject?: string;
+  errorClass?: string;
+  deadAfter?: string;
+  deadBefore?: string;
 }
 
-function defaultAccount(): string {
-  try {
-    return `cli:${userInfo().username}`;
-  } catch {
-    // A container user without a passwd entry.
-    return 'cli';
+/** How often a bulk replay's progress is read. */
+const followEveryMs = 250;
+
+async function replayOne(api: OperatorApiClient, id: string, options: ReplayOptions): Promise<void> {
+  const owner = ownerOf(options);
+  const json = options.force ? { force: true } : {};
+  const event = await (('installation' in owner)
+    ? answerOf(api['installation-events'][':id'].replay.$post({ param: { id }, json }))
+    : answerOf(api.workspaces[':ws'].events[':id'].replay.$post({ param: { ws: owner.workspaceId, id }, json }))
+  ).catch((error: unknown) => {
+    const failure = error as { status?: number; code?: string; details?: { state?: string } };
+    if (failure.status === 404) throw usageError(`no event ${id} in ${describeOwner(owner)}`);
+    if (failure.code === 'uncertain_outcome') {
+      throw usageError(`event ${id} may have had an external effect; check it, then replay with --force`);
+    }
+    if (failure.code === 'not_replayable') {
+      throw usageError(`event ${id} is ${failure.details?.state}; only a DEAD event can be replayed`);
+    }
+    throw error;
+  });
+  if (options.json) printJson(event);
+  else process.stdout.write(`replayed event ${id}: ${event.state}, due ${event.next_attempt_at}\n`);
+}
+
+async function replayMany(api: OperatorApiClient, options: ReplayOptions): Promise<void> {
+  const owner = ownerOf(options);
+  if ('installation' in owner) throw usageError('--bulk replays the dead letters of one workspace: give --workspace');
+  const filter = {
+    provider: options.provider, event_type: options.eventType, subject: options.subject,
+    error_class: options.errorClass, dead_after: options.deadAfter, dead_before: options.deadBefore,
+  };
+  const json = Object.fromEntries(Object.entries({ ...filter, force: options.force })
+    .filter((entry) => entry[1] !== undefined));
+  const param = { ws: owner.workspaceId };
+  let replay: BulkReplay = await answerOf(api.workspaces[':ws'].replays.$post({ param, json }));
+  // On stderr, so that stdout holds only the result (a table or --json).
+  const show = (step: BulkReplay) => printProgress(step.replayed, step.matched, 'replayed');
+  show(replay);
+  while (replay.state !== 'finished') {
+    await new Promise((resolve) => setTimeout(resolve, followEveryMs));
+    replay = await answerOf(api.workspaces[':ws'].replays[':id'].$get({ param: { ...param, id: String(replay.id) } }));
+    show(replay);
+  }
+  if (options.json) printJson(replay);
+  else {
+    process.stdout.write(`bulk replay ${replay.id}: replayed ${replay.replayed} of ${replay.matched}`
+      + `${replay.skipped > 0 ? ` (${replay.skipped} replayed or purged meanwhile)` : ''}\n`);
   }
 }
 
 export function replayCommand(): Command {
-  return withOwnerOptions(operatorCommand('replay', 'send a DEAD event back to the queue, due at once'))
-    .argument('<id>', 'event id', idParser('event id'))
+  return withOwnerOptions(operatorCommand('replay', 'send a DEAD event back to the queue, due at once; --bulk: every one that matches'))
+    .argument('[id]', 'event id (without --bulk)', idParser('event id'))
     .option('--force', 'replay even when the outcome is uncertain (check the external effect first)')
-    .option('--account <name>', 'who replays, recorded with the event (default cli:<user>)')
-    .action((id: string, options: ReplayOptions) => withDatabase(options, async (db) => {
-      const owner = ownerOf(options);
-      const result = await replayEvent(db, owner, id, options.account ?? defaultAccount(), options.force ?? false);
-      if (!result.replayed) {
-        switch (result.reason) {
-          case 'not_found':
-            throw usageError(`no event ${id} in ${describeOwner(owner)}`);
-          case 'uncertain_outcome':
-            throw usageError(`event ${id} may have had an external effect; check it, then replay with --force`);
-          case 'not_replayable':
-            throw usageError(`event ${id} is ${result.state}; only a DEAD event can be replayed`);
-        }
+    .option('--account <name>', 'who replays, recorded with the event (default cli:<user>; with --api, the token)')
+    .option('--bulk', "replay every dead letter of the workspace that matches the filters below, in id order")
+    .option('--provider <name>', 'with --bulk: only this provider')
+    .option('--event-type <type>', 'with --bulk: only this event type')
+    .option('--subject <subject>', 'with --bulk: only this subject')
+    .option('--error-class <class>', 'with --bulk: only this error class')
+    .option('--dead-after <time>', 'with --bulk: only those dead at or after this ISO time')
+    .option('--dead-before <time>', 'with --bulk: only those dead before this ISO time')
+    .action((id: string | undefined, options: ReplayOptions) => withApi(options, async (api) => {
+      if (options.bulk) {
+        if (id !== undefined) throw usageError('give an event id or --bulk, not both');
+        return replayMany(api, options);
       }
-      if (options.json) printJson(result.event);
-      else process.stdout.write(`replayed event ${id}: ${result.event.state}, due ${result.event.next_attempt_at}\n`);
+      if (id === undefined) throw usageError('give the event id to replay (or --bulk with filters)');
+      return replayOne(api, id, options);
     }));
 }

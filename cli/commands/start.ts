@@ -245,6 +245,7 @@ async function startEverything(
       'Wharf is running.',
       `  edge receiver   ${edge.url}/hooks/<provider>/<app or connection>`,
       `  operator API    ${edge.url}/api   (Authorization: Bearer <admin token>)`,
+      `  console         ${edge.url}/console   (sign in with the admin token)`,
       `  metrics         http://127.0.0.1:${metrics.port}/metrics`,
       `  database        ${embedded ? `embedded, data in ${embedded.dataDirectory}, log in ${embedded.logFile}` : 'DATABASE_URL'}`,
       `  admin token     ${adminToken}`,

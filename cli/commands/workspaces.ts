@@ -1,8 +1,9 @@
 // `wharf workspaces add|list|suspend|pause|resume|activate`.
 import { Command } from 'commander';
-import { createWorkspace, setWorkspaceState } from '../../operator/sql/connections.js';
-import { listWorkspaces, type Workspace } from '../../operator/sql/operator.js';
-import { idParser, operatorCommand, printJson, printTable, withDatabase, type OperatorOptions } from './operator-support.js';
+import { answerOf, type OperatorApiClient } from '../../operator/api/client.js';
+import type { Workspace } from '../../operator/sql/operator.js';
+import type { StateVerb } from './connections.js';
+import { idParser, operatorCommand, printJson, printTable, withApi, type OperatorOptions } from './operator-support.js';
 
 const columns = ['id', 'state', 'connections', 'created_at'];
 
@@ -11,20 +12,32 @@ function print(options: OperatorOptions, workspaces: Workspace[] | Workspace): v
   else printTable(Array.isArray(workspaces) ? workspaces : [workspaces], columns);
 }
 
+/** Sets a workspace's state through the API (resume and activate: ACTIVE). */
+export function setWorkspaceState(api: OperatorApiClient, ws: string, verb: StateVerb): Promise<Workspace> {
+  const workspace = api.workspaces[':ws'];
+  const param = { ws };
+  switch (verb) {
+    case 'suspend': return answerOf(workspace.suspend.$post({ param }));
+    case 'pause': return answerOf(workspace.pause.$post({ param }));
+    case 'resume': return answerOf(workspace.resume.$post({ param }));
+    case 'activate': return answerOf(workspace.activate.$post({ param }));
+  }
+}
+
 export function workspacesCommand(): Command {
   const command = new Command('workspaces').description('create and list workspaces (tenants)');
   command.addCommand(operatorCommand('add', 'create a workspace (ACTIVE) with the host application\'s id')
     .argument('<id>', 'workspace id', idParser('workspace'))
     .action((id: string, options: OperatorOptions) =>
-      withDatabase(options, async (db) => print(options, await createWorkspace(db, id)))));
+      withApi(options, async (api) => print(options, await answerOf(api.workspaces.$post({ json: { id } }))))));
   command.addCommand(operatorCommand('list', 'list every workspace')
     .action((options: OperatorOptions) =>
-      withDatabase(options, async (db) => print(options, await listWorkspaces(db)))));
-  for (const [name, state] of [['suspend', 'SUSPENDED'], ['pause', 'PAUSED'], ['resume', 'ACTIVE'], ['activate', 'ACTIVE']] as const) {
-    command.addCommand(operatorCommand(name, `set a workspace ${state}`)
+      withApi(options, async (api) => print(options, await answerOf(api.workspaces.$get())))));
+  for (const verb of ['suspend', 'pause', 'resume', 'activate'] as const) {
+    command.addCommand(operatorCommand(verb, `${verb} a workspace`)
       .argument('<id>', 'workspace id', idParser('workspace'))
       .action((id: string, options: OperatorOptions) =>
-        withDatabase(options, async (db) => print(options, await setWorkspaceState(db, id, state)))));
+        withApi(options, async (api) => print(options, await setWorkspaceState(api, id, verb)))));
   }
   return command;
 }

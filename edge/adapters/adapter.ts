@@ -63,6 +63,11 @@ export interface Adapter {
   read(body: VerifiedBody): Promise<Reading>;
   /** Non-secret request headers stored with the event (lower case). */
   keptHeaders: readonly string[];
+  /**
+   * Where an operator gives the provider a connection's secret, for
+   * `wharf connections rotate-secret` to say (connection endpoints only).
+   */
+  secretDestination?: string;
 }
 
 export const verified: Verification = { ok: true };

@@ -18,6 +18,7 @@ export async function verifyForgejoSignature(secret: string, body: Bytes, header
 export const forgejo: Adapter = {
   provider: 'forgejo',
   endpointKind: 'connection',
+  secretDestination: "the webhook's Secret field (Forgejo and Gitea sign with X-Forgejo-Signature / X-Gitea-Signature), content type application/json",
   keptHeaders: [
     'content-type', 'user-agent', 'x-forgejo-event', 'x-forgejo-event-type', 'x-forgejo-delivery',
     'x-gitea-event', 'x-gitea-event-type', 'x-gitea-delivery',

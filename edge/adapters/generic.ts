@@ -67,6 +67,7 @@ function subjectsFromPointers(payload: JsonObject, route: Record<string, unknown
 export const generic: Adapter = {
   provider: 'generic',
   endpointKind: 'connection',
+  secretDestination: "the sender's signing secret (Standard Webhooks: it signs with the webhook-signature header)",
   keptHeaders: ['content-type', 'user-agent', 'webhook-id', 'webhook-timestamp'],
   signsBodyOnly: false,
   checkHeaders: (headers) => allOf(

@@ -21,6 +21,7 @@ export async function verifyGitLabToken(tokenSha256Hex: string, header: string |
 export const gitlab: Adapter = {
   provider: 'gitlab',
   endpointKind: 'connection',
+  secretDestination: "the webhook's Secret token field (GitLab sends it as X-Gitlab-Token)",
   keptHeaders: [
     'content-type', 'user-agent', 'x-gitlab-event', 'x-gitlab-event-uuid', 'x-gitlab-webhook-uuid',
     'x-gitlab-instance', 'idempotency-key',

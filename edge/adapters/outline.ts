@@ -33,6 +33,7 @@ export async function verifyOutlineSignature(
 export const outline: Adapter = {
   provider: 'outline',
   endpointKind: 'connection',
+  secretDestination: "the webhook subscription's signing secret (Outline signs with the Outline-Signature header)",
   keptHeaders: ['content-type', 'user-agent'],
   signsBodyOnly: false,
   checkHeaders: (headers) =>

@@ -1,15 +1,21 @@
 // The operator API: a Hono sub-app the edge mounts at /api. JSON in and out,
 // bearer tokens, error bodies {error, message} that never carry internals.
+// Every route is described by the schemas that validate it (schemas.ts);
+// the OpenAPI 3.1 document is served at /api/openapi.json and the typed
+// client (client.ts) is built from the same routes.
 // No answer of it may be cached (Cache-Control: no-store): some carry secrets
 // (a new token, a rotated webhook secret), all carry operators' data.
-import { Hono } from 'hono';
+import { OpenAPIHono } from '@hono/zod-openapi';
 import { authenticate, checkAdminToken, type OperatorEnv } from './auth.js';
+import { checkJsonBody } from './body.js';
 import type { Database } from '../../db/database.js';
 import type { KeyRing } from '../../db/secret-box.js';
 import { ApiError, toApiError } from './errors.js';
 import { checkQueryParameters } from './params.js';
-import { registerAdminRoutes } from './routes/admin.js';
-import { registerEventRoutes } from './routes/events.js';
+import { adminRoutes } from './routes/admin.js';
+import { bulkReplayRoutes } from './routes/bulk-replays.js';
+import { eventRoutes } from './routes/events.js';
+import { queueHistoryRoutes } from './routes/queue-history.js';
 import { AuthThrottle, defaultClientKey, type AuthThrottleOptions, type ClientKey } from './throttle.js';
 
 export interface OperatorApiDeps {
@@ -19,6 +25,8 @@ export interface OperatorApiDeps {
    * checkAdminToken refuses is never accepted: see onConfigurationError.
    */
   adminToken?: string;
+  /** Recorded as the admin's account on replays (default 'admin'); the CLI names its user. */
+  adminAccount?: string;
   /** WHARF_SECRET_KEYS, which encrypts the signing keys an operator sets. */
   keyRing?: Promise<KeyRing | undefined>;
   /** Told about every 500 (the answer says only "internal error"), e.g. to log its class. */
@@ -42,24 +50,14 @@ export interface OperatorApiDeps {
   authThrottle?: AuthThrottleOptions;
 }
 
-export function operatorApi(deps: OperatorApiDeps): Hono<OperatorEnv> {
-  const app = new Hono<OperatorEnv>();
+export const openApiDocumentPath = '/openapi.json';
+
+export function operatorApi(deps: OperatorApiDeps) {
+  const app = new OpenAPIHono<OperatorEnv>();
   app.use('*', async (c, next) => {
     await next();
     c.header('Cache-Control', 'no-store');
   });
-  app.use('*', authenticate(deps.db, {
-    adminToken: acceptedAdminToken(deps),
-    throttle: new AuthThrottle(deps.authThrottle),
-    clientKey: deps.clientKey ?? defaultClientKey,
-  }));
-  app.use('*', async (c, next) => {
-    checkQueryParameters(c.req.queries());
-    return next();
-  });
-  registerEventRoutes(app, deps.db);
-  registerAdminRoutes(app, deps.db, deps.keyRing ?? Promise.resolve(undefined));
-
   app.onError((error, c) => {
     const apiError = toApiError(error);
     if (apiError.status === 500) deps.onUnexpectedError?.(apiError.cause ?? error);
@@ -69,8 +67,46 @@ export function operatorApi(deps: OperatorApiDeps): Hono<OperatorEnv> {
     return c.json(apiError.body(), apiError.status);
   });
   app.notFound((c) => c.json(new ApiError(404, 'not_found', 'no such route').body(), 404));
-  return app;
+
+  const routes = operatorRoutes(deps);
+
+  // The description is public: it holds no data, and a client needs it before it has a token.
+  app.doc31(openApiDocumentPath, {
+    openapi: '3.1.0',
+    info: {
+      title: 'Wharf operator API',
+      version: '0.2.0',
+      description: 'Events, dead letters, replay, bulk replay, the admission log, workspaces, connections and tokens. '
+        + 'Bearer tokens: the instance admin token (WHARF_ADMIN_TOKEN) or a workspace token.',
+    },
+    security: [{ bearer: [] }],
+  });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
+  return app.route('/', routes);
 }
+
+/** Every route of the API behind its authentication and request checks. */
+function operatorRoutes(deps: OperatorApiDeps) {
+  return new OpenAPIHono<OperatorEnv>()
+    .use('*', authenticate(deps.db, {
+      adminToken: acceptedAdminToken(deps),
+      ...(deps.adminAccount ? { adminAccount: deps.adminAccount } : {}),
+      throttle: new AuthThrottle(deps.authThrottle),
+      clientKey: deps.clientKey ?? defaultClientKey,
+    }))
+    .use('*', async (c, next) => {
+      checkQueryParameters(c.req.queries());
+      await checkJsonBody(c);
+      return next();
+    })
+    .route('/', eventRoutes(deps.db))
+    .route('/', bulkReplayRoutes(deps.db, deps.onUnexpectedError))
+    .route('/', queueHistoryRoutes(deps.db))
+    .route('/', adminRoutes(deps.db, deps.keyRing ?? Promise.resolve(undefined)));
+}
+
+/** The operator API's routes and their types, for the typed client (client.ts). */
+export type OperatorApi = ReturnType<typeof operatorRoutes>;
 
 /** The admin token if checkAdminToken accepts it; an unset or empty one is simply absent. */
 function acceptedAdminToken(deps: OperatorApiDeps): string | undefined {

@@ -47,12 +47,14 @@ export function checkAdminToken(token: string): string | undefined {
 export interface AuthenticateOptions {
   /** An admin token checkAdminToken accepted; without it only workspace tokens are accepted. */
   adminToken?: string;
+  /** Recorded as the admin's account (replayed_by); default 'admin'. */
+  adminAccount?: string;
   throttle?: AuthThrottle;
   clientKey?: ClientKey;
 }
 
 export function authenticate(db: Database, options: AuthenticateOptions = {}): MiddlewareHandler<OperatorEnv> {
-  const { adminToken, throttle = new AuthThrottle(), clientKey = defaultClientKey } = options;
+  const { adminToken, adminAccount, throttle = new AuthThrottle(), clientKey = defaultClientKey } = options;
   return async (c, next) => {
     const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(c.req.header('authorization') ?? '');
     const token = match?.[1];
@@ -66,7 +68,7 @@ export function authenticate(db: Database, options: AuthenticateOptions = {}): M
     let principal: Principal | undefined;
     let refused = false;
     try {
-      principal = await identify(db, token, adminToken);
+      principal = await identify(db, token, adminToken, adminAccount);
       refused = !principal;
     } finally {
       // A database that cannot say (503) is no failed authentication.
@@ -79,9 +81,11 @@ export function authenticate(db: Database, options: AuthenticateOptions = {}): M
 }
 
 /** The principal a bearer token stands for (the admin token, or a live workspace token), or undefined. */
-export async function identify(db: Database, token: string, adminToken: string | undefined): Promise<Principal | undefined> {
+export async function identify(
+  db: Database, token: string, adminToken: string | undefined, adminAccount = 'admin',
+): Promise<Principal | undefined> {
   // An empty admin token (unset variable) must never let anyone in.
-  if (adminToken && sameSecret(token, adminToken)) return { kind: 'admin', account: 'admin' };
+  if (adminToken && sameSecret(token, adminToken)) return { kind: 'admin', account: adminAccount };
   // Anything that cannot be a workspace token costs no database lookup.
   const found = looksLikeWorkspaceToken(token) ? await verifyApiToken(db, token) : null;
   if (!found) return undefined;

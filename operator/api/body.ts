@@ -5,15 +5,17 @@ import { ApiError } from './errors.js';
 export const maxBodyDepth = 64;
 
 /**
- * The request's JSON object body; {} when the body is empty. Refused with a
- * 400 before any query: a body nested deeper than maxBodyDepth (serialising
- * it again for PostgreSQL would overflow the stack, a 500) and a NUL
+ * Refuses, with a 400 before the route's schema sees it, a body that is not
+ * a JSON object, one nested deeper than maxBodyDepth (serialising it again
+ * for PostgreSQL would overflow the stack, a 500) and one with a NUL
  * (\u0000) anywhere in it, key or value, read by the route or not
- * (PostgreSQL stores NUL neither in text nor in jsonb).
+ * (PostgreSQL stores NUL neither in text nor in jsonb). An empty body passes:
+ * the route's schema says whether it needs one.
  */
-export async function readJsonObject(c: Context): Promise<Record<string, unknown>> {
+export async function checkJsonBody(c: Context): Promise<void> {
+  if (c.req.method === 'GET' || c.req.method === 'HEAD') return;
   const text = await c.req.text();
-  if (text.trim() === '') return {};
+  if (text.trim() === '') return;
   let body: unknown;
   try {
     body = JSON.parse(text);
@@ -24,7 +26,6 @@ export async function readJsonObject(c: Context): Promise<Record<string, unknown
     throw new ApiError(400, 'bad_request', 'the body must be a JSON object');
   }
   checkStorable(body as Record<string, unknown>);
-  return body as Record<string, unknown>;
 }
 
 /** Walks the body without recursion (it may be nested deeper than the stack allows). */
@@ -51,11 +52,4 @@ function checkStorable(body: Record<string, unknown>): void {
 function nulIn(field: string | undefined): ApiError {
   const where = field === undefined || field.includes('\u0000') ? 'a field name' : `"${field}"`;
   return new ApiError(400, 'bad_request', `the body holds a NUL (\\u0000) character in ${where}, which cannot be stored`);
-}
-
-export function optionalBoolean(body: Record<string, unknown>, name: string): boolean {
-  const value = body[name];
-  if (value === undefined) return false;
-  if (typeof value !== 'boolean') throw new ApiError(400, 'bad_request', `${name} must be true or false`);
-  return value;
 }

@@ -1,5 +1,6 @@
 // What a failure means to an API caller or a CLI user: a status, a stable
 // code and a message that names no internals (no SQL, no stack, no host).
+import { HTTPException } from 'hono/http-exception';
 import { classifyDatabaseError } from '../../db/database.js';
 
 export class ApiError extends Error {
@@ -7,7 +8,7 @@ export class ApiError extends Error {
   readonly retryAfterSeconds: number | undefined;
 
   constructor(
-    readonly status: 400 | 401 | 403 | 404 | 409 | 429 | 500 | 503,
+    readonly status: 400 | 401 | 403 | 404 | 409 | 415 | 429 | 500 | 503,
     readonly code: string,
     message: string,
     /** Further fields of the error body, e.g. the state of a row that cannot be replayed. */
@@ -55,7 +56,18 @@ export function databaseError(error: unknown): ApiError {
   return new ApiError(500, 'internal', 'internal error', {}, { cause: error });
 }
 
-/** Any error a route throws: ApiErrors as they are, anything else (a bug) a 500. */
+/**
+ * Any error a route throws: ApiErrors as they are; the validators' own
+ * refusals (a body that is not JSON, 400; not sent as JSON, 415) as the API's;
+ * anything else (a bug) a 500.
+ */
 export function toApiError(error: unknown): ApiError {
-  return error instanceof ApiError ? error : new ApiError(500, 'internal', 'internal error', {}, { cause: error });
+  if (error instanceof ApiError) return error;
+  if (error instanceof HTTPException && error.status === 400) {
+    return new ApiError(400, 'bad_request', 'the body is not valid JSON');
+  }
+  if (error instanceof HTTPException && error.status === 415) {
+    return new ApiError(415, 'unsupported_media_type', 'send the body as JSON (Content-Type: application/json)');
+  }
+  return new ApiError(500, 'internal', 'internal error', {}, { cause: error });
 }

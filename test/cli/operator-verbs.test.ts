@@ -2,13 +2,16 @@
 // tables for people, --json for scripts, and on a mistake a message on stderr
 // with a non-zero exit code.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyApiToken } from '../../operator/sql/operator.js';
+import { createApiToken, verifyApiToken } from '../../operator/sql/operator.js';
+import { adminToken } from '../support/api-client.js';
+import { serveOperatorApi } from '../support/operator-client.js';
 import { runWharf, type CliResult } from '../support/wharf-cli.js';
 import {
   admitEvent, createConnection, createWorkspace, deadEvent, deadInstallationEvent,
 } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { freePort } from '../../cli/postgres-server.js';
+import { testSecretKeys } from '../support/edge-fixtures.js';
 
 let db: TestDatabase;
 const wharf = (...args: string[]): Promise<CliResult> => runWharf(args, { DATABASE_URL: db.url });
@@ -121,6 +124,73 @@ describe('wharf events, dead and replay', () => {
   });
 });
 
+describe('wharf replay --bulk, pause and resume, rotate-secret', () => {
+  let connection: number;
+  beforeAll(async () => {
+    await createWorkspace(db.pool, 430);
+    connection = await createConnection(db.pool, 430);
+  });
+
+  it('replays every matching dead letter with progress on stderr and the result on stdout', async () => {
+    // One at a time: a subscription changing under an admission makes it retry.
+    const dead = [await deadEvent(db.pool, connection), await deadEvent(db.pool, connection), await deadEvent(db.pool, connection)];
+    const uncertain = await deadEvent(db.pool, connection, 'uncertain');
+    const result = await wharf('replay', '--bulk', '-w', '430', '--error-class', 'SyntaxError', '--json');
+    const replay = json<{ state: string; matched: number; replayed: number }>(result);
+    expect(replay).toMatchObject({ state: 'finished', matched: 3, replayed: 3 });
+    expect(result.stderr).toMatch(/replayed 3 of 3 \(100 %\)\n$/);
+    const { rows } = await db.pool.query<{ id: number; state: string }>(
+      'SELECT id::int, state FROM wharf.provider_event WHERE id = ANY($1) ORDER BY id', [[...dead, uncertain]]);
+    expect(rows.map((row) => row.state)).toEqual(['QUEUED', 'QUEUED', 'QUEUED', 'DEAD']);
+    const misspelt = await wharf('replay', '--bulk', '-w', '430', '--dead-after', 'last tuesday');
+    expect(misspelt).toMatchObject({ code: 1, stdout: '' });
+    expect(misspelt.stderr).toMatch(/dead_after/);
+  });
+
+  it('pauses and resumes a connection', async () => {
+    const paused = json<{ state: string }>(await wharf('pause', '--connection', String(connection), '--json'));
+    expect(paused.state).toBe('PAUSED');
+    const resumed = await wharf('resume', '--connection', String(connection));
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stdout).toMatch(/ACTIVE/);
+    const neither = await wharf('pause');
+    expect(neither).toMatchObject({ code: 1, stderr: 'wharf: give either --workspace <id> or --connection <id>\n' });
+  });
+
+  it('rotate-secret prints the secret alone on stdout and says where it goes on stderr', async () => {
+    const added = json<{ id: number }>(await wharf('connections', 'add', '-w', '430', '--provider', 'outline',
+      '--source', 'https://outline.example.test', '--kind', 'webhook', '--json'));
+    const rotated = await runWharf(['connections', 'rotate-secret', String(added.id)],
+      { DATABASE_URL: db.url, WHARF_PUBLIC_URL: 'https://hooks.example.com', WHARF_SECRET_KEYS: testSecretKeys });
+    expect(rotated.code, rotated.stderr).toBe(0);
+    expect(rotated.stdout).toMatch(/^\S{20,}\n$/);
+    expect(rotated.stderr).toContain(`endpoint: https://hooks.example.com/hooks/outline/${added.id}`);
+    expect(rotated.stderr).toContain('Outline-Signature');
+  });
+});
+
+describe('wharf --api', () => {
+  it('goes through a running API with WHARF_TOKEN, and a workspace token reaches only its workspace', async () => {
+    await createWorkspace(db.pool, 440);
+    await createWorkspace(db.pool, 441);
+    const queued = await admitEvent(db.pool, await createConnection(db.pool, 440));
+    const token = (await createApiToken(db.pool, '440', 'cli')).token;
+    const served = await serveOperatorApi({ db: db.pool, adminToken });
+    try {
+      const env = { DATABASE_URL: undefined, WHARF_API_URL: served.url, WHARF_TOKEN: token };
+      const mine = await runWharf(['events', 'list', '-w', '440', '--json'], env);
+      expect(mine.code, mine.stderr).toBe(0);
+      expect((JSON.parse(mine.stdout) as { events: { id: number }[] }).events.map((event) => event.id)).toEqual([queued]);
+      const theirs = await runWharf(['events', 'list', '-w', '441'], env);
+      expect(theirs).toMatchObject({ code: 1, stdout: '', stderr: 'wharf: this token does not reach that workspace\n' });
+      const noToken = await runWharf(['events', 'list', '-w', '440'], { ...env, WHARF_TOKEN: undefined });
+      expect(noToken.stderr).toMatch(/WHARF_TOKEN/);
+    } finally {
+      await served.close();
+    }
+  });
+});
+
 describe('wharf tokens', () => {
   it('prints a new token once, and it verifies for its workspace', async () => {
     await createWorkspace(db.pool, 420);
@@ -142,7 +212,7 @@ describe('wharf on a mistake', () => {
       [['replay', '5', '-w', '1', '--installation'], {}, /^wharf: give either --workspace or --installation, not both\n$/],
       [['connections', 'add', '-w', '1', '--provider', 'gitlab'], {}, /required option '--source <url>' not specified/],
       [['workspaces', 'suspend', '999999'], {}, /^wharf: unknown workspace 999999\n$/],
-      [['workspaces', 'list'], { DATABASE_URL: undefined }, /^wharf: no database: set DATABASE_URL or pass --database-url\n$/],
+      [['workspaces', 'list'], { DATABASE_URL: undefined }, /^wharf: no database: set DATABASE_URL or pass --database-url \(or --api\)\n$/],
       [['workspaces', 'list', '--database-url', `postgres://postgres@127.0.0.1:${port}/wharf`], { DATABASE_URL: undefined },
         /^wharf: the database is unavailable; retry later\n$/],
     ];

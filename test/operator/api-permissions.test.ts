@@ -2,6 +2,7 @@
 // token of the named workspace, a token of another workspace, no token and a
 // wrong token. A refused call changes nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startBulkReplay } from '../../operator/sql/bulk-replay.js';
 import { createApiToken, revokeApiToken } from '../../operator/sql/operator.js';
 import { adminToken, apiClient, type ApiCall } from '../support/api-client.js';
 import {
@@ -59,6 +60,10 @@ const routes: Route[] = [
   { name: 'list dead', method: 'GET', path: async () => `/workspaces/${A}/dead`, success: 200, workspaceToken: true },
   { name: 'replay', method: 'POST', path: async () => `/workspaces/${A}/events/${await deadEvent(db.pool, connectionA)}/replay`, success: 202, workspaceToken: true },
   { name: 'list admissions', method: 'GET', path: async () => `/workspaces/${A}/admissions`, success: 200, workspaceToken: true },
+  { name: 'start bulk replay', method: 'POST', path: async () => `/workspaces/${A}/replays`, body: () => ({ error_class: 'NoSuchError' }), success: 202, workspaceToken: true },
+  { name: 'list bulk replays', method: 'GET', path: async () => `/workspaces/${A}/replays`, success: 200, workspaceToken: true },
+  { name: 'show bulk replay', method: 'GET', path: async () => `/workspaces/${A}/replays/${(await startBulkReplay(db.pool, String(A), {}, 'test')).id}`, success: 200, workspaceToken: true },
+  { name: 'queue history', method: 'GET', path: async () => `/workspaces/${A}/queue-history?hours=1`, success: 200, workspaceToken: true },
   { name: 'list installation admissions', method: 'GET', path: async () => '/admissions', success: 200, workspaceToken: false },
   { name: 'list installation events', method: 'GET', path: async () => '/installation-events', success: 200, workspaceToken: false },
   { name: 'list installation dead', method: 'GET', path: async () => '/installation-events/dead', success: 200, workspaceToken: false },
@@ -70,6 +75,7 @@ const routes: Route[] = [
   { name: 'pause workspace', method: 'POST', path: async () => `/workspaces/${await createWorkspace(db.pool, ++seq)}/pause`, success: 200, workspaceToken: false },
   { name: 'resume workspace', method: 'POST', path: async () => `/workspaces/${await createWorkspace(db.pool, ++seq)}/resume`, success: 200, workspaceToken: false },
   { name: 'activate workspace', method: 'POST', path: async () => `/workspaces/${await createWorkspace(db.pool, ++seq)}/activate`, success: 200, workspaceToken: false },
+  { name: 'list every connection', method: 'GET', path: async () => '/connections', success: 200, workspaceToken: false },
   { name: 'list connections', method: 'GET', path: async () => `/workspaces/${A}/connections`, success: 200, workspaceToken: false },
   { name: 'create connection', method: 'POST', path: async () => `/workspaces/${A}/connections`, body: () => ({ provider: 'gitlab', source: 'https://gitlab.example.test', kind: 'webhook', external_id: `hook-${++seq}` }), success: 201, workspaceToken: false },
   { name: 'suspend connection', method: 'POST', path: async () => `/connections/${await createConnection(db.pool, A)}/suspend`, success: 200, workspaceToken: false },
@@ -96,7 +102,8 @@ describe('operator API permissions', () => {
     const { operatorApi } = await import('../../operator/api/app.js');
     const registered = new Set(
       operatorApi({ db: db.pool, adminToken }).routes
-        .filter((route) => route.method !== 'ALL')
+        // The OpenAPI document is public (api-openapi.test.ts).
+        .filter((route) => route.method !== 'ALL' && route.path !== '/openapi.json')
         .map((route) => `${route.method} ${route.path}`),
     );
     expect(registered.size).toBe(routes.length);

@@ -62,6 +62,8 @@ export function nodeEnv(address: string): unknown {
 }
 
 export interface ServedOperatorApi {
+  /** Where it listens (the API is at `${url}/api`). */
+  url: string;
   /** Calls the API from the local address given (any 127.x.y.z works on Linux). */
   call(method: string, path: string, options: OperatorCallOptions & { from: string }): Promise<ApiResponse>;
   close(): Promise<void>;
@@ -75,6 +77,7 @@ export async function serveOperatorApi(deps: OperatorApiDeps): Promise<ServedOpe
       resolve({ server, port: info.port }));
   });
   return {
+    url: `http://127.0.0.1:${port}`,
     call: (method, path, options) => new Promise<ApiResponse>((resolve, reject) => {
       const body = requestBody(options);
       const req = httpRequest({

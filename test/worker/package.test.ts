@@ -39,6 +39,18 @@ export const handlers = {
 } satisfies HandlerMap;
 `;
 
+const clientSource = `import { answerOf, operatorApiClient } from 'wharf-inbox/operator-client';
+
+const api = operatorApiClient('https://wharf.example.test/api', { token: 'wharf_ws_x' });
+
+export async function deadCount(): Promise<number> {
+  const page = await answerOf(api.workspaces[':ws'].dead.$get({ param: { ws: '1' }, query: {} }));
+  return page.events.filter((event) => event.state === 'DEAD').length;
+}
+`;
+
+const wrongClientSource = clientSource.replace("param: { ws: '1' }", "param: { workspace: '1' }");
+
 describe('the packed worker library in a host application', () => {
   let app: string;
   let db: TestDatabase;
@@ -54,7 +66,7 @@ describe('the packed worker library in a host application', () => {
         strict: true, module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022',
         outDir: 'build', types: ['node'], skipLibCheck: false,
       },
-      include: ['handlers.ts'],
+      include: ['handlers.ts', 'client.ts'],
     }));
     await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, 'typescript@5.9.3', '@types/node@20'],
       { cwd: app, maxBuffer: 16 * 1024 * 1024 });
@@ -67,12 +79,22 @@ describe('the packed worker library in a host application', () => {
   });
 
   it('type-checks a typed github:push handler, and refuses a field the push payload lacks', async () => {
+    await writeFile(join(app, 'client.ts'), clientSource);
     await writeFile(join(app, 'handlers.ts'), wrongHandlersSource);
     const wrong = await run('npx', ['tsc', '--noEmit'], { cwd: app }).then(() => undefined, (error: { stdout: string }) => error.stdout);
     expect(wrong).toMatch(/Property 'no_such_field' does not exist on type 'PushEvent'/);
 
     await writeFile(join(app, 'handlers.ts'), handlersSource);
     await run('npx', ['tsc'], { cwd: app });
+  }, 60_000);
+
+  it('type-checks a script on the typed operator API client, and refuses a path parameter the route lacks', async () => {
+    await writeFile(join(app, 'client.ts'), wrongClientSource);
+    const wrong = await run('npx', ['tsc', '--noEmit'], { cwd: app }).then(() => undefined, (error: { stdout: string }) => error.stdout);
+    expect(wrong).toMatch(/client\.ts.*'workspace' does not exist/s);
+
+    await writeFile(join(app, 'client.ts'), clientSource);
+    await run('npx', ['tsc', '--noEmit'], { cwd: app });
   }, 60_000);
 
   it('migrates with the installed command and handles an admitted event with the installed worker', async () => {

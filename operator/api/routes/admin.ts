@@ -1,5 +1,5 @@
 // Instance-admin endpoints: workspaces, connections, subscriptions, tokens.
-import type { Hono } from 'hono';
+import { createRoute } from '@hono/zod-openapi';
 import type { Database } from '../../../db/database.js';
 import type { KeyRing } from '../../../db/secret-box.js';
 import { rotateConnectionSecret } from '../../sql/connection-secrets.js';
@@ -9,110 +9,178 @@ import {
 import {
   createApiToken, listApiTokens, listConnections, listWorkspaces, revokeApiToken,
 } from '../../sql/operator.js';
-import { requireAdmin, type OperatorEnv } from '../auth.js';
-import { optionalBoolean, readJsonObject } from '../body.js';
+import { requireAdmin } from '../auth.js';
 import { ApiError } from '../errors.js';
-import { parseId, requireText } from '../params.js';
+import { errors, json, jsonBody, routeGroup } from '../openapi.js';
+import {
+  apiToken, connection, connectionParam, newApiToken, newConnectionBody, newTokenBody, newWorkspaceBody,
+  revokedToken, rotateSecretBody, rotatedSecret, subscriptionBody, subscriptionChange, tokenParam, workspace,
+  workspaceParam,
+} from '../schemas.js';
+import { z } from '@hono/zod-openapi';
 
-export function registerAdminRoutes(app: Hono<OperatorEnv>, db: Database, keyRing: Promise<KeyRing | undefined>): void {
-  app.get('/workspaces', async (c) => {
-    requireAdmin(c);
-    return c.json(await listWorkspaces(db));
+const tags = ['admin'];
+
+/** What each state-changing verb sets; resume and activate are the same. */
+const stateOf = { suspend: 'SUSPENDED', pause: 'PAUSED', resume: 'ACTIVE', activate: 'ACTIVE' } as const;
+type StateVerb = keyof typeof stateOf;
+
+function workspaceStateRoute(verb: StateVerb) {
+  return createRoute({
+    method: 'post', path: `/workspaces/{ws}/${verb}`, tags,
+    summary: `${verb[0]!.toUpperCase()}${verb.slice(1)} a workspace (${stateOf[verb]})`,
+    request: { params: workspaceParam },
+    responses: { 200: json(workspace, 'the workspace as it is now'), ...errors(400, 403, 404) },
   });
+}
 
-  app.post('/workspaces', async (c) => {
-    requireAdmin(c);
-    const body = await readJsonObject(c);
-    return c.json(await createWorkspace(db, parseId(body.id, 'id')), 201);
+function connectionStateRoute(verb: StateVerb) {
+  return createRoute({
+    method: 'post', path: `/connections/{id}/${verb}`, tags,
+    summary: `${verb[0]!.toUpperCase()}${verb.slice(1)} a connection (${stateOf[verb]})`,
+    request: { params: connectionParam },
+    responses: { 200: json(connection, 'the connection as it is now'), ...errors(400, 403, 404) },
   });
+}
 
-  for (const [action, state] of [['suspend', 'SUSPENDED'], ['pause', 'PAUSED'], ['resume', 'ACTIVE'], ['activate', 'ACTIVE']] as const) {
-    app.post(`/workspaces/:ws/${action}`, async (c) => {
+export function adminRoutes(db: Database, keyRing: Promise<KeyRing | undefined>) {
+  return routeGroup()
+    .openapi(createRoute({
+      method: 'get', path: '/workspaces', tags, summary: 'Every workspace',
+      responses: { 200: json(z.array(workspace), 'the workspaces, by id'), ...errors(403) },
+    }), async (c) => {
       requireAdmin(c);
-      return c.json(await setWorkspaceState(db, parseId(c.req.param('ws'), 'workspace'), state));
-    });
-    app.post(`/connections/:id/${action}`, async (c) => {
+      return c.json(await listWorkspaces(db), 200);
+    })
+    .openapi(createRoute({
+      method: 'post', path: '/workspaces', tags, summary: 'Create a workspace (ACTIVE) unless it exists',
+      request: { body: jsonBody(newWorkspaceBody, true) },
+      responses: { 201: json(workspace, 'the workspace'), ...errors(400, 403) },
+    }), async (c) => {
       requireAdmin(c);
-      return c.json(await setConnectionState(db, parseId(c.req.param('id'), 'connection'), state));
+      return c.json(await createWorkspace(db, c.req.valid('json').id), 201);
+    })
+    .openapi(workspaceStateRoute('suspend'), async (c) => {
+      requireAdmin(c);
+      return c.json(await setWorkspaceState(db, c.req.valid('param').ws, stateOf.suspend), 200);
+    })
+    .openapi(workspaceStateRoute('pause'), async (c) => {
+      requireAdmin(c);
+      return c.json(await setWorkspaceState(db, c.req.valid('param').ws, stateOf.pause), 200);
+    })
+    .openapi(workspaceStateRoute('resume'), async (c) => {
+      requireAdmin(c);
+      return c.json(await setWorkspaceState(db, c.req.valid('param').ws, stateOf.resume), 200);
+    })
+    .openapi(workspaceStateRoute('activate'), async (c) => {
+      requireAdmin(c);
+      return c.json(await setWorkspaceState(db, c.req.valid('param').ws, stateOf.activate), 200);
+    })
+    .openapi(connectionStateRoute('suspend'), async (c) => {
+      requireAdmin(c);
+      return c.json(await setConnectionState(db, c.req.valid('param').id, stateOf.suspend), 200);
+    })
+    .openapi(connectionStateRoute('pause'), async (c) => {
+      requireAdmin(c);
+      return c.json(await setConnectionState(db, c.req.valid('param').id, stateOf.pause), 200);
+    })
+    .openapi(connectionStateRoute('resume'), async (c) => {
+      requireAdmin(c);
+      return c.json(await setConnectionState(db, c.req.valid('param').id, stateOf.resume), 200);
+    })
+    .openapi(connectionStateRoute('activate'), async (c) => {
+      requireAdmin(c);
+      return c.json(await setConnectionState(db, c.req.valid('param').id, stateOf.activate), 200);
+    })
+    .openapi(createRoute({
+      method: 'get', path: '/connections', tags, summary: 'Every connection of every workspace, with its subscriptions',
+      responses: { 200: json(z.array(connection), 'the connections, by id'), ...errors(403) },
+    }), async (c) => {
+      requireAdmin(c);
+      return c.json(await listConnections(db), 200);
+    })
+    .openapi(createRoute({
+      method: 'get', path: '/workspaces/{ws}/connections', tags, summary: "The workspace's connections with their subscriptions",
+      request: { params: workspaceParam },
+      responses: { 200: json(z.array(connection), 'the connections, by id'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      requireAdmin(c);
+      return c.json(await listConnections(db, c.req.valid('param').ws), 200);
+    })
+    .openapi(createRoute({
+      method: 'post', path: '/workspaces/{ws}/connections', tags,
+      summary: 'Create a connection, or give an existing one (same provider, source, kind, external id) this route',
+      request: { params: workspaceParam, body: jsonBody(newConnectionBody, true) },
+      responses: { 201: json(connection, 'the connection'), ...errors(400, 403, 404, 409) },
+    }), async (c) => {
+      requireAdmin(c);
+      const body = c.req.valid('json');
+      return c.json(await createConnection(db, {
+        workspaceId: c.req.valid('param').ws,
+        provider: body.provider, source: body.source, kind: body.kind,
+        externalId: body.external_id ?? null, route: body.route ?? {},
+      }), 201);
+    })
+    // The new secret is in this answer only; give it to the provider now.
+    .openapi(createRoute({
+      method: 'post', path: '/connections/{id}/rotate-secret', tags,
+      summary: "Give a connection a new signing key (Outline, Forgejo, Standard Webhooks, GitLab token)",
+      request: { params: connectionParam, body: jsonBody(rotateSecretBody) },
+      responses: { 200: json(rotatedSecret, 'the new secret, shown once'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      requireAdmin(c);
+      const { id } = c.req.valid('param');
+      const body = c.req.valid('json');
+      const secret = await rotateConnectionSecret(db, await keyRing, id, body.secret, body.overlap ?? true);
+      return c.json({ connection_id: Number(id), secret }, 200);
+    })
+    .openapi(createRoute({
+      method: 'post', path: '/connections/{id}/subscriptions', tags,
+      summary: "Subscribe a connection's workspace to a subject (within the connection's subject prefixes)",
+      request: { params: connectionParam, body: jsonBody(subscriptionBody, true) },
+      responses: { 200: json(subscriptionChange, 'whether it changed'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      requireAdmin(c);
+      const { id } = c.req.valid('param');
+      const { subject } = c.req.valid('json');
+      return c.json({ connection_id: Number(id), subject, changed: await setSubscription(db, id, subject, true) }, 200);
+    })
+    .openapi(createRoute({
+      method: 'delete', path: '/connections/{id}/subscriptions', tags, summary: 'Unsubscribe a connection from a subject',
+      request: { params: connectionParam, body: jsonBody(subscriptionBody, true) },
+      responses: { 200: json(subscriptionChange, 'whether it changed'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      requireAdmin(c);
+      const { id } = c.req.valid('param');
+      const { subject } = c.req.valid('json');
+      return c.json({ connection_id: Number(id), subject, changed: await setSubscription(db, id, subject, false) }, 200);
+    })
+    .openapi(createRoute({
+      method: 'get', path: '/workspaces/{ws}/tokens', tags, summary: "The workspace's API tokens, without secrets",
+      request: { params: workspaceParam },
+      responses: { 200: json(z.array(apiToken), 'the tokens, revoked ones included'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      requireAdmin(c);
+      return c.json(await listApiTokens(db, c.req.valid('param').ws), 200);
+    })
+    .openapi(createRoute({
+      method: 'post', path: '/workspaces/{ws}/tokens', tags, summary: 'Create a workspace API token',
+      request: { params: workspaceParam, body: jsonBody(newTokenBody, true) },
+      responses: { 201: json(newApiToken, 'the token, shown once'), ...errors(400, 403, 404, 409) },
+    }), async (c) => {
+      requireAdmin(c);
+      return c.json(await createApiToken(db, c.req.valid('param').ws, c.req.valid('json').name), 201);
+    })
+    .openapi(createRoute({
+      method: 'delete', path: '/workspaces/{ws}/tokens/{id}', tags, summary: 'Revoke a workspace API token',
+      request: { params: tokenParam },
+      responses: { 200: json(revokedToken, 'revoked'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      requireAdmin(c);
+      const { ws, id } = c.req.valid('param');
+      if (!(await revokeApiToken(db, ws, id))) {
+        throw new ApiError(404, 'not_found', `no live token ${id} in workspace ${ws}`);
+      }
+      return c.json({ id: Number(id), revoked: true as const }, 200);
     });
-  }
-
-  app.get('/workspaces/:ws/connections', async (c) => {
-    requireAdmin(c);
-    return c.json(await listConnections(db, parseId(c.req.param('ws'), 'workspace')));
-  });
-
-  app.post('/workspaces/:ws/connections', async (c) => {
-    requireAdmin(c);
-    const workspaceId = parseId(c.req.param('ws'), 'workspace');
-    const body = await readJsonObject(c);
-    const route = body.route ?? {};
-    if (typeof route !== 'object' || route === null || Array.isArray(route)) {
-      throw new ApiError(400, 'bad_request', 'route must be a JSON object');
-    }
-    const externalId = body.external_id;
-    if (externalId !== undefined && externalId !== null && typeof externalId !== 'string') {
-      throw new ApiError(400, 'bad_request', 'external_id must be a string');
-    }
-    const connection = await createConnection(db, {
-      workspaceId,
-      provider: requireText(body.provider, 'provider'),
-      source: requireText(body.source, 'source'),
-      kind: requireText(body.kind, 'kind'),
-      externalId: externalId ?? null,
-      route: route as Record<string, unknown>,
-    });
-    return c.json(connection, 201);
-  });
-
-  // The new secret is in this answer only; give it to the provider now.
-  app.post('/connections/:id/rotate-secret', async (c) => {
-    requireAdmin(c);
-    const id = parseId(c.req.param('id'), 'connection');
-    const body = await readJsonObject(c);
-    const given = body.secret;
-    const secret = await rotateConnectionSecret(db, await keyRing, id, given === undefined ? undefined : requireText(given, 'secret'),
-      body.overlap === undefined ? true : optionalBoolean(body, 'overlap'));
-    c.header('Cache-Control', 'no-store');
-    return c.json({ connection_id: Number(id), secret });
-  });
-
-  app.post('/connections/:id/subscriptions', async (c) => {
-    requireAdmin(c);
-    const id = parseId(c.req.param('id'), 'connection');
-    const subject = requireText((await readJsonObject(c)).subject, 'subject');
-    return c.json({ connection_id: Number(id), subject, changed: await setSubscription(db, id, subject, true) });
-  });
-
-  app.delete('/connections/:id/subscriptions', async (c) => {
-    requireAdmin(c);
-    const id = parseId(c.req.param('id'), 'connection');
-    const subject = requireText((await readJsonObject(c)).subject, 'subject');
-    return c.json({ connection_id: Number(id), subject, changed: await setSubscription(db, id, subject, false) });
-  });
-
-  app.get('/workspaces/:ws/tokens', async (c) => {
-    requireAdmin(c);
-    return c.json(await listApiTokens(db, parseId(c.req.param('ws'), 'workspace')));
-  });
-
-  app.post('/workspaces/:ws/tokens', async (c) => {
-    requireAdmin(c);
-    const workspaceId = parseId(c.req.param('ws'), 'workspace');
-    const name = requireText((await readJsonObject(c)).name, 'name', 64);
-    const token = await createApiToken(db, workspaceId, name);
-    // The token is in this answer only (the app sets no-store on every answer; this one must never lose it).
-    c.header('Cache-Control', 'no-store');
-    return c.json(token, 201);
-  });
-
-  app.delete('/workspaces/:ws/tokens/:id', async (c) => {
-    requireAdmin(c);
-    const workspaceId = parseId(c.req.param('ws'), 'workspace');
-    const id = parseId(c.req.param('id'), 'token id');
-    if (!(await revokeApiToken(db, workspaceId, id))) {
-      throw new ApiError(404, 'not_found', `no live token ${id} in workspace ${workspaceId}`);
-    }
-    return c.json({ id: Number(id), revoked: true });
-  });
 }

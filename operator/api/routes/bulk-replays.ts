@@ -1,0 +1,54 @@
+// Bulk replay: every DEAD event of a workspace that matches a filter, replayed
+// in bounded batches in the background; followed by its id.
+import { createRoute, z } from '@hono/zod-openapi';
+import type { Database } from '../../../db/database.js';
+import { startBulkReplayInBackground } from '../../bulk-replay-runner.js';
+import { listBulkReplays, showBulkReplay } from '../../sql/bulk-replay.js';
+import { requireWorkspace } from '../auth.js';
+import { ApiError } from '../errors.js';
+import { errors, json, jsonBody, routeGroup } from '../openapi.js';
+import { bulkReplay, bulkReplayBody, bulkReplayParam, workspaceParam } from '../schemas.js';
+
+const tags = ['replays'];
+
+export function bulkReplayRoutes(db: Database, onUnexpectedError?: (error: unknown) => void) {
+  return routeGroup()
+    .openapi(createRoute({
+      method: 'post', path: '/workspaces/{ws}/replays', tags,
+      summary: 'Replay every DEAD event of the workspace that matches the filter, in id order, in batches',
+      description: 'Answers at once with the bulk replay (state running); follow it at /workspaces/{ws}/replays/{id}.',
+      request: { params: workspaceParam, body: jsonBody(bulkReplayBody) },
+      responses: { 202: json(bulkReplay, 'started'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      const { ws } = c.req.valid('param');
+      const principal = requireWorkspace(c, ws);
+      const { force, event_type: eventType, error_class: errorClass, dead_after: deadAfter, dead_before: deadBefore,
+        provider, subject } = c.req.valid('json');
+      const filter = Object.fromEntries(Object.entries({ provider, eventType, subject, errorClass, deadAfter, deadBefore })
+        .filter((entry) => entry[1] !== undefined));
+      const started = await startBulkReplayInBackground(db, ws, filter, principal.account, {
+        force: force ?? false, onError: onUnexpectedError,
+      });
+      return c.json(started, 202);
+    })
+    .openapi(createRoute({
+      method: 'get', path: '/workspaces/{ws}/replays', tags, summary: "The workspace's 50 newest bulk replays",
+      request: { params: workspaceParam },
+      responses: { 200: json(z.array(bulkReplay), 'newest first'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      const { ws } = c.req.valid('param');
+      requireWorkspace(c, ws);
+      return c.json(await listBulkReplays(db, ws), 200);
+    })
+    .openapi(createRoute({
+      method: 'get', path: '/workspaces/{ws}/replays/{id}', tags, summary: 'A bulk replay and its progress',
+      request: { params: bulkReplayParam },
+      responses: { 200: json(bulkReplay, 'the bulk replay'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      const { ws, id } = c.req.valid('param');
+      requireWorkspace(c, ws);
+      const found = await showBulkReplay(db, ws, id);
+      if (!found) throw new ApiError(404, 'not_found', `no bulk replay ${id} here`);
+      return c.json(found, 200);
+    });
+}

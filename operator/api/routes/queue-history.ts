@@ -1,0 +1,21 @@
+// The figures behind the console's charts, per minute, from the inbox itself.
+import { createRoute, z } from '@hono/zod-openapi';
+import type { Database } from '../../../db/database.js';
+import { queueHistory } from '../../sql/queue-history.js';
+import { requireWorkspace } from '../auth.js';
+import { errors, json, routeGroup } from '../openapi.js';
+import { historyQuery, queueMinute, workspaceParam } from '../schemas.js';
+
+export function queueHistoryRoutes(db: Database) {
+  return routeGroup()
+    .openapi(createRoute({
+      method: 'get', path: '/workspaces/{ws}/queue-history', tags: ['events'],
+      summary: "Per minute: admitted, handled, dead, queue depth and the oldest waiting event's age",
+      request: { params: workspaceParam, query: historyQuery },
+      responses: { 200: json(z.array(queueMinute), 'oldest minute first'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      const { ws } = c.req.valid('param');
+      requireWorkspace(c, ws);
+      return c.json(await queueHistory(db, ws, c.req.valid('query').hours), 200);
+    });
+}

@@ -1,0 +1,207 @@
+// The operator API's schemas: what a request may hold (validated before any
+// query runs) and what each answer holds. The OpenAPI document at
+// /api/openapi.json and the typed client (operator/api/client.ts) are both
+// generated from these, so the three cannot drift apart.
+import { z } from '@hono/zod-openapi';
+import { eventStates, maxPageSize } from './params.js';
+
+const maxBigint = 9223372036854775807n;
+const idPattern = /^[1-9][0-9]{0,18}$/;
+
+/** A positive bigint id as decimal text (no precision lost on the way to PostgreSQL). */
+export function idText(name: string) {
+  const message = `${name} must be a positive integer id`;
+  return z.string({ error: message })
+    .regex(idPattern, message)
+    .refine((value) => !idPattern.test(value) || BigInt(value) <= maxBigint, message)
+    .openapi({ example: '42', description: name });
+}
+
+/** An id in a JSON body: a decimal string or a safe integer. */
+function idInBody(name: string) {
+  const message = `${name} must be a positive integer id`;
+  return z.union([z.number({ error: message }).int(message).positive(message).max(Number.MAX_SAFE_INTEGER, message).transform(String),
+    idText(name)], { error: message });
+}
+
+/** Text without NUL (PostgreSQL stores none), non-empty, at most maxLength. */
+function text(name: string, maxLength = 1000) {
+  const message = `${name} must be a non-empty string`;
+  return z.string({ error: message }).min(1, message).max(maxLength, message)
+    .refine((value) => !value.includes('\u0000'), `${name} must not contain NUL (\\u0000) characters`);
+}
+
+/** An optional query filter: '' counts as absent. */
+function optionalQuery<T extends z.ZodType<string | undefined>>(schema: T) {
+  return z.preprocess((value) => (value === '' ? undefined : value), schema.optional());
+}
+
+const timestamp = (name: string) => z.iso.datetime({ offset: true, error: `${name} must be an ISO 8601 time with a zone, e.g. 2026-12-01T10:00:00Z` });
+
+// ---- path parameters -------------------------------------------------------
+
+export const workspaceParam = z.object({ ws: idText('workspace').openapi({ param: { name: 'ws', in: 'path' } }) });
+export const eventParam = workspaceParam.extend({ id: idText('event id').openapi({ param: { name: 'id', in: 'path' } }) });
+export const bulkReplayParam = workspaceParam.extend({ id: idText('bulk replay id').openapi({ param: { name: 'id', in: 'path' } }) });
+export const installationEventParam = z.object({ id: idText('event id').openapi({ param: { name: 'id', in: 'path' } }) });
+export const connectionParam = z.object({ id: idText('connection').openapi({ param: { name: 'id', in: 'path' } }) });
+export const tokenParam = workspaceParam.extend({ id: idText('token id').openapi({ param: { name: 'id', in: 'path' } }) });
+
+// ---- queries --------------------------------------------------------------
+
+const limit = optionalQuery(z.string().regex(/^[0-9]{1,4}$/, `limit must be an integer from 1 to ${maxPageSize}`)
+  .refine((value) => Number(value) >= 1 && Number(value) <= maxPageSize, `limit must be an integer from 1 to ${maxPageSize}`))
+  .transform((value) => (value === undefined ? 50 : Number(value)))
+  .openapi({ type: 'string', description: `events per page, 1 to ${maxPageSize} (default 50)` });
+
+export const pageQuery = z.object({
+  limit,
+  cursor: optionalQuery(idText('cursor')).openapi({ type: 'string', description: "the previous page's next_cursor" }),
+});
+
+const stateQuery = optionalQuery(z.string().transform((value) => value.toUpperCase())
+  .refine((value) => (eventStates as readonly string[]).includes(value), `state must be one of ${eventStates.join(', ')}`))
+  .transform((value) => value as (typeof eventStates)[number] | undefined)
+  .openapi({ type: 'string', enum: [...eventStates] });
+
+export const eventFilterQuery = pageQuery.extend({
+  subject: optionalQuery(text('subject')),
+  provider: optionalQuery(text('provider', 100)),
+  event_type: optionalQuery(text('event_type', 200)),
+  received_after: optionalQuery(timestamp('received_after')).openapi({ type: 'string', format: 'date-time', description: 'received at or after' }),
+  received_before: optionalQuery(timestamp('received_before')).openapi({ type: 'string', format: 'date-time', description: 'received before' }),
+});
+
+export const eventListQuery = eventFilterQuery.extend({ state: stateQuery });
+
+export const historyQuery = z.object({
+  hours: optionalQuery(z.string().regex(/^([1-9]|1[0-9]|2[0-4])$/, 'hours must be an integer from 1 to 24'))
+    .transform((value) => (value === undefined ? 3 : Number(value)))
+    .openapi({ type: 'string', description: 'how many hours back, 1 to 24 (default 3)' }),
+});
+
+// ---- bodies ---------------------------------------------------------------
+
+export const replayBody = z.object({
+  force: z.boolean({ error: 'force must be true or false' }).optional()
+    .openapi({ description: "replay even when the outcome is 'uncertain' (check the external effect first)" }),
+});
+
+export const bulkReplayBody = replayBody.extend({
+  provider: text('provider', 100).optional(),
+  event_type: text('event_type', 200).optional(),
+  subject: text('subject').optional(),
+  error_class: text('error_class', 200).optional(),
+  dead_after: timestamp('dead_after').optional().openapi({ description: 'dead at or after' }),
+  dead_before: timestamp('dead_before').optional().openapi({ description: 'dead before' }),
+// A misspelt filter must not widen the replay to every dead letter.
+}).strict();
+
+export const newWorkspaceBody = z.object({ id: idInBody('id') });
+
+export const newConnectionBody = z.object({
+  provider: text('provider'),
+  source: text('source'),
+  kind: text('kind'),
+  external_id: z.string({ error: 'external_id must be a string' }).nullable().optional(),
+  route: z.record(z.string(), z.unknown(), { error: 'route must be a JSON object' }).optional(),
+});
+
+export const rotateSecretBody = z.object({
+  secret: text('secret').optional().openapi({ description: 'the new signing key; a random one when absent' }),
+  overlap: z.boolean({ error: 'overlap must be true or false' }).optional()
+    .openapi({ description: 'keep accepting the previous key for secret_overlap (default true)' }),
+});
+
+export const subscriptionBody = z.object({ subject: text('subject') });
+export const newTokenBody = z.object({ name: text('name', 64) });
+
+// ---- answers --------------------------------------------------------------
+
+export const errorBody = z.object({
+  error: z.string().openapi({ example: 'bad_request' }),
+  message: z.string(),
+}).catchall(z.unknown()).openapi('Error');
+
+const time = z.string().openapi({ format: 'date-time' });
+const eventState = z.enum(eventStates);
+
+export const eventSummary = z.object({
+  id: z.number(), workspace_id: z.number().nullable(), provider: z.string(), source: z.string(),
+  event_type: z.string(), subject: z.string().nullable(), state: eventState,
+  attempt: z.number(), failures: z.number(), received_at: time, next_attempt_at: time,
+  error_class: z.string().nullable(), outcome: z.string().nullable(),
+  handled_at: time.nullable(), dead_at: time.nullable(),
+}).openapi('EventSummary');
+
+export const eventPage = z.object({
+  events: z.array(eventSummary),
+  next_cursor: z.number().nullable().openapi({ description: 'pass as cursor for the next page; null on the last' }),
+}).openapi('EventPage');
+
+export const eventAttempt = z.object({
+  attempt: z.number(), epoch: z.number(), worker: z.string(), started_at: time.nullable(),
+  ended_at: time.nullable(),
+  ended: z.string().openapi({ description: "handled, ignored, transient, unknown, permanent, uncertain, released, expired or running" }),
+  error_class: z.string().nullable(),
+}).openapi('EventAttempt');
+
+export const eventDetail = eventSummary.extend({
+  delivery_key: z.string(), scope_key: z.string(), connection_id: z.number().nullable(),
+  payload: z.unknown(), headers: z.record(z.string(), z.unknown()),
+  lease_epoch: z.number(), leased_until: time.nullable(), leased_by: z.string().nullable(),
+  replayed_by: z.string().nullable(), replayed_at: time.nullable(),
+  steps: z.array(z.object({ name: z.string(), committed_at: time })),
+  attempts: z.array(eventAttempt),
+}).openapi('EventDetail');
+
+export const admissionPage = z.object({
+  entries: z.array(z.object({
+    id: z.number(), at: time, provider: z.string().nullable(), source: z.string().nullable(),
+    delivery_key: z.string().nullable(), connection_id: z.number().nullable(),
+    workspace_id: z.number().nullable(), reason: z.string(),
+  })),
+  next_cursor: z.number().nullable(),
+}).openapi('AdmissionPage');
+
+export const bulkReplay = z.object({
+  id: z.number(), workspace_id: z.number(), filter: z.record(z.string(), z.string()), force: z.boolean(),
+  requested_by: z.string(), state: z.enum(['running', 'finished']),
+  matched: z.number(), replayed: z.number(), skipped: z.number(),
+  started_at: time, updated_at: time, finished_at: time.nullable(),
+}).openapi('BulkReplay');
+
+export const queueMinute = z.object({
+  at: time, admitted: z.number(), handled: z.number(), dead: z.number(), depth: z.number(),
+  oldest_age_seconds: z.number(),
+}).openapi('QueueMinute');
+
+export const workspace = z.object({
+  id: z.number(), state: z.enum(['ACTIVE', 'PAUSED', 'SUSPENDED', 'DELETING']), created_at: time,
+  connections: z.number(),
+}).openapi('Workspace');
+
+export const connection = z.object({
+  id: z.number(), workspace_id: z.number(), provider: z.string(), source: z.string(), kind: z.string(),
+  external_id: z.string().nullable(), route: z.record(z.string(), z.unknown()),
+  state: z.enum(['ACTIVE', 'PAUSED', 'SUSPENDED', 'REVOKED']), generation: z.number(),
+  created_at: time, updated_at: time, subscriptions: z.array(z.string()),
+}).openapi('Connection');
+
+export const rotatedSecret = z.object({
+  connection_id: z.number(),
+  secret: z.string().openapi({ description: 'the new signing key: shown once, give it to the provider now' }),
+}).openapi('RotatedSecret');
+
+export const subscriptionChange = z.object({ connection_id: z.number(), subject: z.string(), changed: z.boolean() });
+
+export const apiToken = z.object({
+  id: z.number(), workspace_id: z.number(), name: z.string(), created_at: time,
+  last_used_at: time.nullable().optional(), revoked_at: time.nullable().optional(),
+}).openapi('ApiToken');
+
+export const newApiToken = apiToken.extend({
+  token: z.string().openapi({ description: 'the bearer token: shown once' }),
+}).openapi('NewApiToken');
+
+export const revokedToken = z.object({ id: z.number(), revoked: z.literal(true) });
