@@ -1,17 +1,19 @@
 // One Hono app from the parts: the edge's /hooks, and the operator API at
-// /api where the process serves operators. Runtime-neutral; server/node.ts
-// and server/cloudflare-worker.ts give it its database and environment.
+// /api and its web console at /console where the process serves operators.
+// Runtime-neutral; server/node.ts and server/cloudflare-worker.ts give it its
+// database and environment.
 import type { Hono } from 'hono';
 import { createEdgeApp, type EdgeAppOptions } from '../edge/app.js';
 import type { Database } from '../db/database.js';
 import { parseKeyRing, type KeyRing } from '../db/secret-box.js';
 import { operatorApi } from '../operator/api/app.js';
+import { consoleApp } from '../operator/console/app.js';
 
 export interface ServerAppOptions extends EdgeAppOptions {
   /**
-   * Serve the operator API at /api, on this database (the operator's role),
-   * with WHARF_ADMIN_TOKEN from the environment. Without it the app is the
-   * public edge: /hooks only.
+   * Serve the operator API at /api and the console at /console, on this
+   * database (the operator's role), with WHARF_ADMIN_TOKEN from the
+   * environment. Without it the app is the public edge: /hooks only.
    */
   operator?: { database: Database };
 }
@@ -19,13 +21,20 @@ export interface ServerAppOptions extends EdgeAppOptions {
 export function createServerApp(options: ServerAppOptions): Hono {
   const app = createEdgeApp(options);
   if (options.operator) {
-    const adminToken = options.env.WHARF_ADMIN_TOKEN;
+    const adminTokenText = options.env.WHARF_ADMIN_TOKEN;
+    const adminToken = typeof adminTokenText === 'string' && adminTokenText !== '' ? adminTokenText : undefined;
     app.route('/api', operatorApi({
       db: options.operator.database,
-      adminToken: typeof adminToken === 'string' && adminToken !== '' ? adminToken : undefined,
+      adminToken,
       keyRing: keyRingOrNone(options.env.WHARF_SECRET_KEYS, options.logger),
       onUnexpectedError: (error) =>
         options.logger.error({ event: 'api_error', error: error instanceof Error ? error.name : typeof error }, 'operator API error'),
+    }));
+    app.route('/console', consoleApp({
+      db: options.operator.database,
+      adminToken,
+      onUnexpectedError: (error) =>
+        options.logger.error({ event: 'console_error', error: error instanceof Error ? error.name : typeof error }, 'operator console error'),
     }));
   }
   return app;

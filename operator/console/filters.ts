@@ -1,0 +1,74 @@
+// What a filter form sends, read and checked: the same fields the API takes
+// (state, provider, event type, subject, received between) plus the keyset
+// cursor. A bad value is a 400 page before any query runs.
+import { parseState, parseSubject, rejectNul, type EventState } from '../api/params.js';
+import type { EventFilter } from '../sql/operator.js';
+import { ConsoleError } from './errors.js';
+import { isId } from './scope.js';
+
+export const pageSize = 50;
+
+/** The raw form values, for putting them back into the form and the "older" link. */
+export type FormValues = Record<string, string>;
+
+type Query = (name: string) => string | undefined;
+
+/** Optional short text (provider, event type, error class): at most 200 characters, no NUL. */
+export function optionalText(value: string | undefined, name: string): string | undefined {
+  const text = value?.trim();
+  if (!text) return undefined;
+  if (text.length > 200) throw new ConsoleError(400, `${name} is too long.`);
+  return rejectNul(text, name);
+}
+
+/**
+ * An instant from a datetime-local field (taken as UTC, as the labels say) or
+ * a full ISO timestamp; as ISO text.
+ */
+export function optionalTime(value: string | undefined, name: string): string | undefined {
+  const text = value?.trim();
+  if (!text) return undefined;
+  const withZone = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?$/.test(text) ? `${text}Z` : text;
+  const at = /^\d{4}-\d{2}-\d{2}T/.test(withZone) ? new Date(withZone) : new Date(Number.NaN);
+  if (Number.isNaN(at.getTime())) throw new ConsoleError(400, `${name} must be a date and time, e.g. 2026-01-31T13:45.`);
+  return at.toISOString();
+}
+
+export function optionalCursor(value: string | undefined): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (!isId(value)) throw new ConsoleError(400, 'The page cursor is not valid.');
+  return value;
+}
+
+export interface EventListQuery {
+  filter: EventFilter;
+  values: FormValues;
+}
+
+export function readEventFilter(query: Query, options: { withState: boolean }): EventListQuery {
+  const values: FormValues = {};
+  for (const name of ['state', 'provider', 'event_type', 'subject', 'received_after', 'received_before']) {
+    const value = query(name);
+    if (value) values[name] = value;
+  }
+  const state: EventState | undefined = options.withState ? parseState(values.state) : undefined;
+  const filter: EventFilter = { limit: pageSize };
+  const set = <K extends keyof EventFilter>(key: K, value: EventFilter[K] | undefined) => {
+    if (value !== undefined) filter[key] = value;
+  };
+  set('state', state);
+  set('provider', optionalText(values.provider, 'Provider'));
+  set('eventType', optionalText(values.event_type, 'Event type'));
+  set('subject', parseSubject(values.subject));
+  set('receivedAfter', optionalTime(values.received_after, 'Received from'));
+  set('receivedBefore', optionalTime(values.received_before, 'Received before'));
+  set('before', optionalCursor(query('cursor')));
+  return { filter, values };
+}
+
+/** `path?values&cursor=…`: the next (older) page with the same filters. */
+export function olderLink(path: string, values: FormValues, cursor: number | string): string {
+  const params = new URLSearchParams(values);
+  params.set('cursor', String(cursor));
+  return `${path}?${params.toString()}`;
+}

@@ -1,0 +1,103 @@
+// The frame of every signed-in page: a skip link, the site header with the
+// scope's navigation and sign-out, and one <main> with the page's <h1>.
+import type { Child } from 'hono/jsx';
+import type { Principal } from '../api/auth.js';
+import type { Scope } from './scope.js';
+
+export type Section = 'dashboard' | 'events' | 'dead' | 'bulk' | 'admissions' | 'connections' | 'workspaces';
+
+export interface PageFrame {
+  basePath: string;
+  principal: Principal;
+  csrfToken: string;
+  scope?: Scope;
+  section?: Section;
+}
+
+export function Document(props: { title: string; basePath: string; head?: Child; children?: Child }) {
+  return (
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <meta name="referrer" content="no-referrer" />
+        <title>{`${props.title} · Wharf console`}</title>
+        <link rel="stylesheet" href={`${props.basePath}/assets/console.css`} />
+        {props.head}
+      </head>
+      <body>{props.children}</body>
+    </html>
+  );
+}
+
+function navItems(frame: PageFrame): { section: Section; label: string; href: string }[] {
+  const scope = frame.scope;
+  const items: { section: Section; label: string; href: string }[] = [];
+  if (frame.principal.kind === 'admin') items.push({ section: 'workspaces', label: 'Workspaces', href: `${frame.basePath}/workspaces` });
+  if (!scope) return items;
+  if (scope.workspaceId !== undefined) items.push({ section: 'dashboard', label: 'Dashboard', href: scope.base });
+  items.push({ section: 'events', label: 'Events', href: `${scope.base}/events` });
+  items.push({ section: 'dead', label: 'Dead letters', href: `${scope.base}/dead` });
+  if (scope.workspaceId !== undefined) items.push({ section: 'bulk', label: 'Bulk replay', href: `${scope.base}/bulk-replays` });
+  items.push({ section: 'admissions', label: 'Admission log', href: `${scope.base}/admissions` });
+  if (scope.workspaceId !== undefined) items.push({ section: 'connections', label: 'Connections', href: `${scope.base}/connections` });
+  return items;
+}
+
+export function Page(props: PageFrame & { title: string; head?: Child; children?: Child }) {
+  const who = props.principal.kind === 'admin' ? 'instance admin' : `workspace ${props.principal.workspaceId}`;
+  return (
+    <Document title={props.title} basePath={props.basePath} head={props.head}>
+      <a class="skip" href="#main">Skip to content</a>
+      <header class="site">
+        <a class="brand" href={props.basePath}>Wharf{props.scope ? ` · ${props.scope.label}` : ''}</a>
+        <nav aria-label="Console">
+          <ul>
+            {navItems(props).map((item) => (
+              <li>
+                <a href={item.href} aria-current={item.section === props.section ? 'page' : undefined}>{item.label}</a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <div class="who">
+          <span>Signed in as {who}</span>
+          <form method="post" action={`${props.basePath}/logout`} class="inline">
+            <input type="hidden" name="csrf" value={props.csrfToken} />
+            <button type="submit">Sign out</button>
+          </form>
+        </div>
+      </header>
+      <main id="main">
+        <h1>{props.title}</h1>
+        {props.children}
+      </main>
+    </Document>
+  );
+}
+
+/** A fixed message chosen by a query parameter (never the parameter's text itself). */
+export function Notice(props: { text: string | undefined }) {
+  return props.text ? <p class="notice" role="status">{props.text}</p> : null;
+}
+
+export function Problem(props: { text: string | undefined }) {
+  return props.text ? <p class="problem" role="alert">{props.text}</p> : null;
+}
+
+export function StateBadge(props: { state: string }) {
+  return <span class={`state state-${props.state}`}>{props.state}</span>;
+}
+
+/** A timestamp as UTC text in a <time> element; an em dash when there is none. */
+export function Time(props: { at: string | null | undefined }) {
+  if (!props.at) return <span aria-label="none">—</span>;
+  const date = new Date(props.at);
+  if (Number.isNaN(date.getTime())) return <span>{props.at}</span>;
+  return <time datetime={date.toISOString()}>{date.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z')}</time>;
+}
+
+/** The hidden CSRF field of a form. */
+export function Csrf(props: { token: string }) {
+  return <input type="hidden" name="csrf" value={props.token} />;
+}
