@@ -644,10 +644,11 @@ BEGIN
     RETURN wharf.bulk_replay_summary(v_replay);
   END IF;
 
-  -- Events are locked in id order before the scope-head trigger locks their
-  -- scopes, as every other writer does (event first, then its scope): two
-  -- batches, or a batch and a single replay, cannot wait for each other in a
-  -- cycle.
+  -- Lock the events in id order, then their scopes in key order, then
+  -- requeue: the order erase_person keeps. Left to the scope-head trigger,
+  -- the scopes would be locked in event order, and two batches (or a batch
+  -- and an erasure) whose events share scopes in another order would wait
+  -- for each other in a cycle.
   SELECT array_agg(c.id ORDER BY c.id) INTO v_ids
     FROM (SELECT e.id
             FROM wharf.bulk_replay_candidates(p_workspace_id, v_replay.filter, v_replay.force,
@@ -655,6 +656,10 @@ BEGIN
            ORDER BY e.id
            LIMIT p_batch) c;
   PERFORM FROM wharf.provider_event WHERE id = ANY (v_ids) ORDER BY id FOR UPDATE;
+  PERFORM FROM wharf.scope s
+   WHERE s.scope_key IN (SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_ids))
+   ORDER BY s.workspace_id NULLS FIRST, s.scope_key
+     FOR UPDATE;
 
   FOREACH v_id IN ARRAY coalesce(v_ids, '{}') LOOP
     IF wharf.requeue_dead(p_workspace_id, v_id, v_replay.requested_by, v_replay.force) THEN
@@ -666,7 +671,10 @@ BEGIN
      SET replayed    = replayed + v_replayed,
          after_id    = coalesce(v_ids[cardinality(v_ids)], after_id),
          updated_at  = clock_timestamp(),
-         finished_at = CASE WHEN coalesce(cardinality(v_ids), 0) < p_batch THEN clock_timestamp() END
+         finished_at = CASE WHEN coalesce(cardinality(v_ids), 0) < p_batch THEN clock_timestamp() END,
+         -- An event that died just before the start but committed after the
+         -- count is replayed too: the total is never below what was done.
+         matched     = greatest(matched, replayed + v_replayed)
    WHERE id = p_id
   RETURNING * INTO v_replay;
   RETURN wharf.bulk_replay_summary(v_replay);
@@ -1387,7 +1395,9 @@ BEGIN
 
   RETURN (
     WITH events AS (
-      SELECT e.received_at, e.state,
+      -- A replayed event waits from its replay, not from its arrival: it was
+      -- DEAD in between.
+      SELECT e.received_at, e.state, greatest(e.received_at, e.replayed_at) AS waiting_since,
              CASE e.state WHEN 'DONE' THEN e.handled_at WHEN 'DEAD' THEN e.dead_at END AS ended_at
         FROM wharf.provider_event e
        WHERE e.workspace_id = p_workspace_id
@@ -1403,36 +1413,41 @@ BEGIN
       SELECT date_trunc('minute', received_at) AS at, count(*) AS admitted
         FROM events WHERE received_at >= v_since GROUP BY 1
     ),
+    entries AS (
+      SELECT date_trunc('minute', waiting_since) AS at, count(*) AS entered
+        FROM events WHERE waiting_since >= v_since GROUP BY 1
+    ),
     endings AS (
       SELECT date_trunc('minute', ended_at) AS at,
              count(*) FILTER (WHERE state = 'DONE') AS handled,
              count(*) FILTER (WHERE state = 'DEAD') AS dead,
-             min(received_at) AS earliest_received
+             min(waiting_since) AS earliest_waiting
         FROM events WHERE ended_at IS NOT NULL GROUP BY 1
     ),
     still_waiting AS (
-      SELECT min(received_at) AS earliest_received FROM events WHERE ended_at IS NULL
+      SELECT min(waiting_since) AS earliest_waiting FROM events WHERE ended_at IS NULL
     ),
     before_window AS (
-      SELECT count(*) AS waiting FROM events WHERE received_at < v_since
+      SELECT count(*) AS waiting FROM events WHERE waiting_since < v_since
     ),
     per_minute AS (
       SELECT m.at, m.ends,
              coalesce(a.admitted, 0) AS admitted, coalesce(x.handled, 0) AS handled,
              coalesce(x.dead, 0) AS dead,
-             -- Depth at the minute's end: every event received before it
-             -- (those before the window too) less every event ended before it.
-             b.waiting + sum(coalesce(a.admitted, 0)) OVER (ORDER BY m.at)
+             -- Depth at the minute's end: every event waiting since before
+             -- it (those before the window too) less every event ended before it.
+             b.waiting + sum(coalesce(n.entered, 0)) OVER (ORDER BY m.at)
                - sum(coalesce(x.handled, 0) + coalesce(x.dead, 0)) OVER (ORDER BY m.at) AS depth,
-             -- The oldest event waiting at the minute's end is the earliest
-             -- received of those that end after that minute, or never: a
-             -- running minimum over the later minutes. It is waiting then
-             -- only when it was received before the minute's end.
-             least(w.earliest_received,
-                   min(x.earliest_received) OVER (ORDER BY m.at DESC
+             -- The oldest event waiting at the minute's end is the one
+             -- waiting longest of those that end after that minute, or
+             -- never: a running minimum over the later minutes. It is
+             -- waiting then only when it was waiting before the minute's end.
+             least(w.earliest_waiting,
+                   min(x.earliest_waiting) OVER (ORDER BY m.at DESC
                                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)) AS oldest
         FROM minutes m
         LEFT JOIN arrivals a ON a.at = m.at
+        LEFT JOIN entries n ON n.at = m.at
         LEFT JOIN endings x ON x.at = m.at
         CROSS JOIN still_waiting w
         CROSS JOIN before_window b
@@ -2085,7 +2100,15 @@ BEGIN
       RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be text', v_key USING ERRCODE = '22023';
     END IF;
   END LOOP;
-  PERFORM (p_filter ->> 'dead_after')::timestamptz, (p_filter ->> 'dead_before')::timestamptz;
+  -- Times are kept in UTC, so that every batch reads them alike whatever
+  -- its session's time zone (a time written without one is read in the
+  -- caller's).
+  FOREACH v_key IN ARRAY ARRAY['dead_after', 'dead_before'] LOOP
+    IF p_filter ? v_key THEN
+      p_filter := jsonb_set(p_filter, ARRAY[v_key], to_jsonb(
+        to_char((p_filter ->> v_key)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')));
+    END IF;
+  END LOOP;
 
   -- The clock, not the transaction's start: an event that died before this
   -- call, in the same transaction too, is taken.

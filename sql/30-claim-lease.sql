@@ -8,12 +8,12 @@
 
 -- Leases up to p_max rows, each the oldest QUEUED row of its scope, due now,
 -- in a scope with no LEASED row and an ACTIVE (or no) workspace, admitted by a
--- connection that is not PAUSED; scopes are
--- served longest ready first (wharf.scope.ready_at). Increments attempt and
--- lease_epoch, and draws the lease's random lease_token, which the handler's
--- step and fence present (sql/50-steps-fences.sql), and records when the
--- lease began (leased_at, the start of its attempt history entry). Concurrent claimers pass
--- over each other. With p_handles (`provider:event_type` and `provider:*`
+-- connection that is not PAUSED; scopes are served longest ready first
+-- (wharf.scope.ready_at). Increments attempt and lease_epoch, draws the
+-- lease's random lease_token, which the handler's step and fence present
+-- (sql/50-steps-fences.sql), and records when the lease began (leased_at,
+-- the start of its attempt history entry). Concurrent claimers pass over
+-- each other. With p_handles (`provider:event_type` and `provider:*`
 -- keys), only heads this host has a handler for: another head keeps its scope
 -- waiting, in order, for a host that handles it.
 --
@@ -139,8 +139,9 @@ END $$;
 
 -- Takes back every lease past leased_until: QUEUED after the retry delay with
 -- failures + 1 and error_class 'LeaseExpired', or DEAD once failures reach
--- max_attempts; each lease stays in the attempt history as 'expired'. Skips rows under a fenced write or in a scope busy elsewhere
--- (the next run takes them). Returns how many it reaped.
+-- max_attempts; each lease stays in the attempt history as 'expired'. Skips
+-- rows under a fenced write or in a scope busy elsewhere (the next run takes
+-- them). Returns how many it reaped.
 -- Also forgets idle listeners whose session has ended.
 CREATE OR REPLACE FUNCTION wharf.reap() RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

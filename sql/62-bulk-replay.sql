@@ -71,7 +71,15 @@ BEGIN
       RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be text', v_key USING ERRCODE = '22023';
     END IF;
   END LOOP;
-  PERFORM (p_filter ->> 'dead_after')::timestamptz, (p_filter ->> 'dead_before')::timestamptz;
+  -- Times are kept in UTC, so that every batch reads them alike whatever
+  -- its session's time zone (a time written without one is read in the
+  -- caller's).
+  FOREACH v_key IN ARRAY ARRAY['dead_after', 'dead_before'] LOOP
+    IF p_filter ? v_key THEN
+      p_filter := jsonb_set(p_filter, ARRAY[v_key], to_jsonb(
+        to_char((p_filter ->> v_key)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')));
+    END IF;
+  END LOOP;
 
   -- The clock, not the transaction's start: an event that died before this
   -- call, in the same transaction too, is taken.
@@ -115,10 +123,11 @@ BEGIN
     RETURN wharf.bulk_replay_summary(v_replay);
   END IF;
 
-  -- Events are locked in id order before the scope-head trigger locks their
-  -- scopes, as every other writer does (event first, then its scope): two
-  -- batches, or a batch and a single replay, cannot wait for each other in a
-  -- cycle.
+  -- Lock the events in id order, then their scopes in key order, then
+  -- requeue: the order erase_person keeps. Left to the scope-head trigger,
+  -- the scopes would be locked in event order, and two batches (or a batch
+  -- and an erasure) whose events share scopes in another order would wait
+  -- for each other in a cycle.
   SELECT array_agg(c.id ORDER BY c.id) INTO v_ids
     FROM (SELECT e.id
             FROM wharf.bulk_replay_candidates(p_workspace_id, v_replay.filter, v_replay.force,
@@ -126,6 +135,10 @@ BEGIN
            ORDER BY e.id
            LIMIT p_batch) c;
   PERFORM FROM wharf.provider_event WHERE id = ANY (v_ids) ORDER BY id FOR UPDATE;
+  PERFORM FROM wharf.scope s
+   WHERE s.scope_key IN (SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_ids))
+   ORDER BY s.workspace_id NULLS FIRST, s.scope_key
+     FOR UPDATE;
 
   FOREACH v_id IN ARRAY coalesce(v_ids, '{}') LOOP
     IF wharf.requeue_dead(p_workspace_id, v_id, v_replay.requested_by, v_replay.force) THEN
@@ -137,7 +150,10 @@ BEGIN
      SET replayed    = replayed + v_replayed,
          after_id    = coalesce(v_ids[cardinality(v_ids)], after_id),
          updated_at  = clock_timestamp(),
-         finished_at = CASE WHEN coalesce(cardinality(v_ids), 0) < p_batch THEN clock_timestamp() END
+         finished_at = CASE WHEN coalesce(cardinality(v_ids), 0) < p_batch THEN clock_timestamp() END,
+         -- An event that died just before the start but committed after the
+         -- count is replayed too: the total is never below what was done.
+         matched     = greatest(matched, replayed + v_replayed)
    WHERE id = p_id
   RETURNING * INTO v_replay;
   RETURN wharf.bulk_replay_summary(v_replay);

@@ -5,8 +5,9 @@
 
 -- The last p_hours (1..24) hours of workspace p_workspace_id, one
 -- {at, admitted, handled, dead, depth, oldest_age_seconds} per minute, oldest
--- first. depth counts events received by the minute's end and neither DONE
--- nor DEAD then; oldest_age_seconds is how long the oldest of them had
+-- first. depth counts events waiting at the minute's end (received, or
+-- replayed, and neither DONE nor DEAD then: retries not yet due and held
+-- events included); oldest_age_seconds is how long the oldest of them had
 -- waited (0 when none). It reads only the events that were waiting or ended
 -- within the window: the workspace's QUEUED and LEASED rows, and DONE and
 -- DEAD rows by the purge indexes on handled_at and dead_at. Events purged
@@ -26,7 +27,9 @@ BEGIN
 
   RETURN (
     WITH events AS (
-      SELECT e.received_at, e.state,
+      -- A replayed event waits from its replay, not from its arrival: it was
+      -- DEAD in between.
+      SELECT e.received_at, e.state, greatest(e.received_at, e.replayed_at) AS waiting_since,
              CASE e.state WHEN 'DONE' THEN e.handled_at WHEN 'DEAD' THEN e.dead_at END AS ended_at
         FROM wharf.provider_event e
        WHERE e.workspace_id = p_workspace_id
@@ -42,36 +45,41 @@ BEGIN
       SELECT date_trunc('minute', received_at) AS at, count(*) AS admitted
         FROM events WHERE received_at >= v_since GROUP BY 1
     ),
+    entries AS (
+      SELECT date_trunc('minute', waiting_since) AS at, count(*) AS entered
+        FROM events WHERE waiting_since >= v_since GROUP BY 1
+    ),
     endings AS (
       SELECT date_trunc('minute', ended_at) AS at,
              count(*) FILTER (WHERE state = 'DONE') AS handled,
              count(*) FILTER (WHERE state = 'DEAD') AS dead,
-             min(received_at) AS earliest_received
+             min(waiting_since) AS earliest_waiting
         FROM events WHERE ended_at IS NOT NULL GROUP BY 1
     ),
     still_waiting AS (
-      SELECT min(received_at) AS earliest_received FROM events WHERE ended_at IS NULL
+      SELECT min(waiting_since) AS earliest_waiting FROM events WHERE ended_at IS NULL
     ),
     before_window AS (
-      SELECT count(*) AS waiting FROM events WHERE received_at < v_since
+      SELECT count(*) AS waiting FROM events WHERE waiting_since < v_since
     ),
     per_minute AS (
       SELECT m.at, m.ends,
              coalesce(a.admitted, 0) AS admitted, coalesce(x.handled, 0) AS handled,
              coalesce(x.dead, 0) AS dead,
-             -- Depth at the minute's end: every event received before it
-             -- (those before the window too) less every event ended before it.
-             b.waiting + sum(coalesce(a.admitted, 0)) OVER (ORDER BY m.at)
+             -- Depth at the minute's end: every event waiting since before
+             -- it (those before the window too) less every event ended before it.
+             b.waiting + sum(coalesce(n.entered, 0)) OVER (ORDER BY m.at)
                - sum(coalesce(x.handled, 0) + coalesce(x.dead, 0)) OVER (ORDER BY m.at) AS depth,
-             -- The oldest event waiting at the minute's end is the earliest
-             -- received of those that end after that minute, or never: a
-             -- running minimum over the later minutes. It is waiting then
-             -- only when it was received before the minute's end.
-             least(w.earliest_received,
-                   min(x.earliest_received) OVER (ORDER BY m.at DESC
+             -- The oldest event waiting at the minute's end is the one
+             -- waiting longest of those that end after that minute, or
+             -- never: a running minimum over the later minutes. It is
+             -- waiting then only when it was waiting before the minute's end.
+             least(w.earliest_waiting,
+                   min(x.earliest_waiting) OVER (ORDER BY m.at DESC
                                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)) AS oldest
         FROM minutes m
         LEFT JOIN arrivals a ON a.at = m.at
+        LEFT JOIN entries n ON n.at = m.at
         LEFT JOIN endings x ON x.at = m.at
         CROSS JOIN still_waiting w
         CROSS JOIN before_window b

@@ -90,6 +90,10 @@ export function replayCommand(): Command {
         return replayMany(api, options);
       }
       if (id === undefined) throw usageError('give the event id to replay (or --bulk with filters)');
+      const filters = ['provider', 'eventType', 'subject', 'errorClass', 'deadAfter', 'deadBefore'] as const;
+      if (filters.some((filter) => options[filter] !== undefined)) {
+        throw usageError('the filters select the events of a bulk replay: add --bulk (and drop the event id)');
+      }
       return replayOne(api, id, options);
     }));
 }

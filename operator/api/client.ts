@@ -37,7 +37,14 @@ type SuccessBody<R> = R extends ClientResponse<infer T, infer S, 'json'> ? (S ex
 export async function answerOf<R extends ClientResponse<unknown, number, 'json'>>(call: Promise<R>): Promise<SuccessBody<R>> {
   const response = await call;
   const text = await response.text();
-  const body: unknown = text === '' ? {} : JSON.parse(text);
+  let body: unknown;
+  try {
+    body = text === '' ? {} : JSON.parse(text);
+  } catch {
+    // Not the API's answer: a proxy's error page, say.
+    throw new ApiError(response.status === 503 ? 503 : 500, 'not_json',
+      `HTTP ${response.status} with a body that is not JSON: is the URL that of \`wharf serve\`?`);
+  }
   if (response.ok) return body as SuccessBody<R>;
   const { error, message, ...details } = body as { error?: string; message?: string };
   throw new ApiError(response.status as ApiError['status'], error ?? 'error', message ?? `HTTP ${response.status}`, details);

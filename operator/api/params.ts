@@ -23,12 +23,15 @@ export function checkQueryParameters(parameters: Record<string, string[]>): void
   }
 }
 
+/** Whether `value` is a positive bigint id written as decimal text. */
+export function isIdText(value: unknown): value is string {
+  return typeof value === 'string' && /^[1-9][0-9]{0,18}$/.test(value) && BigInt(value) <= maxBigint;
+}
+
 /** A positive bigint id given as text; kept as text so no precision is lost. */
 export function parseId(value: unknown, name: string): string {
   const text = typeof value === 'number' && Number.isSafeInteger(value) ? String(value) : value;
-  if (typeof text !== 'string' || !/^[1-9][0-9]{0,18}$/.test(text) || BigInt(text) > maxBigint) {
-    throw new ApiError(400, 'bad_request', `${name} must be a positive integer id`);
-  }
+  if (!isIdText(text)) throw new ApiError(400, 'bad_request', `${name} must be a positive integer id`);
   return text;
 }
 

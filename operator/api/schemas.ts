@@ -3,18 +3,13 @@
 // /api/openapi.json and the typed client (operator/api/client.ts) are both
 // generated from these, so the three cannot drift apart.
 import { z } from '@hono/zod-openapi';
-import { eventStates, maxPageSize } from './params.js';
-
-const maxBigint = 9223372036854775807n;
-const idPattern = /^[1-9][0-9]{0,18}$/;
+import { eventStates, isIdText, maxPageSize } from './params.js';
 
 /** A positive bigint id as decimal text (no precision lost on the way to PostgreSQL). */
 export function idText(name: string) {
   const message = `${name} must be a positive integer id`;
-  return z.string({ error: message })
-    .regex(idPattern, message)
-    .refine((value) => !idPattern.test(value) || BigInt(value) <= maxBigint, message)
-    .openapi({ example: '42', description: name });
+  return z.string({ error: message }).refine(isIdText, message)
+    .openapi({ example: '42', description: name, pattern: '^[1-9][0-9]{0,18}$' });
 }
 
 /** An id in a JSON body: a decimal string or a safe integer. */

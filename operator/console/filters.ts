@@ -4,7 +4,7 @@
 import { parseState, parseSubject, rejectNul, type EventState } from '../api/params.js';
 import type { EventFilter } from '../sql/operator.js';
 import { ConsoleError } from './errors.js';
-import { isId } from './scope.js';
+import { isIdText } from '../api/params.js';
 
 export const pageSize = 50;
 
@@ -36,7 +36,7 @@ export function optionalTime(value: string | undefined, name: string): string | 
 
 export function optionalCursor(value: string | undefined): string | undefined {
   if (value === undefined || value === '') return undefined;
-  if (!isId(value)) throw new ConsoleError(400, 'The page cursor is not valid.');
+  if (!isIdText(value)) throw new ConsoleError(400, 'The page cursor is not valid.');
   return value;
 }
 

@@ -9,6 +9,7 @@ import { csrf as originCheck } from 'hono/csrf';
 import { NONCE, secureHeaders } from 'hono/secure-headers';
 import type { ConsoleEnv } from './env.js';
 import { ConsoleError } from './errors.js';
+import { constantTimeEqual } from './csrf-token.js';
 
 export const noStore: MiddlewareHandler = async (c, next) => {
   await next();
@@ -52,15 +53,8 @@ export const requireCsrfToken: MiddlewareHandler<ConsoleEnv> = async (c, next) =
   const type = c.req.header('content-type') ?? '';
   const form = /^(application\/x-www-form-urlencoded|multipart\/form-data)\b/i.test(type) ? await c.req.parseBody() : {};
   const presented = typeof form.csrf === 'string' ? form.csrf : '';
-  if (!sameText(presented, c.get('csrfToken'))) {
+  if (!constantTimeEqual(presented, c.get('csrfToken'))) {
     throw new ConsoleError(403, 'This form did not come from this console (missing or wrong CSRF token); reload the page and try again.');
   }
   return next();
 };
-
-function sameText(a: string, b: string): boolean {
-  if (a.length !== b.length) return false;
-  let difference = 0;
-  for (let i = 0; i < a.length; i++) difference |= a.charCodeAt(i) ^ b.charCodeAt(i);
-  return difference === 0;
-}

@@ -2,6 +2,7 @@
 // installation rows that belong to no workspace. Checked before any query:
 // a workspace token never reaches another workspace's pages, whatever the URL.
 import type { Context } from 'hono';
+import { isIdText } from '../api/params.js';
 import type { EventOwner } from '../sql/operator.js';
 import type { ConsoleEnv } from './env.js';
 import { ConsoleError } from './errors.js';
@@ -16,16 +17,13 @@ export interface Scope {
   label: string;
 }
 
-const idPattern = /^[1-9][0-9]{0,18}$/;
-
-export function isId(value: string | undefined): value is string {
-  return value !== undefined && idPattern.test(value) && BigInt(value) <= 9223372036854775807n;
-}
+/** The scope of one workspace's pages. */
+export type WorkspaceScope = Scope & { workspaceId: string };
 
 /** The workspace of `/workspaces/:ws/…`, after checking the signed-in token may reach it. */
-export function workspaceScope(c: Context<ConsoleEnv>, basePath: string): Scope {
+export function workspaceScope(c: Context<ConsoleEnv>, basePath: string): WorkspaceScope {
   const workspaceId = c.req.param('ws');
-  if (!isId(workspaceId)) throw new ConsoleError(404, 'There is no such workspace.');
+  if (!isIdText(workspaceId)) throw new ConsoleError(404, 'There is no such workspace.');
   const principal = c.get('principal');
   if (principal.kind === 'workspace' && principal.workspaceId !== workspaceId) {
     throw new ConsoleError(403, 'Your token does not reach that workspace.');

@@ -8,7 +8,7 @@ import { runBulkReplay } from '../../operator/bulk-replay-runner.js';
 import { startBulkReplay, type BulkReplay } from '../../operator/sql/bulk-replay.js';
 import { createApiToken } from '../../operator/sql/operator.js';
 import { adminToken, apiClient, type ApiCall } from '../support/api-client.js';
-import { createConnection, createWorkspace, deadEvent } from '../support/api-fixtures.js';
+import { admitEvent, createConnection, createWorkspace, deadEvent, finishEvent } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { waitFor } from '../support/worker-inbox.js';
 
@@ -120,6 +120,26 @@ describe('runBulkReplay', () => {
     expect(progress).toEqual([5, 10, 12]);
     expect(finished).toMatchObject({ state: 'finished', replayed: 12 });
     expect(await states(dead)).toEqual({ QUEUED: 12 });
+  });
+
+  it('runs two bulk replays whose events share scopes at once, without a deadlock', async () => {
+    const { ws, connection } = await freshConnection();
+    // 40 dead letters over 4 scopes, alternately SyntaxError and OutcomeUncertain:
+    // each replay's batches lock the same scopes as the other's, in another event order.
+    const dead: number[] = [];
+    for (let i = 0; i < 40; i += 1) {
+      const id = await admitEvent(db.pool, connection, { subject: `repo:acme/shared-${ws}-${i % 4}` });
+      await finishEvent(db.pool, id, i % 2 === 0 ? 'DEAD' : 'uncertain');
+      dead.push(id);
+    }
+    const [syntax, uncertain] = await Promise.all([
+      startBulkReplay(db.pool, ws, { errorClass: 'SyntaxError' }, 'a'),
+      startBulkReplay(db.pool, ws, { errorClass: 'OutcomeUncertain' }, 'b', true),
+    ]);
+    const results = await Promise.all([syntax, uncertain].map((replay) =>
+      runBulkReplay(db.pool, ws, String(replay.id), { batchSize: 2 })));
+    expect(results.map((result) => [result?.state, result?.replayed])).toEqual([['finished', 20], ['finished', 20]]);
+    expect(await states(dead)).toEqual({ QUEUED: 40 });
   });
 
   it('counts each event once when three runners race on one bulk replay', async () => {

@@ -76,7 +76,7 @@ const routes: Route[] = [
   { name: 'resume workspace', method: 'POST', path: async () => `/workspaces/${await createWorkspace(db.pool, ++seq)}/resume`, success: 200, workspaceToken: false },
   { name: 'activate workspace', method: 'POST', path: async () => `/workspaces/${await createWorkspace(db.pool, ++seq)}/activate`, success: 200, workspaceToken: false },
   { name: 'list every connection', method: 'GET', path: async () => '/connections', success: 200, workspaceToken: false },
-  { name: 'list connections', method: 'GET', path: async () => `/workspaces/${A}/connections`, success: 200, workspaceToken: false },
+  { name: 'list connections', method: 'GET', path: async () => `/workspaces/${A}/connections`, success: 200, workspaceToken: true },
   { name: 'create connection', method: 'POST', path: async () => `/workspaces/${A}/connections`, body: () => ({ provider: 'gitlab', source: 'https://gitlab.example.test', kind: 'webhook', external_id: `hook-${++seq}` }), success: 201, workspaceToken: false },
   { name: 'suspend connection', method: 'POST', path: async () => `/connections/${await createConnection(db.pool, A)}/suspend`, success: 200, workspaceToken: false },
   { name: 'pause connection', method: 'POST', path: async () => `/connections/${await createConnection(db.pool, A)}/pause`, success: 200, workspaceToken: false },

@@ -3,7 +3,7 @@
 -- recorded, events that died after the start are not taken, uncertain ones
 -- only with force, and a workspace reaches only its own bulk replays.
 BEGIN;
-SELECT plan(32);
+SELECT plan(33);
 
 SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
@@ -81,8 +81,14 @@ SELECT is((wharf.start_bulk_replay(1, '{"dead_before": "2000-01-01T00:00:00Z"}',
 SELECT is((wharf.start_bulk_replay(1, jsonb_build_object('dead_after', now() - interval '1 hour')::jsonb, 'ops') ->> 'matched')::int, 1,
           'dead_after includes the one left (late)');
 
+-- Times in the filter are kept in UTC, whatever the caller's time zone.
+SET LOCAL timezone = 'Asia/Tokyo';
+SELECT is(wharf.start_bulk_replay(1, '{"dead_after": "2026-12-01 09:00"}', 'ops') -> 'filter' ->> 'dead_after',
+          '2026-12-01T00:00:00.000000Z', 'a time without a zone is read in the caller''s and stored in UTC');
+RESET timezone;
+
 -- Listing, and a batch another transaction runs.
-SELECT is(jsonb_array_length(wharf.list_bulk_replays(1)), 6, 'the workspace lists its bulk replays');
+SELECT is(jsonb_array_length(wharf.list_bulk_replays(1)), 7, 'the workspace lists its bulk replays');
 SELECT is((wharf.list_bulk_replays(1) -> 0 ->> 'id')::bigint,
           (SELECT max(id) FROM wharf.bulk_replay), 'newest first');
 SELECT is(wharf.list_bulk_replays(2), '[]'::jsonb, 'another workspace lists none of them');

@@ -6,7 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { showEvent } from '../../operator/sql/operator.js';
 import { createWorker, type RunOutcome, type Worker } from '../../worker/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { admitEvent, admitEvents, setSettings, subscribedConnection, waitFor } from '../support/worker-inbox.js';
+import {
+  admitEvent, admitEvents, setSettings, subscribedConnection, testWorkspace, waitFor,
+} from '../support/worker-inbox.js';
 
 let db: TestDatabase;
 let connectionId: string;
@@ -97,11 +99,12 @@ describe('with poll_every at 60 s', () => {
       // The retry waits 150-300 ms; only its due time can wake the host before the 60 s poll.
       await waitFor(async () => settled.includes('handled'), 15_000, 'the retried event');
       expect(settled).toEqual(['retried', 'handled']);
-      const event = await showEvent(db.pool, { workspaceId: '1' }, id);
+      const event = await showEvent(db.pool, { workspaceId: String(testWorkspace) }, id);
       expect(event?.attempts.map((attempt) => [attempt.attempt, attempt.ended, attempt.error_class]))
         .toEqual([[1, 'unknown', 'Error'], [2, 'handled', null]]);
     } finally {
       await retrying.stop();
+      await setSettings(db.pool, { base_delay: '2 seconds', max_delay: '5 minutes' });
     }
   });
 

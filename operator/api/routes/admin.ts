@@ -1,4 +1,5 @@
-// Instance-admin endpoints: workspaces, connections, subscriptions, tokens.
+// Instance-admin endpoints: workspaces, connections, subscriptions, tokens
+// (a workspace token may only read its own workspace's connections).
 import { createRoute } from '@hono/zod-openapi';
 import type { Database } from '../../../db/database.js';
 import type { KeyRing } from '../../../db/secret-box.js';
@@ -9,7 +10,7 @@ import {
 import {
   createApiToken, listApiTokens, listConnections, listWorkspaces, revokeApiToken,
 } from '../../sql/operator.js';
-import { requireAdmin } from '../auth.js';
+import { requireAdmin, requireWorkspace } from '../auth.js';
 import { ApiError } from '../errors.js';
 import { errors, json, jsonBody, routeGroup } from '../openapi.js';
 import {
@@ -100,12 +101,14 @@ export function adminRoutes(db: Database, keyRing: Promise<KeyRing | undefined>)
       return c.json(await listConnections(db), 200);
     })
     .openapi(createRoute({
-      method: 'get', path: '/workspaces/{ws}/connections', tags, summary: "The workspace's connections with their subscriptions",
+      method: 'get', path: '/workspaces/{ws}/connections', tags,
+      summary: "The workspace's connections with their subscriptions (a workspace token reads its own; no secrets)",
       request: { params: workspaceParam },
       responses: { 200: json(z.array(connection), 'the connections, by id'), ...errors(400, 403, 404) },
     }), async (c) => {
-      requireAdmin(c);
-      return c.json(await listConnections(db, c.req.valid('param').ws), 200);
+      const { ws } = c.req.valid('param');
+      requireWorkspace(c, ws);
+      return c.json(await listConnections(db, ws), 200);
     })
     .openapi(createRoute({
       method: 'post', path: '/workspaces/{ws}/connections', tags,

@@ -2,8 +2,8 @@
 // in bounded batches in the background; followed by its id.
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Database } from '../../../db/database.js';
-import { startBulkReplayInBackground } from '../../bulk-replay-runner.js';
-import { listBulkReplays, showBulkReplay } from '../../sql/bulk-replay.js';
+import { followBulkReplay, startBulkReplayInBackground } from '../../bulk-replay-runner.js';
+import { listBulkReplays } from '../../sql/bulk-replay.js';
 import { requireWorkspace } from '../auth.js';
 import { ApiError } from '../errors.js';
 import { errors, json, jsonBody, routeGroup } from '../openapi.js';
@@ -42,12 +42,13 @@ export function bulkReplayRoutes(db: Database, onUnexpectedError?: (error: unkno
     })
     .openapi(createRoute({
       method: 'get', path: '/workspaces/{ws}/replays/{id}', tags, summary: 'A bulk replay and its progress',
+      description: 'A running one whose runner stopped (e.g. the server restarted) is carried on from where it is.',
       request: { params: bulkReplayParam },
       responses: { 200: json(bulkReplay, 'the bulk replay'), ...errors(400, 403, 404) },
     }), async (c) => {
       const { ws, id } = c.req.valid('param');
       requireWorkspace(c, ws);
-      const found = await showBulkReplay(db, ws, id);
+      const found = await followBulkReplay(db, ws, id, { onError: onUnexpectedError });
       if (!found) throw new ApiError(404, 'not_found', `no bulk replay ${id} here`);
       return c.json(found, 200);
     });

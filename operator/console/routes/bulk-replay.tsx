@@ -3,15 +3,16 @@
 // the background and sends the browser to its progress page; that page shows
 // a <progress> bar that follows the run until it is finished.
 import type { Context, Hono } from 'hono';
-import { startBulkReplayInBackground } from '../../bulk-replay-runner.js';
-import { listBulkReplays, showBulkReplay, type BulkReplay, type BulkReplayFilter } from '../../sql/bulk-replay.js';
+import { followBulkReplay, startBulkReplayInBackground } from '../../bulk-replay-runner.js';
+import { listBulkReplays, type BulkReplay, type BulkReplayFilter } from '../../sql/bulk-replay.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
 import { optionalText, optionalTime } from '../filters.js';
 import { frameOf } from '../frame.js';
 import { Csrf, Page, Time } from '../layout.js';
 import { progressScript } from '../progress-script.js';
-import { isId, workspaceScope, type Scope } from '../scope.js';
+import { isIdText } from '../../api/params.js';
+import { workspaceScope, type WorkspaceScope } from '../scope.js';
 
 type Ctx = Context<ConsoleEnv>;
 
@@ -44,23 +45,23 @@ export function registerBulkReplayPages(app: Hono<ConsoleEnv>, deps: RouteDeps):
 
   app.get('/workspaces/:ws/bulk-replays', async (c) => {
     const scope = workspaceScope(c, basePath);
-    const replays = await listBulkReplays(db, scope.workspaceId!);
+    const replays = await listBulkReplays(db, scope.workspaceId);
     return c.html(<BulkReplayForm c={c} basePath={basePath} scope={scope} replays={replays} />);
   });
 
   app.post('/workspaces/:ws/bulk-replays', async (c) => {
     const scope = workspaceScope(c, basePath);
     const form = await c.req.parseBody();
-    const replay = await startBulkReplayInBackground(db, scope.workspaceId!, readFilter(form), c.get('principal').account, {
+    const replay = await startBulkReplayInBackground(db, scope.workspaceId, readFilter(form), c.get('principal').account, {
       force: form.force === 'on',
       onError: deps.onUnexpectedError,
     });
     return c.redirect(`${scope.base}/bulk-replays/${replay.id}`, 303);
   });
 
-  const find = async (c: Ctx, scope: Scope): Promise<BulkReplay> => {
+  const find = async (c: Ctx, scope: WorkspaceScope): Promise<BulkReplay> => {
     const id = c.req.param('id');
-    const replay = isId(id) ? await showBulkReplay(db, scope.workspaceId!, id) : null;
+    const replay = isIdText(id) ? await followBulkReplay(db, scope.workspaceId, id, { onError: deps.onUnexpectedError }) : null;
     if (!replay) throw new ConsoleError(404, 'There is no such bulk replay in this workspace.');
     return replay;
   };
@@ -94,7 +95,7 @@ export function registerBulkReplayPages(app: Hono<ConsoleEnv>, deps: RouteDeps):
   });
 }
 
-function BulkReplayForm(props: { c: Ctx; basePath: string; scope: Scope; replays: BulkReplay[] }) {
+function BulkReplayForm(props: { c: Ctx; basePath: string; scope: WorkspaceScope; replays: BulkReplay[] }) {
   const { scope } = props;
   return (
     <Page {...frameOf(props.c, props.basePath, scope, 'bulk')} title={`Bulk replay · ${scope.label}`}>

@@ -8,7 +8,8 @@ import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
 import { frameOf } from '../frame.js';
 import { Csrf, Notice, Page, StateBadge } from '../layout.js';
-import { isId, requireAdmin, workspaceScope } from '../scope.js';
+import { isIdText } from '../../api/params.js';
+import { requireAdmin, workspaceScope } from '../scope.js';
 
 type Switchable = 'PAUSED' | 'ACTIVE';
 
@@ -43,7 +44,7 @@ export function registerConnectionPages(app: Hono<ConsoleEnv>, deps: RouteDeps):
 
   app.get('/workspaces/:ws/connections', async (c) => {
     const scope = workspaceScope(c, basePath);
-    const workspaceId = scope.workspaceId!;
+    const workspaceId = scope.workspaceId;
     const workspace = await showWorkspace(db, workspaceId);
     if (!workspace) throw new ConsoleError(404, `There is no workspace ${workspaceId}.`);
     const connections = await listConnections(db, workspaceId);
@@ -103,7 +104,7 @@ export function registerConnectionPages(app: Hono<ConsoleEnv>, deps: RouteDeps):
     const id = c.req.param('id');
     const state = switchTo((await c.req.parseBody()).state);
     // The connection must be this workspace's: the URL names both.
-    const connection = isId(id) ? await showConnection(db, id) : null;
+    const connection = isIdText(id) ? await showConnection(db, id) : null;
     if (!connection || String(connection.workspace_id) !== scope.workspaceId) {
       throw new ConsoleError(404, 'There is no such connection in this workspace.');
     }
@@ -115,7 +116,7 @@ export function registerConnectionPages(app: Hono<ConsoleEnv>, deps: RouteDeps):
     const scope = workspaceScope(c, basePath);
     requireAdmin(c);
     const state = switchTo((await c.req.parseBody()).state);
-    await setWorkspaceState(db, scope.workspaceId!, state);
+    await setWorkspaceState(db, scope.workspaceId, state);
     return c.redirect(`${scope.base}/connections?changed=workspace-${state}`, 303);
   });
 }

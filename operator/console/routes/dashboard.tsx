@@ -20,7 +20,7 @@ export function registerDashboard(app: Hono<ConsoleEnv>, deps: RouteDeps): void 
 
   app.get('/workspaces/:ws', async (c) => {
     const scope = workspaceScope(c, basePath);
-    const workspaceId = scope.workspaceId!;
+    const workspaceId = scope.workspaceId;
     const asked = Number(c.req.query('hours') ?? defaultHours);
     const hours = spans.includes(asked) ? asked : defaultHours;
     const workspace = await showWorkspace(db, workspaceId);

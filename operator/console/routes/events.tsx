@@ -14,7 +14,8 @@ import { ConsoleError } from '../errors.js';
 import { olderLink, readEventFilter } from '../filters.js';
 import { frameOf } from '../frame.js';
 import { Csrf, Notice, Page, Problem, StateBadge, Time } from '../layout.js';
-import { installationScope, isId, workspaceScope, type Scope } from '../scope.js';
+import { isIdText } from '../../api/params.js';
+import { installationScope, workspaceScope, type Scope } from '../scope.js';
 
 type Ctx = Context<ConsoleEnv>;
 type ScopeOf = (c: Ctx) => Scope;
@@ -53,7 +54,7 @@ export function registerEventPages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
 
 function eventId(c: Ctx): string {
   const id = c.req.param('id');
-  if (!isId(id)) throw new ConsoleError(404, 'There is no such event.');
+  if (!isIdText(id)) throw new ConsoleError(404, 'There is no such event.');
   return id;
 }
 
