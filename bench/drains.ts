@@ -69,6 +69,7 @@ export async function drainGraphile(
   settings: BenchSettings,
   shape: DrainShape,
   perKeyQueue: boolean,
+  localQueue: boolean,
 ): Promise<DrainSample> {
   return withBenchDatabase(settings.serverUrl, 'graphile_drain', { wharf: false, poolSize: 4 }, async (db: BenchDatabase) => {
     await migrateGraphile(db.url);
@@ -77,6 +78,7 @@ export async function drainGraphile(
       startGraphileWorker({
         connectionString: db.url,
         concurrency: shape.concurrency,
+        localQueue,
         handle: (payload) => {
           const mark = readMark(payload);
           tracker.record(mark.key, mark.seq);
@@ -90,14 +92,14 @@ export async function drainGraphile(
 export async function drainPgBoss(
   settings: BenchSettings,
   shape: DrainShape,
-  perKeySingleton: boolean,
+  mode: 'ordered' | 'unordered',
 ): Promise<DrainSample> {
   return withBenchDatabase(settings.serverUrl, 'pgboss_drain', { wharf: false, poolSize: 2 }, async (db) => {
-    const queue = await startPgBoss({ connectionString: db.url, poolSize: shape.concurrency + 2, perKeySingleton });
+    const queue = await startPgBoss({ connectionString: db.url, poolSize: shape.concurrency + 2, mode });
     try {
-      await loadPgBossJobs(queue, jobsOf(shape), perKeySingleton);
+      await loadPgBossJobs(queue, jobsOf(shape));
       const result = await timeDrain(shape.events, settings.drainTimeoutMs, (tracker) =>
-        startPgBossWorkers(queue, shape.concurrency, (data) => {
+        startPgBossWorkers(queue, shape, (data) => {
           const mark = readMark(data);
           tracker.record(mark.key, mark.seq);
         }),

@@ -5,6 +5,8 @@ import type { BenchRun } from './harness.js';
 import type { Series } from './results.js';
 import { summarize } from './stats.js';
 import type { WorkloadName } from './settings.js';
+import { graphileLocalQueuePreset } from './systems/graphile.js';
+import { pgBossDescription } from './systems/pgboss.js';
 import { wharfConsumerKind } from './systems/wharf-consumer.js';
 
 const titles: Record<WorkloadName, string> = {
@@ -15,19 +17,33 @@ const titles: Record<WorkloadName, string> = {
   growth: '5. Growth',
 };
 
-/** The series each workload's ratios are taken against. */
-function referenceOf(run: BenchRun, workload: WorkloadName): Series | undefined {
+/**
+ * The series a workload's ratios are taken against: the plain INSERT for
+ * admission, graphile-worker 0.18 with its local queue (issue 18's strongest
+ * rival) for the drains, at the row's own concurrency in the ordered drain.
+ */
+function referenceOf(run: BenchRun, workload: WorkloadName, series?: Series): Series | undefined {
   const { results } = run;
   switch (workload) {
     case 'admission': return results.get('admission.plain');
-    case 'unordered': return results.get('unordered.plain');
+    case 'unordered': return results.get('unordered.graphile_lq');
     case 'growth': return results.get('growth.small');
-    case 'ordered':
-      return results.series
-        .filter((s) => s.id.startsWith('ordered.graphile.'))
-        .sort((a, b) => (medianOf(b) ?? 0) - (medianOf(a) ?? 0))[0];
+    case 'ordered': {
+      const concurrency = series ? /\.c(\d+)$/.exec(series.id)?.[1] : undefined;
+      if (concurrency) return results.get(`ordered.graphile_lq.c${concurrency}`);
+      return results.series.find((s) => s.id.startsWith('ordered.graphile_lq.'));
+    }
     case 'latency': return undefined;
   }
+}
+
+function referenceText(run: BenchRun, workload: WorkloadName): string | undefined {
+  if (workload === 'ordered') {
+    return run.results.series.some((s) => s.id.startsWith('ordered.graphile_lq.'))
+      ? 'graphile-worker queueName per key, localQueue 100, at the same concurrency'
+      : undefined;
+  }
+  return referenceOf(run, workload)?.label;
 }
 
 const num = (value: number, digits = 0) =>
@@ -44,9 +60,8 @@ interface Row {
 }
 
 function rowsOf(run: BenchRun, workload: WorkloadName): Row[] {
-  const reference = referenceOf(run, workload);
-  const referenceMedian = medianOf(reference);
   return run.results.series.filter((s) => s.workload === workload).map((series) => {
+    const referenceMedian = medianOf(referenceOf(run, workload, series));
     const summary = summarize(series.samples);
     const digits = series.unit === 'ms' ? 2 : 0;
     const integrity = series.integrity;
@@ -68,8 +83,8 @@ function rowsOf(run: BenchRun, workload: WorkloadName): Row[] {
 export function renderConsole(run: BenchRun): string {
   const lines: string[] = [];
   for (const workload of run.settings.workloads) {
-    const reference = referenceOf(run, workload);
-    lines.push('', `${titles[workload]}${reference ? ` (ratios against: ${reference.label})` : ''}`);
+    const reference = referenceText(run, workload);
+    lines.push('', `${titles[workload]}${reference ? ` (ratios against: ${reference})` : ''}`);
     for (const row of rowsOf(run, workload)) {
       lines.push(`  ${row.label.padEnd(72)} ${row.median.padStart(9)} ${row.unit.padEnd(10)} ` +
         `[${row.range}] ${row.ratio.padStart(7)} ${row.integrity}`);
@@ -92,6 +107,18 @@ export function renderMarkdown(run: BenchRun, environment: Environment): string 
     `(${Object.entries(environment.serverSettings).filter(([k]) => k !== 'server_version').map(([k, v]) => `${k}=${v || '(empty)'}`).join(', ')})`);
   out.push(`- Packages: ${Object.entries(environment.packages).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   out.push(`- Wharf consumer: ${wharfConsumerKind}`);
+  out.push(`- graphile-worker ${environment.packages['graphile-worker'] ?? '?'}: \`run()\` with a task list and our own \`pg.Pool\`, ` +
+    `\`concurrency\` = the workload's concurrency; jobs loaded with \`graphile_worker.add_jobs\` (a \`run_at\` per job in seq order), ` +
+    `ordered = one \`queue_name\` per key. Two configurations: **localQueue** = \`preset: ${JSON.stringify(graphileLocalQueuePreset)}\` ` +
+    '(its fastest configuration that keeps per-queue order; the strongest rival, which the ratios use), and **no localQueue** (the defaults).');
+  out.push(`- pg-boss ${environment.packages['pg-boss'] ?? '?'}: one \`work()\` per queue with \`localConcurrency\` = the workload's concurrency, ` +
+    '`pollingIntervalSeconds: 0.5` (its minimum), batch handlers; jobs loaded with `insert` (ids increasing with seq). ' +
+    `Ordered: ${pgBossDescription('ordered', { scopes: settings.orderedScopes, concurrency: settings.drainConcurrencies[0] ?? 8 })} ` +
+    '(its only policy that promises per-key order); ' +
+    `unordered: ${pgBossDescription('unordered', { scopes: settings.unorderedEvents, concurrency: settings.drainConcurrencies[0] ?? 8 })}; ` +
+    `latency: ${pgBossDescription('latency', { scopes: settings.orderedScopes, concurrency: settings.drainConcurrencies[0] ?? 8 })} ` +
+    '(`useListenNotify: true`). Admission calls `send` from the same number of clients as `wharf.admit`, and graphile-worker\'s ' +
+    '`graphile_worker.add_job` likewise.');
   out.push('- Payload: a GitHub-push-shaped JSON object of about 2 KB; handlers are no-ops that record key and sequence.');
   out.push(`- Settings: ${Object.entries(settings).filter(([k]) => k !== 'serverUrl')
     .map(([k, v]) => `${k}=${Array.isArray(v) ? v.join('/') : String(v)}`).join(', ')}`);
@@ -104,9 +131,9 @@ export function renderMarkdown(run: BenchRun, environment: Environment): string 
   out.push('');
 
   for (const workload of settings.workloads) {
-    const reference = referenceOf(run, workload);
+    const reference = referenceText(run, workload);
     out.push(`## ${titles[workload]}`, '');
-    if (reference) out.push(`Ratios against ${reference.label}.`, '');
+    if (reference) out.push(`Ratios against ${reference}.`, '');
     out.push('| system | median | unit | range | spread | ratio | integrity |', '|---|---:|---|---|---:|---:|---|');
     for (const row of rowsOf(run, workload)) {
       out.push(`| ${row.label} | ${row.median} | ${row.unit} | ${row.range} | ${row.spread} | ${row.ratio} | ${row.integrity} |`);

@@ -1,14 +1,30 @@
 // Workload 1: admission. `admissionClients` clients call wharf.admit as fast
 // as they can, against the same clients inserting the same payload into a
 // plain inbox table (one INSERT per transaction, with and without pg_notify),
-// and signed GitHub deliveries through the Node receiver.
+// signed GitHub deliveries through the Node receiver, and the rivals' own
+// enqueue calls from the same number of clients: graphile-worker 0.18's
+// `graphile_worker.add_job` (without and with a named queue per key) and
+// pg-boss 12's `send` (into a standard queue, and into a key_strict_fifo queue
+// with the key as singletonKey).
 import type pg from 'pg';
 import { withBenchDatabase } from '../databases.js';
 import { makePayload } from '../payload.js';
 import type { BenchResults, Log } from '../results.js';
 import type { BenchSettings } from '../settings.js';
 import { runReceiverLoad } from '../systems/edge-receiver.js';
+import { addGraphileJob, migrateGraphile } from '../systems/graphile.js';
+import { pgBossDescription, sendPgBossJob, startPgBoss } from '../systems/pgboss.js';
 import { admitPush, setupWharfInstallation, subjectOf } from '../systems/wharf-inbox.js';
+
+/** Runs `events` calls spread over `clients` lanes that each await one call at a time; returns calls per second. */
+async function timeLanes(clients: number, events: number, call: (seq: number) => Promise<unknown>): Promise<number> {
+  let next = 0;
+  const began = performance.now();
+  await Promise.all(Array.from({ length: clients }, async () => {
+    for (let seq = next++; seq < events; seq = next++) await call(seq);
+  }));
+  return events / ((performance.now() - began) / 1000);
+}
 
 /** Runs `events` calls spread over `clients` lanes; returns calls per second. */
 async function timeCalls(
@@ -85,6 +101,36 @@ export async function runAdmission(settings: BenchSettings, results: BenchResult
       const label = notify ? 'plain INSERT + pg_notify (one transaction)' : 'plain single-row INSERT';
       results.add('admission', id, label, 'events/s', inserted);
       log(`  ${label}: ${inserted.toFixed(0)}/s`);
+    }
+
+    for (const perKeyQueue of [false, true]) {
+      const added = await withBenchDatabase(settings.serverUrl, 'graphile_add_job', { wharf: false, poolSize }, async (db) => {
+        await migrateGraphile(db.url);
+        const rate = await timeCalls(db.pool, clients, events, (client, seq) =>
+          addGraphileJob(client, { key: subjectOf(seq % scopes), seq }, perKeyQueue));
+        const { rows } = await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM graphile_worker.jobs');
+        if (Number(rows[0]?.n) !== events) throw new Error(`add_job stored ${rows[0]?.n} jobs of ${events}`);
+        return rate;
+      });
+      const id = perKeyQueue ? 'admission.graphile_add_job_queue' : 'admission.graphile_add_job';
+      const label = perKeyQueue ? 'graphile-worker add_job, queue_name per key' : 'graphile-worker add_job, no queue';
+      results.add('admission', id, label, 'events/s', added);
+      log(`  ${label}: ${added.toFixed(0)}/s`);
+    }
+
+    for (const mode of ['unordered', 'ordered'] as const) {
+      const sent = await withBenchDatabase(settings.serverUrl, 'pgboss_send', { wharf: false, poolSize: 2 }, async (db) => {
+        const queue = await startPgBoss({ connectionString: db.url, poolSize: clients, mode });
+        try {
+          return await timeLanes(clients, events, (seq) => sendPgBossJob(queue, { key: subjectOf(seq % scopes), seq }));
+        } finally {
+          await queue.stop();
+        }
+      });
+      const id = mode === 'ordered' ? 'admission.pgboss_send_fifo' : 'admission.pgboss_send';
+      const label = `pg-boss send (${pgBossDescription(mode)})`;
+      results.add('admission', id, label, 'events/s', sent);
+      log(`  ${label}: ${sent.toFixed(0)}/s`);
     }
 
     const receiver = await runReceiverLoad(settings, log);

@@ -1,12 +1,14 @@
 // Workload 4: a steady trickle into idle workers. Each event's latency is
 // from the moment its admission's commit was acknowledged to the moment its
-// handler started, for Wharf (admit + LISTEN wake-up) and graphile-worker
-// (add_job + its LISTEN wake-up).
+// handler started, for Wharf (admit + LISTEN wake-up), graphile-worker 0.18
+// with and without its local queue (add_job + its LISTEN wake-up) and pg-boss
+// 12 (send into a `notify` queue + its LISTEN wake-up).
 import { withBenchDatabase } from '../databases.js';
 import type { BenchResults, Log } from '../results.js';
 import type { BenchSettings } from '../settings.js';
 import { latencySummary, type LatencySummary } from '../stats.js';
 import { addGraphileJob, migrateGraphile, startGraphileWorker } from '../systems/graphile.js';
+import { pgBossDescription, sendPgBossJob, startPgBoss, startPgBossWorkers } from '../systems/pgboss.js';
 import { startWharfConsumer, type RunningConsumer } from '../systems/wharf-consumer.js';
 import { admitPush, setupWharfInstallation, subjectOf } from '../systems/wharf-inbox.js';
 import { readMark } from '../payload.js';
@@ -107,23 +109,46 @@ export async function runLatency(settings: BenchSettings, results: BenchResults,
     });
     record(results, 'wharf', 'Wharf', wharf, log);
 
-    const graphile = await withBenchDatabase(settings.serverUrl, 'latency_graphile', { wharf: false, poolSize: 4 }, async (db) => {
-      await migrateGraphile(db.url);
-      const timing: Trickle = { committedAt: new Map(), startedAt: new Map() };
-      const consumer = await startGraphileWorker({
-        connectionString: db.url,
-        concurrency,
-        handle: (payload) => {
-          timing.startedAt.set(readMark(payload).seq, performance.now());
-        },
+    for (const localQueue of [true, false]) {
+      const graphile = await withBenchDatabase(settings.serverUrl, 'latency_graphile', { wharf: false, poolSize: 4 }, async (db) => {
+        await migrateGraphile(db.url);
+        const timing: Trickle = { committedAt: new Map(), startedAt: new Map() };
+        const consumer = await startGraphileWorker({
+          connectionString: db.url,
+          concurrency,
+          localQueue,
+          handle: (payload) => {
+            timing.startedAt.set(readMark(payload).seq, performance.now());
+          },
+        });
+        return withConsumer(consumer, async () => {
+          const produce = (seq: number) => addGraphileJob(db.pool, { key: subjectOf(seq % scopes), seq });
+          await sleep(settleMs);
+          await warmUp(settings, produce, timing);
+          return trickle(settings, produce, timing);
+        });
       });
-      return withConsumer(consumer, async () => {
-        const produce = (seq: number) => addGraphileJob(db.pool, { key: subjectOf(seq % scopes), seq });
-        await sleep(settleMs);
-        await warmUp(settings, produce, timing);
-        return trickle(settings, produce, timing);
-      });
+      if (localQueue) record(results, 'graphile_lq', 'graphile-worker localQueue 100', graphile, log);
+      else record(results, 'graphile', 'graphile-worker defaults (no localQueue)', graphile, log);
+    }
+
+    const boss = await withBenchDatabase(settings.serverUrl, 'latency_pgboss', { wharf: false, poolSize: 2 }, async (db) => {
+      const queue = await startPgBoss({ connectionString: db.url, poolSize: 4 + concurrency, mode: 'latency' });
+      try {
+        const timing: Trickle = { committedAt: new Map(), startedAt: new Map() };
+        const consumer = await startPgBossWorkers(queue, { scopes, concurrency }, (data) => {
+          timing.startedAt.set(readMark(data).seq, performance.now());
+        });
+        return await withConsumer(consumer, async () => {
+          const produce = (seq: number) => sendPgBossJob(queue, { key: subjectOf(seq % scopes), seq });
+          await sleep(settleMs);
+          await warmUp(settings, produce, timing);
+          return trickle(settings, produce, timing);
+        });
+      } finally {
+        await queue.stop();
+      }
     });
-    record(results, 'graphile', 'graphile-worker', graphile, log);
+    record(results, 'pgboss', pgBossDescription('latency', { scopes, concurrency }), boss, log);
   }
 }

@@ -1,9 +1,11 @@
 // Workload 2: a backlog over few scopes, drained in per-key order. Wharf at
-// each concurrency against graphile-worker with one named queue per key and
-// pg-boss's singleton policy keyed by scope.
+// each concurrency against graphile-worker 0.18 with one named queue per key
+// (with its local queue, and without) and pg-boss 12's key_strict_fifo policy
+// keyed by scope.
 import { drainGraphile, drainPgBoss, drainWharf, type DrainSample } from '../drains.js';
 import type { BenchResults, Log } from '../results.js';
 import type { BenchSettings } from '../settings.js';
+import { pgBossDescription } from '../systems/pgboss.js';
 
 function record(results: BenchResults, id: string, label: string, sample: DrainSample, log: Log): void {
   results.add('ordered', id, label, 'events/s', sample.eventsPerSecond, sample);
@@ -20,12 +22,13 @@ export async function runOrderedDrain(settings: BenchSettings, results: BenchRes
       const shape = { ...base, concurrency };
       record(results, `ordered.wharf.c${concurrency}`, `Wharf, concurrency ${concurrency}`,
         await drainWharf(settings, shape), log);
-      record(results, `ordered.graphile.c${concurrency}`, `graphile-worker queueName per key, concurrency ${concurrency}`,
-        await drainGraphile(settings, shape, true), log);
-      record(results, `ordered.pgboss.c${concurrency}`, `pg-boss singleton policy + singletonKey, concurrency ${concurrency}`,
-        await drainPgBoss(settings, shape, true), log);
+      record(results, `ordered.graphile_lq.c${concurrency}`,
+        `graphile-worker queueName per key, localQueue 100, concurrency ${concurrency}`,
+        await drainGraphile(settings, shape, true, true), log);
+      record(results, `ordered.graphile.c${concurrency}`, `graphile-worker queueName per key, no localQueue, concurrency ${concurrency}`,
+        await drainGraphile(settings, shape, true, false), log);
+      record(results, `ordered.pgboss.c${concurrency}`, pgBossDescription('ordered', shape),
+        await drainPgBoss(settings, shape, 'ordered'), log);
     }
   }
-  results.note('graphile-worker 0.16.6 has no `localQueue` option (it first ships in 0.17), so its per-key ' +
-    'figures are the defaults configuration; the issue\'s 5,100 jobs/s localQueue baseline cannot be reproduced here.');
 }

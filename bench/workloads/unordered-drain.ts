@@ -1,8 +1,10 @@
 // Workload 3: every event in its own scope, so nothing waits on order: Wharf
-// against graphile-worker and pg-boss defaults and the plain SKIP LOCKED loop.
+// against graphile-worker 0.18 (with its local queue, and without), pg-boss
+// 12's standard queue and the plain SKIP LOCKED loop.
 import { drainGraphile, drainPgBoss, drainPlain, drainWharf, type DrainSample } from '../drains.js';
 import type { BenchResults, Log } from '../results.js';
 import type { BenchSettings } from '../settings.js';
+import { pgBossDescription } from '../systems/pgboss.js';
 
 function record(results: BenchResults, id: string, label: string, sample: DrainSample, log: Log): void {
   results.add('unordered', id, label, 'events/s', sample.eventsPerSecond, { duplicates: sample.duplicates, errors: sample.errors });
@@ -16,9 +18,11 @@ export async function runUnorderedDrain(settings: BenchSettings, results: BenchR
     log(`unordered drain, repetition ${rep}/${settings.repetitions} (concurrency ${concurrency})`);
     record(results, 'unordered.wharf', `Wharf, concurrency ${concurrency}`, await drainWharf(settings, shape), log);
     record(results, 'unordered.plain', `plain SKIP LOCKED loop, concurrency ${concurrency}`, await drainPlain(settings, shape), log);
-    record(results, 'unordered.graphile', `graphile-worker defaults, concurrency ${concurrency}`,
-      await drainGraphile(settings, shape, false), log);
-    record(results, 'unordered.pgboss', `pg-boss standard queue, concurrency ${concurrency}`,
-      await drainPgBoss(settings, shape, false), log);
+    record(results, 'unordered.graphile_lq', `graphile-worker localQueue 100, concurrency ${concurrency}`,
+      await drainGraphile(settings, shape, false, true), log);
+    record(results, 'unordered.graphile', `graphile-worker defaults (no localQueue), concurrency ${concurrency}`,
+      await drainGraphile(settings, shape, false, false), log);
+    record(results, 'unordered.pgboss', pgBossDescription('unordered', shape),
+      await drainPgBoss(settings, shape, 'unordered'), log);
   }
 }

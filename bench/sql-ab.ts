@@ -1,0 +1,88 @@
+// An A/B of the lease path's SQL between two releases: the same claim +
+// complete (and claim + fail + claim + complete) loop against two databases
+// migrated to different commits, alternated round by round on one server so
+// that the load of the machine falls on both alike. It answers "what does
+// this SQL change cost?" (e.g. the attempt history: at most 10 % of
+// claim+complete) without the rest of the harness.
+//
+//   npx tsx bench/sql-ab.ts <base database url> <head database url> [rounds]
+//
+// Both databases must be migrated and empty; each round admits its events
+// through wharf.admit and drains them with 8 clients claiming 8 at a time.
+import pg from 'pg';
+import { summarize } from './stats.js';
+import { loadWharfBacklog, setupWharfInstallation } from './systems/wharf-inbox.js';
+
+const events = 4_000;
+const scopes = 400;
+const clients = 8;
+const batch = 8;
+
+type Ending = 'complete' | 'fail-then-complete';
+
+/** Events per second drained by `clients` claimers, each lease ended as `ending` says. */
+async function drain(pool: pg.Pool, connectionId: number, round: number, ending: Ending): Promise<number> {
+  await loadWharfBacklog(pool, connectionId, events, scopes, round * events);
+  const began = performance.now();
+  let handled = 0;
+  await Promise.all(Array.from({ length: clients }, async (_, client) => {
+    const db = await pool.connect();
+    try {
+      for (;;) {
+        const { rows } = await db.query<{ id: string; lease_epoch: string; attempt: number }>(
+          'SELECT id, lease_epoch, attempt FROM wharf.claim($1, $2)', [`ab-${client}`, batch]);
+        if (rows.length === 0) {
+          const { rows: left } = await db.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM wharf.provider_event WHERE state IN ('QUEUED', 'LEASED')");
+          if (left[0]!.n === 0) return;
+          continue;
+        }
+        for (const row of rows) {
+          if (ending === 'fail-then-complete' && row.attempt === 1) {
+            await db.query("SELECT wharf.fail($1, $2, 'transient', 'ECONNRESET')", [row.id, row.lease_epoch]);
+          } else {
+            await db.query('SELECT wharf.complete($1, $2)', [row.id, row.lease_epoch]);
+            handled += 1;
+          }
+        }
+      }
+    } finally {
+      db.release();
+    }
+  }));
+  const seconds = (performance.now() - began) / 1000;
+  await pool.query("DELETE FROM wharf.provider_event WHERE state = 'DONE'");
+  return handled / seconds;
+}
+
+async function main(): Promise<void> {
+  const [baseUrl, headUrl, roundsText] = process.argv.slice(2);
+  if (!baseUrl || !headUrl) throw new Error('usage: tsx bench/sql-ab.ts <base database url> <head database url> [rounds]');
+  const rounds = Number(roundsText ?? 5);
+  const sides = await Promise.all([baseUrl, headUrl].map(async (url) => {
+    const pool = new pg.Pool({ connectionString: url, max: clients + 1 });
+    // Retries due at once, so that the fail path measures its writes, not its delay.
+    await pool.query("SELECT wharf.set_setting('base_delay', '1 microsecond'), wharf.set_setting('max_delay', '1 microsecond')");
+    return { url, pool, connectionId: await setupWharfInstallation(pool, scopes) };
+  }));
+  const rates: Record<Ending, [number[], number[]]> = { complete: [[], []], 'fail-then-complete': [[], []] };
+  for (let round = 0; round < rounds; round += 1) {
+    for (const ending of ['complete', 'fail-then-complete'] as const) {
+      // Alternate which side goes first, so that neither always runs on a warmer server.
+      const order = round % 2 === 0 ? [0, 1] : [1, 0];
+      for (const side of order) {
+        const { pool, connectionId } = sides[side]!;
+        rates[ending][side]!.push(await drain(pool, connectionId, round, ending));
+      }
+    }
+  }
+  for (const ending of ['complete', 'fail-then-complete'] as const) {
+    const [base, head] = rates[ending].map((samples) => summarize(samples));
+    process.stdout.write(`${ending.padEnd(20)} base ${base!.median.toFixed(0)}/s (±${(base!.relativeSpread * 50).toFixed(0)} %)`
+      + `  head ${head!.median.toFixed(0)}/s (±${(head!.relativeSpread * 50).toFixed(0)} %)`
+      + `  head/base ${(head!.median / base!.median).toFixed(3)}\n`);
+  }
+  await Promise.all(sides.map((side) => side.pool.end()));
+}
+
+await main();
