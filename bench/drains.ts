@@ -54,12 +54,13 @@ async function timeDrain(
   return { ...counts, eventsPerSecond: counts.handled / seconds, ...(unfinished !== undefined ? { unfinished } : {}) };
 }
 
-export async function drainWharf(settings: BenchSettings, shape: DrainShape): Promise<DrainSample> {
+/** Wharf's createWorker; localQueue as graphile-worker's (0: claims sized to the free handlers). */
+export async function drainWharf(settings: BenchSettings, shape: DrainShape, localQueue = 0): Promise<DrainSample> {
   return withBenchDatabase(settings.serverUrl, 'wharf_drain', { wharf: true, poolSize: shape.concurrency + 2 }, async (db) => {
     const connectionId = await setupWharfInstallation(db.pool, 0);
     await loadWharfBacklog(db.pool, connectionId, shape.events, shape.scopes);
     const result = await timeDrain(shape.events, settings.drainTimeoutMs, (tracker) =>
-      startWharfConsumer(db, shape.concurrency, (mark) => tracker.record(mark.key, mark.seq), (error) => tracker.fail(error)),
+      startWharfConsumer(db, shape.concurrency, (mark) => tracker.record(mark.key, mark.seq), (error) => tracker.fail(error), localQueue),
     );
     return { ...result, errors: 0 };
   });

@@ -43,15 +43,15 @@ function notMeasured(goal: string): Goal {
 export function judgeGoals(results: BenchResults): Goal[] {
   const goals: Goal[] = [];
 
-  // Ordered: at every concurrency measured, against graphile-worker's local queue at the same concurrency.
+  // Ordered: like for like, Wharf's local queue against graphile-worker's, at every concurrency measured.
   const orderedGoal = 'ordered drain ≥ 2× graphile-worker 0.18 with localQueue at the same concurrency, 0 order violations, 0 duplicates';
   const pairs = results.series
-    .filter((s) => s.id.startsWith('ordered.wharf.c'))
+    .filter((s) => s.id.startsWith('ordered.wharf_lq.c'))
     .map((wharf) => ({ wharf, rival: results.get(`ordered.graphile_lq.c${concurrencyOf(wharf)}`) }))
     .filter((pair): pair is { wharf: Series; rival: Series } => pair.rival !== undefined);
   if (pairs.length > 0) {
     const ratios = pairs.map(({ wharf, rival }) => (medianOf(wharf) ?? 0) / (medianOf(rival) ?? 1));
-    const wharfSeries = results.series.filter((s) => s.id.startsWith('ordered.wharf.'));
+    const wharfSeries = results.series.filter((s) => s.id.startsWith('ordered.wharf'));
     const violations = wharfSeries.reduce((n, s) => n + (s.integrity?.orderViolations ?? 0), 0);
     const duplicates = wharfSeries.reduce((n, s) => n + (s.integrity?.duplicates ?? 0), 0);
     goals.push({
@@ -66,7 +66,7 @@ export function judgeGoals(results: BenchResults): Goal[] {
   }
 
   const unorderedGoal = 'unordered drain ≥ 1× graphile-worker 0.18 with localQueue';
-  const wharfUnordered = medianOf(results.get('unordered.wharf'));
+  const wharfUnordered = medianOf(results.get('unordered.wharf_lq'));
   const rivalUnordered = medianOf(results.get('unordered.graphile_lq'));
   goals.push(wharfUnordered !== undefined && rivalUnordered !== undefined
     ? {

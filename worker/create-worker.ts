@@ -20,6 +20,7 @@ import { resolveSettings, type WorkerSettings } from './settings.js';
 import type { ProviderEventRow } from './sql/event-row.js';
 import { readQueueStats } from './sql/claim-lease.js';
 import { retryOnConnectionTrouble } from './transient.js';
+import { LocalQueue } from './local-queue.js';
 import { NextDue } from './next-due.js';
 import { Wakeup } from './wakeup.js';
 
@@ -44,6 +45,14 @@ export interface WorkerOptions {
   ignoreUnhandled?: boolean;
   /** How many handlers run at once. Default 4. */
   concurrency?: number;
+  /**
+   * How many claimed events may wait for a free handler, besides those
+   * running. Claims then take up to this many at once instead of one per free
+   * handler, which saves a statement and a commit per few events when
+   * handlers are short; the waiting leases are renewed together and given
+   * back on stop. Default 0: claims are sized to the free handlers.
+   */
+  localQueue?: number;
   /** Overrides of wharf.setting values and host timings, in milliseconds. */
   settings?: Partial<WorkerSettings>;
   logger?: Logger;
@@ -84,6 +93,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   private readonly logger: Logger;
   private readonly wakeup = new Wakeup();
   private readonly nextDue = new NextDue();
+  private readonly waiting: LocalQueue;
   private readonly completions: CompletionBatcher;
   private readonly listener: Listener;
   /** Every run from claim until its closing write is done. */
@@ -107,6 +117,10 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     this.concurrency = options.concurrency ?? 4;
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1) {
       throw new RangeError('concurrency must be a positive integer');
+    }
+    this.waiting = new LocalQueue(options.localQueue ?? 0);
+    if (!Number.isInteger(this.waiting.capacity) || this.waiting.capacity < 0) {
+      throw new RangeError('localQueue must be zero or a positive integer');
     }
     this.id = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.logger = (options.logger ?? pino({ name: 'wharf-worker' })).child({ worker: this.id });
@@ -152,6 +166,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
         logger: this.logger,
         onRun: (result) => this.emit('retention', result),
       }),
+      this.waiting.renewWhileWaiting(this.pool, () => this.current.renewEvery, this.logger),
     ];
     this.loop = runClaimLoop({
       pool: this.pool,
@@ -164,7 +179,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       pollEvery: () => this.current.pollEvery,
       freeSlots: () => this.freeSlots(),
       stopping: () => this.stopping,
-      startRun: (row) => this.startRun(row),
+      startRun: (row) => this.accept(row),
       onIdle: () => this.emit('idle'),
       database: databaseAddress(this.options),
     }).catch((error: unknown) => {
@@ -231,7 +246,28 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
    * instead of piling up leases.
    */
   private freeSlots(): number {
-    return Math.min(this.concurrency - this.handling, 2 * this.concurrency - this.running.size);
+    if (this.waiting.capacity === 0) {
+      return Math.min(this.concurrency - this.handling, 2 * this.concurrency - this.running.size);
+    }
+    // With a local queue: as many as fill it and the free handlers, within the
+    // same cap on closing writes plus what may wait.
+    const leaseRoom = 2 * this.concurrency + this.waiting.capacity - this.running.size - this.waiting.size;
+    return this.waiting.claimable(this.concurrency - this.handling, leaseRoom);
+  }
+
+  /** A claimed row: run now when a handler is free and none waits before it, else wait in line. */
+  private accept(row: ProviderEventRow): void {
+    if (this.handling < this.concurrency && this.waiting.size === 0) this.startRun(row);
+    else this.waiting.push(row);
+  }
+
+  /** Starts waiting rows while handlers are free. */
+  private startWaiting(): void {
+    while (!this.stopping && this.handling < this.concurrency) {
+      const row = this.waiting.shift();
+      if (!row) return;
+      this.startRun(row);
+    }
   }
 
   private startRun(row: ProviderEventRow): void {
@@ -247,6 +283,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       logger: this.logger,
       onHandlerEnded: () => {
         this.handling -= 1;
+        this.startWaiting();
         this.wakeup.wake();
       },
       closingSignal: this.closingAbort.signal,
@@ -270,6 +307,8 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     this.stopping = true;
     this.wakeup.wake();
     await this.loop;
+    // Waiting rows never started: back at once, before the drain.
+    await this.waiting.releaseAll(this.pool, this.logger);
     const unfinished = [...this.running];
     for (const run of unfinished) run.abort();
     const drained = Promise.all(unfinished.map((run) => run.settled));

@@ -10,17 +10,21 @@ export interface RunningConsumer {
   stop(): Promise<void>;
 }
 
-export const wharfConsumerKind = 'createWorker (worker/index.ts), one no-op `github:push` handler';
+export const wharfConsumerKind = 'createWorker (worker/index.ts), one no-op `github:push` handler; the "localQueue 100" series '
+  + "pass `localQueue: 100`, like graphile-worker's local queue of 100";
 
+/** With localQueue > 0, claims take up to that many waiting events at once (WorkerOptions.localQueue). */
 export async function startWharfConsumer(
   db: BenchDatabase,
   concurrency: number,
   handle: (mark: BenchMark) => void,
   onError?: (error: unknown) => void,
+  localQueue = 0,
 ): Promise<RunningConsumer> {
   const worker = createWorker({
     connectionString: db.url,
     concurrency,
+    localQueue,
     logger: pino({ level: 'silent' }),
     handlers: {
       'github:push': (ctx) => {

@@ -1,4 +1,5 @@
-// Workload 2: a backlog over few scopes, drained in per-key order. Wharf at
+// Workload 2: a backlog over few scopes, drained in per-key order. Wharf (its
+// claims sized to the free handlers, and with a local queue of 100) at
 // each concurrency against graphile-worker 0.18 with one named queue per key
 // (with its local queue, and without) and pg-boss 12's key_strict_fifo policy
 // keyed by scope.
@@ -22,6 +23,8 @@ export async function runOrderedDrain(settings: BenchSettings, results: BenchRes
       const shape = { ...base, concurrency };
       record(results, `ordered.wharf.c${concurrency}`, `Wharf, concurrency ${concurrency}`,
         await drainWharf(settings, shape), log);
+      record(results, `ordered.wharf_lq.c${concurrency}`, `Wharf, localQueue 100, concurrency ${concurrency}`,
+        await drainWharf(settings, shape, 100), log);
       record(results, `ordered.graphile_lq.c${concurrency}`,
         `graphile-worker queueName per key, localQueue 100, concurrency ${concurrency}`,
         await drainGraphile(settings, shape, true, true), log);

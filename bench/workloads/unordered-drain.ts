@@ -17,6 +17,8 @@ export async function runUnorderedDrain(settings: BenchSettings, results: BenchR
   for (let rep = 1; rep <= settings.repetitions; rep += 1) {
     log(`unordered drain, repetition ${rep}/${settings.repetitions} (concurrency ${concurrency})`);
     record(results, 'unordered.wharf', `Wharf, concurrency ${concurrency}`, await drainWharf(settings, shape), log);
+    record(results, 'unordered.wharf_lq', `Wharf, localQueue 100, concurrency ${concurrency}`,
+      await drainWharf(settings, shape, 100), log);
     record(results, 'unordered.plain', `plain SKIP LOCKED loop, concurrency ${concurrency}`, await drainPlain(settings, shape), log);
     record(results, 'unordered.graphile_lq', `graphile-worker localQueue 100, concurrency ${concurrency}`,
       await drainGraphile(settings, shape, false, true), log);

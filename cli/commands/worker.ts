@@ -15,6 +15,7 @@ import { stopOnSignals } from './shutdown.js';
 interface WorkerCommandOptions {
   handlers: string;
   concurrency: number;
+  localQueue: number;
   databaseUrl?: string;
   metricsPort?: number;
   metricsHost: string;
@@ -32,6 +33,8 @@ export function workerCommand(): Command {
     .description('claim and handle inbox events until SIGTERM/SIGINT')
     .requiredOption('--handlers <module>', 'module exporting the handler map (keys provider:event_type or provider:*)')
     .option('--concurrency <n>', 'handlers running at once', positiveInteger, 4)
+    .option('--local-queue <n>', 'claimed events that may wait for a free handler (claims take that many at once; 0: one per free handler)',
+      (value: string) => (value === '0' ? 0 : positiveInteger(value)), 0)
     .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL'))
     .option('--metrics-port <port>', 'serve Prometheus metrics on /metrics of this port', port)
     .option('--metrics-host <host>', 'address the metrics port listens on (0.0.0.0 for every interface)', '127.0.0.1')
@@ -56,6 +59,7 @@ export function workerCommand(): Command {
         connectionString: options.databaseUrl,
         handlers: await loadHandlers(options.handlers),
         concurrency: options.concurrency,
+        localQueue: options.localQueue,
         settings,
         logger,
         ...(options.workerId !== undefined ? { workerId: options.workerId } : {}),

@@ -30,8 +30,8 @@ describe('bench smoke run', () => {
     // Every workload produced its series, each with one positive sample.
     for (const id of ['admission.wharf', 'admission.plain', 'admission.receiver', 'admission.receiver_direct',
       'admission.graphile_add_job', 'admission.graphile_add_job_queue', 'admission.pgboss_send', 'admission.pgboss_send_fifo',
-      'ordered.wharf.c8', 'ordered.graphile_lq.c8', 'ordered.graphile.c8', 'ordered.pgboss.c8',
-      'unordered.wharf', 'unordered.plain', 'unordered.graphile_lq', 'unordered.graphile', 'unordered.pgboss',
+      'ordered.wharf.c8', 'ordered.wharf_lq.c8', 'ordered.graphile_lq.c8', 'ordered.graphile.c8', 'ordered.pgboss.c8',
+      'unordered.wharf', 'unordered.wharf_lq', 'unordered.plain', 'unordered.graphile_lq', 'unordered.graphile', 'unordered.pgboss',
       'latency.wharf.p50', 'latency.wharf.p99', 'latency.graphile_lq.p50', 'latency.graphile_lq.p99',
       'latency.graphile.p50', 'latency.pgboss.p50',
       'growth.small', 'growth.large', 'growth.sustained_handled']) {
@@ -50,7 +50,7 @@ describe('bench smoke run', () => {
 
     // Wharf handled every event exactly once and in order within each scope,
     // and so did the rivals' per-key configurations (or their ordered figures mean nothing).
-    for (const id of ['ordered.wharf.c8', 'unordered.wharf', 'growth.sustained_handled',
+    for (const id of ['ordered.wharf.c8', 'ordered.wharf_lq.c8', 'unordered.wharf', 'unordered.wharf_lq', 'growth.sustained_handled',
       'ordered.graphile_lq.c8', 'ordered.graphile.c8', 'ordered.pgboss.c8']) {
       expect(results.get(id)?.integrity, id).toEqual({ orderViolations: 0, duplicates: 0, errors: 0 });
     }

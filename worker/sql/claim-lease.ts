@@ -25,6 +25,17 @@ export async function renewLease(db: Database, lease: Lease): Promise<boolean> {
   return rows[0]?.renewed === true;
 }
 
+/**
+ * Extends many leases in one statement (wharf.renew for each); the ids of
+ * those no longer held.
+ */
+export async function renewLeases(db: Database, leases: readonly Lease[]): Promise<Set<string>> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT l.id FROM unnest($1::bigint[], $2::bigint[]) AS l(id, epoch) WHERE NOT wharf.renew(l.id, l.epoch)`,
+    [leases.map((lease) => lease.id), leases.map((lease) => lease.epoch)]);
+  return new Set(rows.map((row) => String(row.id)));
+}
+
 /** Ends a lease as DONE with `outcome` (wharf.complete); false when it is no longer held. */
 export async function completeEvent(db: Database, lease: Lease, outcome: 'handled' | 'ignored'): Promise<boolean> {
   const { rows } = await db.query<{ completed: boolean }>('SELECT wharf.complete($1, $2, $3) AS completed', [
