@@ -21,8 +21,12 @@ const concurrency = 4;
 const restartAt = [0.75, 0.4];
 /** Kill workers until only this share of the events is left. */
 const killsUntil = 0.05;
-/** Gives up on the drain after this long (ms); the test's budget is ~90 s. */
-const drainBudget = 75_000;
+/**
+ * Gives up on the drain after this long (ms). Alone it drains in about 30 s;
+ * in the full suite on a 2-core machine, beside a browser test, it took up to
+ * 80 s, so the budget leaves twice that.
+ */
+const drainBudget = 160_000;
 
 let own: OwnPostgres;
 let pool: pg.Pool;
@@ -291,4 +295,4 @@ it('drains 3,000 events exactly once, in scope order, through SIGKILLs and immed
     admitMs, drainMs, workers: everyHost.length, kills: killed.size, restarts, charged: charged.length, uncharged, said,
     timeline: timeline.filter((entry, n) => !/^[0-9]/.test(entry) || n % 5 === 0).join(' '),
   }));
-}, 110_000);
+}, 200_000);
