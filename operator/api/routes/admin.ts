@@ -1,6 +1,6 @@
 // Instance-admin endpoints: workspaces, connections, subscriptions, tokens
 // (a workspace token may only read its own workspace's connections).
-import { createRoute } from '@hono/zod-openapi';
+import { createRoute, type RouteHandler } from '@hono/zod-openapi';
 import type { Database } from '../../../db/database.js';
 import type { KeyRing } from '../../../db/secret-box.js';
 import { rotateConnectionSecret } from '../../sql/connection-secrets.js';
@@ -10,7 +10,7 @@ import {
 import {
   createApiToken, listApiTokens, listConnections, listWorkspaces, revokeApiToken,
 } from '../../sql/operator.js';
-import { requireAdmin, requireWorkspace } from '../auth.js';
+import { requireAdmin, requireWorkspace, type OperatorEnv } from '../auth.js';
 import { ApiError } from '../errors.js';
 import { errors, json, jsonBody, routeGroup } from '../openapi.js';
 import {
@@ -44,6 +44,24 @@ function connectionStateRoute(verb: StateVerb) {
   });
 }
 
+function setWorkspaceStateHandler(
+  db: Database, verb: StateVerb,
+): RouteHandler<ReturnType<typeof workspaceStateRoute>, OperatorEnv> {
+  return async (c) => {
+    requireAdmin(c);
+    return c.json(await setWorkspaceState(db, c.req.valid('param').ws, stateOf[verb]), 200);
+  };
+}
+
+function setConnectionStateHandler(
+  db: Database, verb: StateVerb,
+): RouteHandler<ReturnType<typeof connectionStateRoute>, OperatorEnv> {
+  return async (c) => {
+    requireAdmin(c);
+    return c.json(await setConnectionState(db, c.req.valid('param').id, stateOf[verb]), 200);
+  };
+}
+
 export function adminRoutes(db: Database, keyRing: Promise<KeyRing | undefined>) {
   return routeGroup()
     .openapi(createRoute({
@@ -61,38 +79,14 @@ export function adminRoutes(db: Database, keyRing: Promise<KeyRing | undefined>)
       requireAdmin(c);
       return c.json(await createWorkspace(db, c.req.valid('json').id), 201);
     })
-    .openapi(workspaceStateRoute('suspend'), async (c) => {
-      requireAdmin(c);
-      return c.json(await setWorkspaceState(db, c.req.valid('param').ws, stateOf.suspend), 200);
-    })
-    .openapi(workspaceStateRoute('pause'), async (c) => {
-      requireAdmin(c);
-      return c.json(await setWorkspaceState(db, c.req.valid('param').ws, stateOf.pause), 200);
-    })
-    .openapi(workspaceStateRoute('resume'), async (c) => {
-      requireAdmin(c);
-      return c.json(await setWorkspaceState(db, c.req.valid('param').ws, stateOf.resume), 200);
-    })
-    .openapi(workspaceStateRoute('activate'), async (c) => {
-      requireAdmin(c);
-      return c.json(await setWorkspaceState(db, c.req.valid('param').ws, stateOf.activate), 200);
-    })
-    .openapi(connectionStateRoute('suspend'), async (c) => {
-      requireAdmin(c);
-      return c.json(await setConnectionState(db, c.req.valid('param').id, stateOf.suspend), 200);
-    })
-    .openapi(connectionStateRoute('pause'), async (c) => {
-      requireAdmin(c);
-      return c.json(await setConnectionState(db, c.req.valid('param').id, stateOf.pause), 200);
-    })
-    .openapi(connectionStateRoute('resume'), async (c) => {
-      requireAdmin(c);
-      return c.json(await setConnectionState(db, c.req.valid('param').id, stateOf.resume), 200);
-    })
-    .openapi(connectionStateRoute('activate'), async (c) => {
-      requireAdmin(c);
-      return c.json(await setConnectionState(db, c.req.valid('param').id, stateOf.activate), 200);
-    })
+    .openapi(workspaceStateRoute('suspend'), setWorkspaceStateHandler(db, 'suspend'))
+    .openapi(workspaceStateRoute('pause'), setWorkspaceStateHandler(db, 'pause'))
+    .openapi(workspaceStateRoute('resume'), setWorkspaceStateHandler(db, 'resume'))
+    .openapi(workspaceStateRoute('activate'), setWorkspaceStateHandler(db, 'activate'))
+    .openapi(connectionStateRoute('suspend'), setConnectionStateHandler(db, 'suspend'))
+    .openapi(connectionStateRoute('pause'), setConnectionStateHandler(db, 'pause'))
+    .openapi(connectionStateRoute('resume'), setConnectionStateHandler(db, 'resume'))
+    .openapi(connectionStateRoute('activate'), setConnectionStateHandler(db, 'activate'))
     .openapi(createRoute({
       method: 'get', path: '/connections', tags, summary: 'Every connection of every workspace, with its subscriptions',
       responses: { 200: json(z.array(connection), 'the connections, by id'), ...errors(403) },
