@@ -3,22 +3,25 @@
 import type { Database } from '../../db/database.js';
 import { callWharf } from './call-wharf.js';
 
-/** Which DEAD events a bulk replay takes; every field narrows, none means all. */
+/**
+ * Which DEAD events a bulk replay takes; every field narrows, none means all.
+ * Named as wharf.bulk_replay stores it and the API takes it.
+ */
 export interface BulkReplayFilter {
   provider?: string;
-  eventType?: string;
+  event_type?: string;
   subject?: string;
-  errorClass?: string;
+  error_class?: string;
   /** ISO timestamps: dead at or after, and strictly before. */
-  deadAfter?: string;
-  deadBefore?: string;
+  dead_after?: string;
+  dead_before?: string;
 }
 
 export interface BulkReplay {
   id: number;
   workspace_id: number;
-  /** The filter as stored (snake_case keys: provider, event_type, subject, error_class, dead_after, dead_before). */
-  filter: Record<string, string>;
+  /** The filter as stored: times in UTC. */
+  filter: BulkReplayFilter;
   force: boolean;
   requested_by: string;
   state: 'running' | 'finished';
@@ -37,7 +40,7 @@ export function startBulkReplay(
   db: Database, workspaceId: string, filter: BulkReplayFilter, account: string, force = false,
 ): Promise<BulkReplay> {
   return callWharf(db, 'wharf.start_bulk_replay($1, $2, $3, $4)',
-    [workspaceId, JSON.stringify(storedFilter(filter)), account, force]);
+    [workspaceId, JSON.stringify(filter), account, force]);
 }
 
 /**
@@ -58,12 +61,4 @@ export function showBulkReplay(db: Database, workspaceId: string, id: string): P
 /** The workspace's bulk replays, newest first (at most 50). */
 export function listBulkReplays(db: Database, workspaceId: string): Promise<BulkReplay[]> {
   return callWharf(db, 'wharf.list_bulk_replays($1)', [workspaceId]);
-}
-
-function storedFilter(filter: BulkReplayFilter): Record<string, string> {
-  const stored: Record<string, string | undefined> = {
-    provider: filter.provider, event_type: filter.eventType, subject: filter.subject,
-    error_class: filter.errorClass, dead_after: filter.deadAfter, dead_before: filter.deadBefore,
-  };
-  return Object.fromEntries(Object.entries(stored).filter((entry): entry is [string, string] => entry[1] !== undefined));
 }

@@ -133,8 +133,8 @@ describe('runBulkReplay', () => {
       dead.push(id);
     }
     const [syntax, uncertain] = await Promise.all([
-      startBulkReplay(db.pool, ws, { errorClass: 'SyntaxError' }, 'a'),
-      startBulkReplay(db.pool, ws, { errorClass: 'OutcomeUncertain' }, 'b', true),
+      startBulkReplay(db.pool, ws, { error_class: 'SyntaxError' }, 'a'),
+      startBulkReplay(db.pool, ws, { error_class: 'OutcomeUncertain' }, 'b', true),
     ]);
     const results = await Promise.all([syntax, uncertain].map((replay) =>
       runBulkReplay(db.pool, ws, String(replay.id), { batchSize: 2 })));

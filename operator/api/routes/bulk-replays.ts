@@ -22,10 +22,7 @@ export function bulkReplayRoutes(db: Database, onUnexpectedError?: (error: unkno
     }), async (c) => {
       const { ws } = c.req.valid('param');
       const principal = requireWorkspace(c, ws);
-      const { force, event_type: eventType, error_class: errorClass, dead_after: deadAfter, dead_before: deadBefore,
-        provider, subject } = c.req.valid('json');
-      const filter = Object.fromEntries(Object.entries({ provider, eventType, subject, errorClass, deadAfter, deadBefore })
-        .filter((entry) => entry[1] !== undefined));
+      const { force, ...filter } = c.req.valid('json');
       const started = await startBulkReplayInBackground(db, ws, filter, principal.account, {
         force: force ?? false, onError: onUnexpectedError,
       });

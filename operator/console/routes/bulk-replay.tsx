@@ -21,17 +21,17 @@ function readFilter(form: Record<string, unknown>): BulkReplayFilter {
   const filter: BulkReplayFilter = {};
   const fields: [keyof BulkReplayFilter, string | undefined][] = [
     ['provider', optionalText(text('provider'), 'Provider')],
-    ['eventType', optionalText(text('event_type'), 'Event type')],
+    ['event_type', optionalText(text('event_type'), 'Event type')],
     ['subject', optionalText(text('subject'), 'Subject')],
-    ['errorClass', optionalText(text('error_class'), 'Error class')],
-    ['deadAfter', optionalTime(text('dead_after'), 'Dead from')],
-    ['deadBefore', optionalTime(text('dead_before'), 'Dead before')],
+    ['error_class', optionalText(text('error_class'), 'Error class')],
+    ['dead_after', optionalTime(text('dead_after'), 'Dead from')],
+    ['dead_before', optionalTime(text('dead_before'), 'Dead before')],
   ];
   for (const [key, value] of fields) if (value !== undefined) filter[key] = value;
   return filter;
 }
 
-function describeFilter(filter: Record<string, string>): string {
+function describeFilter(filter: BulkReplayFilter): string {
   const parts = Object.entries(filter).map(([key, value]) => `${key.replace('_', ' ')} ${value}`);
   return parts.length === 0 ? 'every dead letter' : parts.join(', ');
 }

@@ -204,7 +204,7 @@ describe('bulk replay', () => {
       return true;
     }, 60_000, 'every event to die');
     // Recorded but not run yet: the page opens on a running replay.
-    const replay = await startBulkReplay(rig.db.pool, String(W), { eventType: 'later' }, 'test');
+    const replay = await startBulkReplay(rig.db.pool, String(W), { event_type: 'later' }, 'test');
     const violations: string[] = [];
     page.on('console', (message) => {
       if (/Content Security Policy/i.test(message.text())) violations.push(message.text());
