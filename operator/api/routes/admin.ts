@@ -62,6 +62,26 @@ function setConnectionStateHandler(
   };
 }
 
+/** POST subscribes, DELETE unsubscribes: the same request and answer. */
+function subscriptionRoute(method: 'post' | 'delete', summary: string) {
+  return createRoute({
+    method, path: '/connections/{id}/subscriptions', tags, summary,
+    request: { params: connectionParam, body: jsonBody(subscriptionBody, true) },
+    responses: { 200: json(subscriptionChange, 'whether it changed'), ...errors(400, 403, 404) },
+  });
+}
+
+function setSubscriptionHandler(
+  db: Database, subscribed: boolean,
+): RouteHandler<ReturnType<typeof subscriptionRoute>, OperatorEnv> {
+  return async (c) => {
+    requireAdmin(c);
+    const { id } = c.req.valid('param');
+    const { subject } = c.req.valid('json');
+    return c.json({ connection_id: Number(id), subject, changed: await setSubscription(db, id, subject, subscribed) }, 200);
+  };
+}
+
 export function adminRoutes(db: Database, keyRing: Promise<KeyRing | undefined>) {
   return routeGroup()
     .openapi(createRoute({
@@ -131,27 +151,10 @@ export function adminRoutes(db: Database, keyRing: Promise<KeyRing | undefined>)
       const secret = await rotateConnectionSecret(db, await keyRing, id, body.secret, body.overlap ?? true);
       return c.json({ connection_id: Number(id), secret }, 200);
     })
-    .openapi(createRoute({
-      method: 'post', path: '/connections/{id}/subscriptions', tags,
-      summary: "Subscribe a connection's workspace to a subject (within the connection's subject prefixes)",
-      request: { params: connectionParam, body: jsonBody(subscriptionBody, true) },
-      responses: { 200: json(subscriptionChange, 'whether it changed'), ...errors(400, 403, 404) },
-    }), async (c) => {
-      requireAdmin(c);
-      const { id } = c.req.valid('param');
-      const { subject } = c.req.valid('json');
-      return c.json({ connection_id: Number(id), subject, changed: await setSubscription(db, id, subject, true) }, 200);
-    })
-    .openapi(createRoute({
-      method: 'delete', path: '/connections/{id}/subscriptions', tags, summary: 'Unsubscribe a connection from a subject',
-      request: { params: connectionParam, body: jsonBody(subscriptionBody, true) },
-      responses: { 200: json(subscriptionChange, 'whether it changed'), ...errors(400, 403, 404) },
-    }), async (c) => {
-      requireAdmin(c);
-      const { id } = c.req.valid('param');
-      const { subject } = c.req.valid('json');
-      return c.json({ connection_id: Number(id), subject, changed: await setSubscription(db, id, subject, false) }, 200);
-    })
+    .openapi(subscriptionRoute('post',
+      "Subscribe a connection's workspace to a subject (within the connection's subject prefixes)"),
+    setSubscriptionHandler(db, true))
+    .openapi(subscriptionRoute('delete', 'Unsubscribe a connection from a subject'), setSubscriptionHandler(db, false))
     .openapi(createRoute({
       method: 'get', path: '/workspaces/{ws}/tokens', tags, summary: "The workspace's API tokens, without secrets",
       request: { params: workspaceParam },
