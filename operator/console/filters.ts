@@ -1,10 +1,9 @@
 // What a filter form sends, read and checked: the same fields the API takes
 // (state, provider, event type, subject, received between) plus the keyset
 // cursor. A bad value is a 400 page before any query runs.
-import { parseState, parseSubject, rejectNul, type EventState } from '../api/params.js';
+import { isIdText, parseState, parseSubject, rejectNul, type EventState } from '../api/params.js';
 import type { EventFilter } from '../sql/operator.js';
 import { ConsoleError } from './errors.js';
-import { isIdText } from '../api/params.js';
 
 export const pageSize = 50;
 

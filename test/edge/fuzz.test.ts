@@ -28,6 +28,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../db/database.js';
 import { encryptSecret, parseKeyRing } from '../../db/secret-box.js';
 import { createEdgeApp } from '../../edge/app.js';
+import { concatBytes, utf8, type Bytes } from '../../edge/crypto.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import {
   edgeEnv, freshId, providers, recorder, scenario, seedConnection, type Provider, type ProviderScenario,
@@ -165,16 +166,6 @@ function storableValue(rng: Rng, depth: number): unknown {
 // ---------------------------------------------------------------------------
 // What is sent, and what may come back.
 
-const utf8 = (text: string) => new TextEncoder().encode(text);
-const concat = (...parts: Uint8Array[]) => {
-  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
-};
 
 interface Target {
   name: string;
@@ -529,8 +520,8 @@ class Generator {
       switch (how) {
         case 'flip': body = original.slice(); body[at] = original[at]! ^ rng.int(1, 255); break;
         case 'truncate': body = original.slice(0, at); break;
-        case 'extend': body = concat(original, rng.chance(0.5) ? rng.bytes(rng.int(1, 64)) : utf8(rng.pick([' ', '\n', '\u0000', '}', ',"x":1}']))); break;
-        case 'insert': body = concat(original.slice(0, at), rng.bytes(rng.int(1, 16)), original.slice(at)); break;
+        case 'extend': body = concatBytes(original, rng.chance(0.5) ? rng.bytes(rng.int(1, 64)) : utf8(rng.pick([' ', '\n', '\u0000', '}', ',"x":1}']))); break;
+        case 'insert': body = concatBytes(original.slice(0, at), rng.bytes(rng.int(1, 16)), original.slice(at)); break;
         case 'overwrite': body = original.slice(); body.set(rng.bytes(Math.min(8, original.length - at)), at); break;
         case 'swap': { body = original.slice(); const other = rng.int(0, original.length - 1); [body[at], body[other]] = [body[other]!, body[at]!]; break; }
         case 'empty': body = new Uint8Array(0); break;
@@ -550,9 +541,9 @@ class Generator {
     const key = this.newKey();
     const payload = this.payload(t, key);
     const json = JSON.stringify(payload);
-    const withMember = (member: string | Uint8Array) =>
-      concat(utf8(`${json.slice(0, -1)},`), typeof member === 'string' ? utf8(member) : member, utf8('}'));
-    const inString = (raw: Uint8Array | string) => withMember(concat(utf8('"fuzz_text":"a'), typeof raw === 'string' ? utf8(raw) : raw, utf8('b"')));
+    const withMember = (member: string | Bytes) =>
+      concatBytes(utf8(`${json.slice(0, -1)},`), typeof member === 'string' ? utf8(member) : member, utf8('}'));
+    const inString = (raw: Bytes | string) => withMember(concatBytes(utf8('"fuzz_text":"a'), typeof raw === 'string' ? utf8(raw) : raw, utf8('b"')));
     const storable = { statuses: [202], stores: fresh } as const;
     const unstorable = refusedWith(400, 'unstorable-body');
     const maybe = { statuses: [202, 400] } as const;
@@ -650,13 +641,13 @@ class Generator {
         const bytes = rng.pick([[0xff], [0xfe], [0xc3, 0x28], [0xed, 0xa0, 0x80], [0xc0, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xe2, 0x82],
                                 [0xf8, 0x88, 0x80, 0x80, 0x80], [0x80], [0xef, 0xbf]]);
         name = `bytes ${bytes.map((b) => b.toString(16)).join(' ')}`;
-        body = rng.chance(0.8) ? inString(new Uint8Array(bytes)) : concat(new Uint8Array(bytes), utf8(json));
+        body = rng.chance(0.8) ? inString(new Uint8Array(bytes)) : concatBytes(new Uint8Array(bytes), utf8(json));
         verdict = refusedWith(400, 'invalid-utf8');
         break;
       }
       case 'raw-nul': {
         name = 'raw NUL';
-        body = rng.chance(0.5) ? inString(new Uint8Array([0])) : concat(utf8(json), new Uint8Array([0]));
+        body = rng.chance(0.5) ? inString(new Uint8Array([0])) : concatBytes(utf8(json), new Uint8Array([0]));
         verdict = refusedWith(400, 'contains-nul');
         break;
       }
@@ -685,7 +676,7 @@ class Generator {
       }
       case 'bom': {
         name = 'byte order mark';
-        body = concat(new Uint8Array([0xef, 0xbb, 0xbf]), utf8(json));
+        body = concatBytes(new Uint8Array([0xef, 0xbb, 0xbf]), utf8(json));
         verdict = maybe;
         break;
       }
