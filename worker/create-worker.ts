@@ -241,16 +241,13 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
    * A slot frees when its handler ends, not when the closing write commits, so
    * the next claim overlaps the completions still being written (claim and
    * complete each wait for a WAL flush; in turn they would halve the rate).
-   * A host holds at most 2 × concurrency leases: `concurrency` handlers, the
-   * rest waiting for their closing write, so a slow database slows claiming
-   * instead of piling up leases.
+   * A host holds at most 2 × concurrency leases (plus its local queue):
+   * `concurrency` handlers, the rest waiting for their closing write, so a
+   * slow database slows claiming instead of piling up leases.
    */
   private freeSlots(): number {
-    if (this.waiting.capacity === 0) {
-      return Math.min(this.concurrency - this.handling, 2 * this.concurrency - this.running.size);
-    }
-    // With a local queue: as many as fill it and the free handlers, within the
-    // same cap on closing writes plus what may wait.
+    // The free handlers and room in the local queue (none without one),
+    // within the cap on closing writes plus what may wait.
     const leaseRoom = 2 * this.concurrency + this.waiting.capacity - this.running.size - this.waiting.size;
     return this.waiting.claimable(this.concurrency - this.handling, leaseRoom);
   }
