@@ -29,9 +29,16 @@ BEGIN
   END IF;
 END $$;
 
--- Trigger on provider_event: moves the scope's head and lease marks to follow
--- one event's state change. A row entering the queue heads its scope when it
--- is older than the current head; a head leaving it hands over to the next.
+-- Trigger on provider_event: moves the heads and lease marks of the scopes
+-- whose rows a statement moved. A row entering the queue heads its scope
+-- when it is older than the current head; a head leaving it hands over to
+-- the next; a lease taken or ended marks or frees its scope. Updates run it
+-- once per statement: a claim or a batch of completions moves many scopes at
+-- once, and the three statements below move them together (per row, the
+-- PL/pgSQL call and the statements it ran cost a claim more than its own
+-- update). Inserts and deletes run it per row, and only for QUEUED and
+-- LEASED rows: an admission inserts one row, and purge, which deletes DONE
+-- and DEAD rows by the million, must not copy them into a transition table.
 --
 -- ready_at is when the scope last became claimable (never before its head is
 -- due): claims serve scopes longest ready first, so a scope just served goes
@@ -41,48 +48,94 @@ END $$;
 -- dead. Keyed by the head's due time instead, a backlog's next heads would
 -- land among those dead entries, the changing pages would keep scans from
 -- marking them, and each claim would re-read every one.
+--
+-- The next head is read from provider_event, so whoever moves a head out of
+-- the queue holds its scope row already (claim, erase, purge lock it first);
+-- the other statements use only the scope row's own columns and stay exact
+-- when they wait for its lock.
+--
+-- It runs inside claim, whose pinned plan settings it would inherit: hash
+-- joins stay on here, or pairing the old and new rows of a claim becomes a
+-- nested loop over both, costing more than the claim itself.
 CREATE OR REPLACE FUNCTION wharf.sync_scope_head() RETURNS trigger
-LANGUAGE plpgsql SET enable_seqscan = off AS $$
+LANGUAGE plpgsql SET enable_seqscan = off SET enable_hashjoin = on SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
-  v_old_state text := CASE WHEN TG_OP = 'INSERT' THEN NULL ELSE OLD.state END;
-  v_new_state text := CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE NEW.state END;
-  v_row wharf.provider_event := CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
-  v_next_id  bigint;
-  v_next_due timestamptz;
+  v_moves  wharf.scope_move[];
+  v_ended  boolean;  -- some lease ended
+  v_moved  boolean;  -- some row left the queue or took a lease
+  v_queued boolean;  -- some row is QUEUED now
 BEGIN
-  IF v_old_state = 'QUEUED' AND v_new_state IS DISTINCT FROM 'QUEUED' THEN
-    -- The row left the queue (claimed, or deleted): the next queued row heads.
-    SELECT e.id, e.next_attempt_at INTO v_next_id, v_next_due
-      FROM wharf.provider_event e
-     WHERE e.scope_key = v_row.scope_key AND e.state = 'QUEUED'
-     ORDER BY e.id
-     LIMIT 1;
-    UPDATE wharf.scope
-       SET head_id     = CASE WHEN head_id = v_row.id THEN v_next_id ELSE head_id END,
-           head_due_at = CASE WHEN head_id = v_row.id THEN v_next_due ELSE head_due_at END,
-           ready_at    = CASE WHEN head_id = v_row.id THEN greatest(v_next_due, clock_timestamp()) ELSE ready_at END,
-           leased_id   = CASE WHEN v_new_state = 'LEASED' THEN v_row.id ELSE leased_id END
-     WHERE scope_key = v_row.scope_key;
-    RETURN NULL;
+  IF TG_OP = 'INSERT' THEN
+    v_moves := ARRAY[(NEW.id, NEW.scope_key, NEW.workspace_id, NEW.next_attempt_at,
+                      false, NEW.state = 'LEASED', false, NEW.state = 'QUEUED')::wharf.scope_move];
+  ELSIF TG_OP = 'DELETE' THEN
+    v_moves := ARRAY[(OLD.id, OLD.scope_key, OLD.workspace_id, OLD.next_attempt_at,
+                      OLD.state = 'QUEUED', false, OLD.state = 'LEASED', false)::wharf.scope_move];
+  ELSE
+    SELECT array_agg((n.id, n.scope_key, n.workspace_id, n.next_attempt_at,
+                      o.state = 'QUEUED' AND n.state <> 'QUEUED',
+                      n.state = 'LEASED' AND o.state <> 'LEASED',
+                      o.state = 'LEASED' AND n.state <> 'LEASED',
+                      n.state = 'QUEUED')::wharf.scope_move)
+      INTO v_moves
+      FROM old_rows o
+      JOIN new_rows n ON n.id = o.id
+     WHERE o.state <> n.state
+        OR (n.state = 'QUEUED' AND o.next_attempt_at IS DISTINCT FROM n.next_attempt_at);
+  END IF;
+  -- Each statement below runs only when some row needs it: a claim, a
+  -- completion or an admission pays for one.
+  SELECT bool_or(m.ended_lease), bool_or(m.left_queue OR m.took_lease), bool_or(m.queued)
+    INTO v_ended, v_moved, v_queued
+    FROM unnest(v_moves) m;
+
+  -- Leases that ended: the scope is free, ready when its head is due.
+  IF v_ended THEN
+    UPDATE wharf.scope s
+       SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp())
+      FROM unnest(v_moves) m
+     WHERE m.ended_lease AND s.scope_key = m.scope_key AND s.leased_id = m.id;
   END IF;
 
-  IF v_old_state = 'LEASED' AND v_new_state IS DISTINCT FROM 'LEASED' THEN
-    UPDATE wharf.scope SET leased_id = NULL, ready_at = greatest(head_due_at, clock_timestamp())
-     WHERE scope_key = v_row.scope_key AND leased_id = v_row.id;
+  -- Rows that left the queue (claimed, ended, deleted) and leases taken, in
+  -- one write per scope: a claim moves the head and marks the lease at once.
+  IF v_moved THEN
+    UPDATE wharf.scope s
+       SET head_id     = CASE WHEN s.head_id = ANY (m.left_ids) THEN next.id ELSE s.head_id END,
+           head_due_at = CASE WHEN s.head_id = ANY (m.left_ids) THEN next.due_at ELSE s.head_due_at END,
+           ready_at    = CASE WHEN s.head_id = ANY (m.left_ids) THEN greatest(next.due_at, clock_timestamp())
+                              ELSE s.ready_at END,
+           leased_id   = coalesce(m.leased_id, s.leased_id)
+      FROM (SELECT m.scope_key,
+                   array_agg(m.id) FILTER (WHERE m.left_queue) AS left_ids,
+                   max(m.id) FILTER (WHERE m.took_lease) AS leased_id
+              FROM unnest(v_moves) m
+             WHERE m.left_queue OR m.took_lease
+             GROUP BY m.scope_key) m
+      LEFT JOIN LATERAL (
+        SELECT e.id, e.next_attempt_at AS due_at
+          FROM wharf.provider_event e
+         WHERE e.scope_key = m.scope_key AND e.state = 'QUEUED'
+         ORDER BY e.id
+         LIMIT 1
+      ) next ON true
+     WHERE s.scope_key = m.scope_key;
   END IF;
 
-  IF v_new_state = 'QUEUED' THEN
-    -- Entering the queue (admitted, retried, released, reaped, replayed), or
-    -- a queued row rescheduled: it heads its scope when it is the oldest.
+  -- Rows that entered the queue (admitted, retried, released, reaped,
+  -- replayed) or were rescheduled in it: the oldest of each scope heads it
+  -- when it is older than the current head.
+  IF v_queued THEN
     INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
-    VALUES (v_row.scope_key, v_row.workspace_id, v_row.id, v_row.next_attempt_at,
-            greatest(v_row.next_attempt_at, clock_timestamp()),
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = v_row.workspace_id), true))
+    SELECT DISTINCT ON (m.scope_key)
+           m.scope_key, m.workspace_id, m.id, m.due_at, greatest(m.due_at, clock_timestamp()),
+           coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = m.workspace_id), true)
+      FROM unnest(v_moves) m
+     WHERE m.queued
+     ORDER BY m.scope_key, m.id
     ON CONFLICT (scope_key) DO UPDATE
        SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at
      WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
-  ELSIF v_new_state = 'LEASED' AND v_old_state IS DISTINCT FROM 'LEASED' THEN
-    UPDATE wharf.scope SET leased_id = v_row.id WHERE scope_key = v_row.scope_key;
   END IF;
   RETURN NULL;
 END $$;
@@ -95,10 +148,9 @@ CREATE TRIGGER provider_event_sync_scope_insert
 
 DROP TRIGGER IF EXISTS provider_event_sync_scope_update ON wharf.provider_event;
 CREATE TRIGGER provider_event_sync_scope_update
-  AFTER UPDATE OF state, next_attempt_at ON wharf.provider_event
-  FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state
-                     OR (NEW.state = 'QUEUED' AND OLD.next_attempt_at IS DISTINCT FROM NEW.next_attempt_at))
-  EXECUTE FUNCTION wharf.sync_scope_head();
+  AFTER UPDATE ON wharf.provider_event
+  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION wharf.sync_scope_head();
 
 DROP TRIGGER IF EXISTS provider_event_sync_scope_delete ON wharf.provider_event;
 CREATE TRIGGER provider_event_sync_scope_delete

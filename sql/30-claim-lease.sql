@@ -111,6 +111,40 @@ BEGIN
   RETURN FOUND;
 END $$;
 
+-- Ends many leases with success, as complete does each: the ids of the rows
+-- that were LEASED under their epoch and are now DONE with their outcome. One
+-- statement, so the scope heads follow in one trigger call (sql/20): a busy
+-- host pays one commit and one scope write per scope for a batch. Callers
+-- pass them in admission's lock order (workspace, then scope), so that the
+-- scope rows they lock cannot form a cycle with an admission. The arrays
+-- must be of one length (22023) with no NULL or empty element (22004).
+--
+-- Pinned to the primary key like claim: a generic plan for a batch of
+-- unknown size must never scan the inbox.
+CREATE OR REPLACE FUNCTION wharf.complete_many(p_ids bigint[], p_epochs bigint[], p_outcomes text[])
+RETURNS SETOF bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off SET enable_mergejoin = off SET enable_hashjoin = off AS $$
+BEGIN
+  IF p_ids IS NULL OR p_epochs IS NULL OR p_outcomes IS NULL THEN
+    RAISE EXCEPTION 'wharf.complete_many: ids, epochs and outcomes are required' USING ERRCODE = '22004';
+  END IF;
+  IF cardinality(p_epochs) <> cardinality(p_ids) OR cardinality(p_outcomes) <> cardinality(p_ids) THEN
+    RAISE EXCEPTION 'wharf.complete_many: % ids, % epochs and % outcomes: one of each per lease',
+      cardinality(p_ids), cardinality(p_epochs), cardinality(p_outcomes) USING ERRCODE = '22023';
+  END IF;
+  IF EXISTS (SELECT FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
+              WHERE c.id IS NULL OR c.epoch IS NULL OR c.outcome IS NULL OR c.outcome = '') THEN
+    RAISE EXCEPTION 'wharf.complete_many: every id, epoch and outcome is required' USING ERRCODE = '22004';
+  END IF;
+  RETURN QUERY
+  UPDATE wharf.provider_event e
+     SET state = 'DONE', outcome = c.outcome, handled_at = clock_timestamp(), leased_until = NULL
+    FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
+   WHERE e.id = c.id AND e.lease_epoch = c.epoch AND e.state = 'LEASED'
+  RETURNING e.id;
+END $$;
+
 -- A stopping worker gives the row back: QUEUED, due at once, attempt as it
 -- was before the claim, the lease kept in the attempt history as
 -- 'released', and idle claimers woken. False when the row is not LEASED
@@ -247,5 +281,5 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 REVOKE ALL ON FUNCTION wharf.claim(text, integer, text[]), wharf.renew(bigint, bigint),
-  wharf.complete(bigint, bigint, text), wharf.release(bigint, bigint), wharf.reap(),
+  wharf.complete(bigint, bigint, text), wharf.complete_many(bigint[], bigint[], text[]), wharf.release(bigint, bigint), wharf.reap(),
   wharf.mark_idle(text), wharf.mark_busy(text), wharf.next_due_at(), wharf.queue_stats() FROM PUBLIC;

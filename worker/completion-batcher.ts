@@ -7,7 +7,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
 import type { ProviderEventRow } from './sql/event-row.js';
-import { completeEvent, completeEvents, type Completion } from './sql/claim-lease.js';
+import { completeEvents, type Completion } from './sql/claim-lease.js';
 import { isConnectionTrouble, retryOnConnectionTrouble } from './transient.js';
 
 interface Pending extends Completion {
@@ -56,7 +56,7 @@ export class CompletionBatcher {
       );
       try {
         const completed = await retryOnConnectionTrouble(
-          async () => (batch.length === 1 ? [await completeEvent(this.pool, batch[0]!, batch[0]!.outcome)] : completeEvents(this.pool, batch)),
+          () => completeEvents(this.pool, batch),
           { giveUpAfter: closingWriteRetryMs, signal: this.signal },
         );
         batch.forEach((pending, n) => pending.resolve(completed[n] === true));
@@ -70,7 +70,7 @@ export class CompletionBatcher {
         // order: nothing of it committed, so each completion is tried alone.
         this.logger.debug({ error_class: classOf(error), size: batch.length }, 'batched completion failed; completing one by one');
         for (const pending of batch) {
-          completeEvent(this.pool, pending, pending.outcome).then(pending.resolve, pending.reject);
+          completeEvents(this.pool, [pending]).then(([completed]) => pending.resolve(completed === true), pending.reject);
         }
       }
     }

@@ -1,5 +1,6 @@
 // plpgsql_check finds no error and no warning in any PL/pgSQL function of
-// schema wharf, trigger functions checked against their table. A deliberate
+// schema wharf, trigger functions checked against their table and the
+// transition tables their triggers name. A deliberate
 // exception would carry a pragma in the function with its reason.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -25,9 +26,12 @@ it('reports nothing on any PL/pgSQL function', async () => {
     SELECT p.oid::regprocedure::text AS fn, r.lineno, r.level, r.message, r.detail
       FROM pg_proc p
       JOIN pg_language l ON l.oid = p.prolang AND l.lanname = 'plpgsql'
+      LEFT JOIN LATERAL (
+        SELECT max(t.tgrelid) AS relid, max(t.tgoldtable) AS oldtable, max(t.tgnewtable) AS newtable
+          FROM pg_trigger t WHERE t.tgfoid = p.oid
+      ) t ON true
       CROSS JOIN LATERAL plpgsql_check_function_tb(
-        p.oid,
-        coalesce((SELECT t.tgrelid FROM pg_trigger t WHERE t.tgfoid = p.oid LIMIT 1), 0),
+        p.oid, coalesce(t.relid, 0), oldtable => t.oldtable, newtable => t.newtable,
         fatal_errors => false, other_warnings => true, performance_warnings => true,
         extra_warnings => true, security_warnings => true) r
      WHERE p.pronamespace = 'wharf'::regnamespace

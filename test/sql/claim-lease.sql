@@ -1,7 +1,7 @@
 -- wharf.claim, renew, complete, release and reap: who gets which row, and
 -- every later write acting only under the epoch of the claim.
 BEGIN;
-SELECT plan(61);
+SELECT plan(69);
 
 -- Fixture: workspace 1 (scopes repo:a, repo:b, repo:c, repo:d, repo:e),
 -- workspace 2 (repo:z), each with its own generic connection, and one
@@ -172,6 +172,31 @@ SELECT wharf.fail(id, lease_epoch, 'transient', 'ECONNRESET') FROM wharf.claim('
 SELECT is(wharf.next_due_at(), (SELECT next_attempt_at FROM wharf.provider_event WHERE delivery_key = 'due-1'),
           'a retry waiting out its delay: its next_attempt_at');
 SELECT ok(wharf.next_due_at() > clock_timestamp() + interval '29 minutes', 'which is in the future (half to all of an hour)');
+
+-- complete_many: many leases ended in one statement, each as complete would.
+SELECT throws_ok($$SELECT wharf.complete_many(NULL, '{1}', '{handled}')$$, '22004', NULL, 'complete_many rejects NULL ids');
+SELECT throws_ok($$SELECT wharf.complete_many('{1,2}', '{1}', '{handled,handled}')$$, '22023', NULL,
+                 'complete_many rejects arrays of different lengths');
+SELECT throws_ok($$SELECT wharf.complete_many('{1}', '{1}', '{""}')$$, '22004', NULL, 'complete_many rejects an empty outcome');
+SELECT throws_ok($$SELECT wharf.complete_many('{1,NULL}', '{1,1}', '{handled,handled}')$$, '22004', NULL,
+                 'complete_many rejects a NULL id among others');
+SELECT pg_temp.admit_event('repo:many-1', k) FROM unnest(ARRAY['m1-a', 'm1-b']) k;
+SELECT pg_temp.admit_event('repo:many-2', 'm2-a');
+SELECT pg_temp.admit_event('repo:many-3', 'm3-a');
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('many', 10) WHERE delivery_key LIKE 'm%'$$,
+              ARRAY['m1-a', 'm2-a', 'm3-a'], 'the heads of three scopes are leased');
+SELECT set_eq(format('SELECT * FROM wharf.complete_many(%L, %L, %L)',
+                     ARRAY[pg_temp.id('m1-a'), pg_temp.id('m2-a'), pg_temp.id('m3-a'), pg_temp.id('due-1')],
+                     ARRAY[1, 1, 2, 1], ARRAY['handled', 'ignored', 'handled', 'handled']),
+              ARRAY[pg_temp.id('m1-a'), pg_temp.id('m2-a')],
+              'complete_many returns the ids it completed: not a lease under another epoch, nor a row not LEASED');
+SELECT results_eq($$SELECT delivery_key, state, outcome, handled_at IS NOT NULL, leased_until IS NULL
+                      FROM wharf.provider_event WHERE delivery_key LIKE 'm%' ORDER BY delivery_key$$,
+                  $$VALUES ('m1-a', 'DONE', 'handled', true, true), ('m1-b', 'QUEUED', NULL, false, true),
+                           ('m2-a', 'DONE', 'ignored', true, true), ('m3-a', 'LEASED', NULL, false, false)$$,
+                  'each completed row is DONE with its own outcome; the other lease is untouched');
+SELECT results_eq($$SELECT delivery_key FROM wharf.claim('many', 10) WHERE delivery_key LIKE 'm%'$$, ARRAY['m1-b'],
+                  'the scopes it freed are claimable again, and the one still leased is not');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,7 +1,7 @@
 -- wharf.scope: each scope's oldest QUEUED row (head) and LEASED row, kept
 -- exact by triggers on every change, whoever makes it; and lock_scope.
 BEGIN;
-SELECT plan(38);
+SELECT plan(46);
 
 -- Fixture: workspaces 1 and 2, one generic connection each; rows admitted
 -- through wharf.admit.
@@ -105,6 +105,30 @@ SELECT ok(wharf.replay(1, pg_temp.id('b3'), 'ops'), 'b3 is replayed');
 SELECT is((SELECT head FROM pg_temp.scope('1:generic:repo:b')), 'b3', 'a replayed row heads its scope');
 SELECT is_empty($$SELECT * FROM pg_temp.drift()$$, 'no scope drifts after deletions and replays');
 
+-- One statement moving rows of several scopes at once (a claim, a batch of
+-- completions, a DBA's UPDATE) moves each scope as the rows would one by one.
+SELECT pg_temp.admit_event(1, 'repo:c', k) FROM unnest(ARRAY['c1', 'c2', 'c3']) k;
+SELECT pg_temp.admit_event(1, 'repo:d', k) FROM unnest(ARRAY['d1', 'd2']) k;
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10) WHERE delivery_key LIKE '_1'$$, ARRAY['c1', 'd1'],
+              'one claim leases the heads of both scopes');
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:c')
+                    UNION ALL SELECT head, leased FROM pg_temp.scope('1:generic:repo:d')$$,
+                  $$VALUES ('c2', 'c1'), ('d2', 'd1')$$, 'each scope''s head moved on and its lease is marked');
+SELECT set_eq(format('SELECT * FROM wharf.complete_many(%L, %L, %L)', ARRAY[pg_temp.id('c1'), pg_temp.id('d1')],
+                     ARRAY[1, 1], ARRAY['handled', 'handled']),
+              ARRAY[pg_temp.id('c1'), pg_temp.id('d1')], 'one statement completes both');
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:c')
+                    UNION ALL SELECT head, leased FROM pg_temp.scope('1:generic:repo:d')$$,
+                  $$VALUES ('c2', NULL::text), ('d2', NULL::text)$$, 'both lease marks are cleared');
+UPDATE wharf.provider_event SET state = 'DEAD', dead_at = now() WHERE delivery_key IN ('c2', 'c3', 'd2');
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:c')
+                    UNION ALL SELECT head, leased FROM pg_temp.scope('1:generic:repo:d')$$,
+                  $$VALUES (NULL::text, NULL::text), (NULL, NULL)$$,
+                  'a statement taking the head and the rows behind it out of the queue empties the scope');
+UPDATE wharf.provider_event SET state = 'QUEUED', next_attempt_at = now() WHERE delivery_key IN ('c3', 'c2');
+SELECT is((SELECT head FROM pg_temp.scope('1:generic:repo:c')), 'c2', 'of rows queued together the oldest heads');
+SELECT is_empty($$SELECT * FROM pg_temp.drift()$$, 'no scope drifts after statements that move many rows');
+
 -- Workspace activity.
 SELECT pg_temp.admit_event(2, 'repo:z', 'z1');
 SELECT wharf.set_workspace_state(2, 'SUSPENDED');
@@ -139,10 +163,24 @@ SELECT set_eq($$SELECT p.proname::text, c.setting
                  FROM pg_proc p, unnest(p.proconfig) AS c(setting)
                 WHERE p.pronamespace = 'wharf'::regnamespace
                   AND (c.setting LIKE 'enable_%' OR c.setting LIKE 'plan_cache_mode=%')$$,
-              $$VALUES ('lock_scope', 'enable_seqscan=off'), ('sync_scope_head', 'enable_seqscan=off'),
+              $$VALUES ('lock_scope', 'enable_seqscan=off'), ('sync_scope_head', 'enable_seqscan=off'), ('sync_scope_head', 'enable_hashjoin=on'), ('sync_scope_head', 'plan_cache_mode=force_generic_plan'),
                        ('claim', 'enable_seqscan=off'), ('claim', 'enable_mergejoin=off'),
-                       ('claim', 'enable_hashjoin=off'), ('claim', 'plan_cache_mode=force_generic_plan')$$,
+                       ('claim', 'enable_hashjoin=off'), ('claim', 'plan_cache_mode=force_generic_plan'),
+                       ('complete_many', 'enable_seqscan=off'), ('complete_many', 'enable_mergejoin=off'),
+                       ('complete_many', 'enable_hashjoin=off')$$,
               'the scope lookups and claim run with their plans pinned to the indexes, claim''s kept generic');
+
+-- Updates move scopes once per statement; inserts and deletes per QUEUED or
+-- LEASED row, so that purge, deleting DONE and DEAD rows by the million,
+-- fires nothing and copies no row into a transition table.
+SELECT results_eq($$SELECT tgname::text COLLATE "default", (tgtype & 1) = 1, tgoldtable IS NOT NULL OR tgnewtable IS NOT NULL
+                      FROM pg_trigger
+                     WHERE tgrelid = 'wharf.provider_event'::regclass AND tgname::text LIKE 'provider_event_sync_scope_%'
+                     ORDER BY 1$$,
+                  $$VALUES ('provider_event_sync_scope_delete', true, false),
+                           ('provider_event_sync_scope_insert', true, false),
+                           ('provider_event_sync_scope_update', false, true)$$,
+                  'the scope triggers: per statement with transition tables for updates, per row for inserts and deletes');
 
 SELECT * FROM finish();
 ROLLBACK;
