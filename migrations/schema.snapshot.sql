@@ -606,7 +606,7 @@ BEGIN
   END IF;
   UPDATE wharf.provider_event
      SET state = 'DONE', outcome = p_outcome, handled_at = clock_timestamp(), leased_until = NULL
-   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED';  -- by primary key (top of sql/30)
   RETURN FOUND;
 END $$;
 
@@ -637,7 +637,7 @@ BEGIN
   UPDATE wharf.provider_event e
      SET state = 'DONE', outcome = c.outcome, handled_at = clock_timestamp(), leased_until = NULL
     FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
-   WHERE e.id = c.id AND e.lease_epoch = c.epoch AND e.state = 'LEASED'
+   WHERE e.id = c.id AND e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
   RETURNING e.id;
 END $$;
 
@@ -935,7 +935,7 @@ BEGIN
 
   SELECT attempt, failures, leased_by, leased_at INTO v_row
     FROM wharf.provider_event
-   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED'
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
    FOR NO KEY UPDATE;  -- the lock the UPDATE below takes anyway
   IF NOT FOUND THEN
     RETURN NULL;
@@ -1607,7 +1607,7 @@ BEGIN
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   UPDATE wharf.provider_event
      SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(), leased_until = NULL
-   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED'
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
   RETURNING attempt + 1 AS attempt, leased_by, leased_at INTO v_row;  -- the lease's own attempt
   IF NOT FOUND THEN
     RETURN false;
@@ -1632,7 +1632,7 @@ BEGIN
   END IF;
   UPDATE wharf.provider_event
      SET leased_until = clock_timestamp() + wharf.setting_interval('lease')
-   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED';  -- by primary key (top of sql/30)
   RETURN FOUND;
 END $$;
 

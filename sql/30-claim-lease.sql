@@ -5,6 +5,13 @@
 -- The functions a worker calls are SECURITY DEFINER with a fixed search_path
 -- and not executable by PUBLIC: the worker's role gets EXECUTE on them and no
 -- access to the inbox tables (sql/README.md, "Roles and GRANTs").
+--
+-- A lease is found by primary key and checked with `state COLLATE "C" =
+-- 'LEASED'`, the same test as `state = 'LEASED'` (equality is bytewise in
+-- either collation) that no LEASED partial index can serve. With the plain
+-- test, statistics taken while few rows were leased make the planner walk
+-- uq_provider_event_leased_scope, every leased row, for each lookup: a cost
+-- that grows with the hosts and their local queues.
 
 -- Leases up to p_max rows, each the oldest QUEUED row of its scope, due now,
 -- in a scope with no LEASED row and an ACTIVE (or no) workspace, admitted by a
@@ -92,7 +99,7 @@ BEGIN
   END IF;
   UPDATE wharf.provider_event
      SET leased_until = clock_timestamp() + wharf.setting_interval('lease')
-   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED';  -- by primary key (top of sql/30)
   RETURN FOUND;
 END $$;
 
@@ -107,7 +114,7 @@ BEGIN
   END IF;
   UPDATE wharf.provider_event
      SET state = 'DONE', outcome = p_outcome, handled_at = clock_timestamp(), leased_until = NULL
-   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED';
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED';  -- by primary key (top of sql/30)
   RETURN FOUND;
 END $$;
 
@@ -141,7 +148,7 @@ BEGIN
   UPDATE wharf.provider_event e
      SET state = 'DONE', outcome = c.outcome, handled_at = clock_timestamp(), leased_until = NULL
     FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
-   WHERE e.id = c.id AND e.lease_epoch = c.epoch AND e.state = 'LEASED'
+   WHERE e.id = c.id AND e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
   RETURNING e.id;
 END $$;
 
@@ -160,7 +167,7 @@ BEGIN
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   UPDATE wharf.provider_event
      SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(), leased_until = NULL
-   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED'
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
   RETURNING attempt + 1 AS attempt, leased_by, leased_at INTO v_row;  -- the lease's own attempt
   IF NOT FOUND THEN
     RETURN false;

@@ -44,7 +44,7 @@ BEGIN
 
   SELECT attempt, failures, leased_by, leased_at INTO v_row
     FROM wharf.provider_event
-   WHERE id = p_id AND lease_epoch = p_epoch AND state = 'LEASED'
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
    FOR NO KEY UPDATE;  -- the lock the UPDATE below takes anyway
   IF NOT FOUND THEN
     RETURN NULL;

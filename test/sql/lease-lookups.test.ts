@@ -1,0 +1,73 @@
+// The writes that name a lease (renew, complete, complete_many, release,
+// fail) find it by primary key, whatever the statistics say. Analyzed while
+// no row was leased, the inbox's statistics make its LEASED partial indexes
+// look empty, and a plain `state = 'LEASED'` test let the planner walk one of
+// them, every leased row, for each lookup (sql/30-claim-lease.sql).
+import type pg from 'pg';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { admitEvents } from '../support/worker-inbox.js';
+
+const leased = 200;
+const leasedIndexes = ['uq_provider_event_leased_scope', 'ix_provider_event_reap'];
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+interface Lease {
+  id: string;
+  lease_epoch: string;
+}
+
+/** Index scans per index of provider_event, as the statistics hold them once `client`'s are flushed. */
+async function indexScans(client: pg.Client): Promise<Map<string, number>> {
+  // PostgreSQL 15 flushes a backend's counts when it goes idle, at most once a second unless told.
+  await client.query('SELECT pg_stat_force_next_flush()');
+  await client.query('SELECT 1');
+  const { rows } = await db.pool.query<{ name: string; scans: string }>(
+    `SELECT indexrelname AS name, idx_scan AS scans FROM pg_stat_user_indexes WHERE relname = 'provider_event'`);
+  return new Map(rows.map((row) => [row.name, Number(row.scans)]));
+}
+
+it('looks up every lease by primary key, never by walking the leased rows', async () => {
+  await admitEvents(db.pool, Array.from({ length: leased }, (_, n) => ({ scope: `repo:lookup-${n}` })));
+  await db.pool.query('VACUUM ANALYZE wharf.provider_event');
+  const client = await db.connect();
+  try {
+    const { rows } = await client.query<Lease>(`SELECT id, lease_epoch FROM wharf.claim('lookups', $1)`, [leased]);
+    expect(rows).toHaveLength(leased);
+    const before = await indexScans(client);
+
+    const slice = (n: number) => rows.slice(n * 20, n * 20 + 20);
+    const ids = (part: Lease[]) => part.map((row) => row.id);
+    const epochs = (part: Lease[]) => part.map((row) => row.lease_epoch);
+    const { rows: renewed } = await client.query<{ ok: boolean }>(
+      'SELECT wharf.renew(l.id, l.epoch) AS ok FROM unnest($1::bigint[], $2::bigint[]) AS l(id, epoch)', [ids(slice(0)), epochs(slice(0))]);
+    const { rows: completed } = await client.query<{ ok: boolean }>(
+      'SELECT wharf.complete(l.id, l.epoch) AS ok FROM unnest($1::bigint[], $2::bigint[]) AS l(id, epoch)', [ids(slice(1)), epochs(slice(1))]);
+    const { rows: completedMany } = await client.query<{ id: string }>(
+      `SELECT id FROM wharf.complete_many($1, $2, array_fill('handled'::text, ARRAY[20])) AS id`, [ids(slice(2)), epochs(slice(2))]);
+    const { rows: released } = await client.query<{ ok: boolean }>(
+      'SELECT wharf.release(l.id, l.epoch) AS ok FROM unnest($1::bigint[], $2::bigint[]) AS l(id, epoch)', [ids(slice(3)), epochs(slice(3))]);
+    const { rows: failed } = await client.query<{ state: string }>(
+      `SELECT wharf.fail(l.id, l.epoch, 'transient', 'ECONNRESET') AS state
+         FROM unnest($1::bigint[], $2::bigint[]) AS l(id, epoch)`, [ids(slice(4)), epochs(slice(4))]);
+    // Each write found its lease: the lookups below were real ones.
+    expect(renewed.every((row) => row.ok)).toBe(true);
+    expect(completed.every((row) => row.ok)).toBe(true);
+    expect(completedMany).toHaveLength(20);
+    expect(released.every((row) => row.ok)).toBe(true);
+    expect(failed.every((row) => row.state === 'QUEUED')).toBe(true);
+
+    const after = await indexScans(client);
+    for (const name of leasedIndexes) expect({ name, scans: after.get(name)! - before.get(name)! }).toEqual({ name, scans: 0 });
+    expect(after.get('provider_event_pkey')! - before.get('provider_event_pkey')!).toBeGreaterThanOrEqual(100);
+  } finally {
+    await client.end();
+  }
+});
