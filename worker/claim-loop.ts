@@ -93,7 +93,7 @@ export async function runClaimLoop(options: ClaimLoopOptions): Promise<void> {
     if (claimed === 0) options.onIdle();
     if (options.nextDue.needsReading) {
       try {
-        options.nextDue.read(await readNextDueIn(listener.connection ?? options.pool));
+        await options.nextDue.refresh(() => readNextDueIn(listener.connection ?? options.pool));
       } catch (error) {
         // The poll still finds the retry.
         options.logger.warn({ error_class: classOf(error) }, 'could not read when the next retry is due');

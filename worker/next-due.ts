@@ -6,21 +6,30 @@
 export class NextDue {
   /** Date.now() milliseconds; null: no retry waits. */
   private at: number | null = null;
-  private stale = true;
+  /** Retries scheduled so far; the first read counts as one. */
+  private scheduled = 1;
+  /** How many of those the last finished read had seen committed. */
+  private seen = 0;
 
-  /** A retry was scheduled: read again before the next sleep. */
+  /** A retry was scheduled (its write has committed): read again before the next sleep. */
   retryScheduled(): void {
-    this.stale = true;
+    this.scheduled += 1;
   }
 
   get needsReading(): boolean {
-    return this.stale || (this.at !== null && this.at <= Date.now());
+    return this.seen < this.scheduled || (this.at !== null && this.at <= Date.now());
   }
 
-  /** What wharf.next_due_at said, as milliseconds from now (null: none). */
-  read(dueInMs: number | null): void {
+  /**
+   * Reads wharf.next_due_at through `read` (milliseconds from now, null:
+   * none). A retry scheduled while the read runs may have committed after
+   * the read's snapshot, so it leaves needsReading set.
+   */
+  async refresh(read: () => Promise<number | null>): Promise<void> {
+    const scheduled = this.scheduled;
+    const dueInMs = await read();
     this.at = dueInMs === null ? null : Date.now() + Math.max(0, dueInMs);
-    this.stale = false;
+    this.seen = scheduled;
   }
 
   /** How long to sleep: the poll interval, or less when a retry falls due sooner. */
