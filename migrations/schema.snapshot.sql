@@ -2341,8 +2341,13 @@ BEGIN
     INTO v_ended, v_moved, v_queued
     FROM unnest(v_moves) m;
 
-  -- Leases that ended: the scope is free, ready when its head is due.
+  -- Leases that ended: a scope with nothing queued is deleted (admission
+  -- makes it again), which costs less than writing it empty; any other is
+  -- free, ready when its head is due.
   IF v_ended THEN
+    DELETE FROM wharf.scope s
+     USING unnest(v_moves) m
+     WHERE m.ended_lease AND s.scope_key = m.scope_key AND s.leased_id = m.id AND s.head_id IS NULL;
     UPDATE wharf.scope s
        SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp())
       FROM unnest(v_moves) m

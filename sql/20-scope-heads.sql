@@ -1,7 +1,9 @@
 -- Scope heads: wharf.scope holds, per ordering scope, its oldest QUEUED event
 -- and its LEASED event, so that claim reads one small index instead of
 -- scanning the backlog. Triggers keep it exact on every state change, whoever
--- makes it (a function, an erasure, a cascade or a DBA's UPDATE).
+-- makes it (a function, an erasure, a cascade or a DBA's UPDATE). A scope
+-- whose last lease ends with nothing queued is deleted, and admission makes
+-- it again: the table holds the scopes in use, not every scope ever seen.
 
 -- wharf.scope is small but hot: every event updates its scope row twice, and
 -- those updates cannot be HOT (they change indexed columns), so between two
@@ -89,8 +91,13 @@ BEGIN
     INTO v_ended, v_moved, v_queued
     FROM unnest(v_moves) m;
 
-  -- Leases that ended: the scope is free, ready when its head is due.
+  -- Leases that ended: a scope with nothing queued is deleted (admission
+  -- makes it again), which costs less than writing it empty; any other is
+  -- free, ready when its head is due.
   IF v_ended THEN
+    DELETE FROM wharf.scope s
+     USING unnest(v_moves) m
+     WHERE m.ended_lease AND s.scope_key = m.scope_key AND s.leased_id = m.id AND s.head_id IS NULL;
     UPDATE wharf.scope s
        SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp())
       FROM unnest(v_moves) m

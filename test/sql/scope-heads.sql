@@ -1,7 +1,7 @@
 -- wharf.scope: each scope's oldest QUEUED row (head) and LEASED row, kept
 -- exact by triggers on every change, whoever makes it; and lock_scope.
 BEGIN;
-SELECT plan(46);
+SELECT plan(50);
 
 -- Fixture: workspaces 1 and 2, one generic connection each; rows admitted
 -- through wharf.admit.
@@ -128,6 +128,13 @@ SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:c')
 UPDATE wharf.provider_event SET state = 'QUEUED', next_attempt_at = now() WHERE delivery_key IN ('c3', 'c2');
 SELECT is((SELECT head FROM pg_temp.scope('1:generic:repo:c')), 'c2', 'of rows queued together the oldest heads');
 SELECT is_empty($$SELECT * FROM pg_temp.drift()$$, 'no scope drifts after statements that move many rows');
+SELECT pg_temp.admit_event(1, 'repo:e', 'e1');
+SELECT is((SELECT delivery_key FROM wharf.claim('w', 10) WHERE delivery_key = 'e1'), 'e1', 'e1 is claimed');
+SELECT ok(wharf.complete(pg_temp.id('e1'), 1), 'e1 completes, and nothing is queued behind it');
+SELECT is_empty($$SELECT * FROM pg_temp.scope('1:generic:repo:e')$$, 'a scope whose last lease ends with nothing queued is deleted');
+SELECT pg_temp.admit_event(1, 'repo:e', 'e2');
+SELECT results_eq($$SELECT head, leased, active FROM pg_temp.scope('1:generic:repo:e')$$, $$VALUES ('e2', NULL::text, true)$$,
+                  'the next admission makes it again, headed by its row');
 
 -- Workspace activity.
 SELECT pg_temp.admit_event(2, 'repo:z', 'z1');
