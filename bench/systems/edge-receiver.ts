@@ -2,7 +2,7 @@
 // a child process), loaded by autocannon with as many connections as the
 // direct-call clients, against direct wharf.admit calls in the same database.
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -80,18 +80,20 @@ export async function runReceiverLoad(settings: BenchSettings, log: Log): Promis
     }
   });
 
-  // The same deliveries, called directly with as many clients and with the
-  // headers the receiver keeps, so that both sides ask admit for the same work.
+  // The same deliveries, called directly with as many clients, with the
+  // headers the receiver keeps and the body digest it sends, so that both
+  // sides ask admit for the same work.
   const kept = adapters.get('github')!.keptHeaders;
   const keptHeaders = deliveries.map((delivery) =>
     Object.fromEntries(Object.entries(delivery.headers).filter(([name]) => kept.includes(name))));
+  const bodyDigests = deliveries.map((delivery) => createHash('sha256').update(delivery.body).digest('hex'));
   const directPerSecond = await withBenchDatabase(settings.serverUrl, 'receiver_direct', { wharf: true, poolSize: clients + 2 }, async (db) => {
     await setupWharfInstallation(db.pool, scopes);
     let next = 0;
     const began = performance.now();
     await Promise.all(Array.from({ length: clients }, async () => {
       for (let seq = next++; seq < requests; seq = next++) {
-        await admitPush(db.pool, `receiver-${seq}`, seq % scopes, seq, keptHeaders[seq]!);
+        await admitPush(db.pool, `receiver-${seq}`, seq % scopes, seq, keptHeaders[seq]!, bodyDigests[seq]!);
       }
     }));
     return requests / ((performance.now() - began) / 1000);

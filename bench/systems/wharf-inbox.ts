@@ -26,18 +26,23 @@ export async function setupWharfInstallation(pool: pg.Pool, scopes: number): Pro
   return connectionId;
 }
 
-/** One signed-and-verified GitHub push, as the edge would pass it to admit (with the headers it keeps). */
+/**
+ * One signed-and-verified GitHub push, as the edge would pass it to admit
+ * (with the headers it keeps, and the hex SHA-256 of the body it signed when
+ * given: the edge sends it for GitHub, whose signature covers the body alone).
+ */
 export async function admitPush(
   client: pg.Pool | pg.PoolClient | pg.Client,
   deliveryKey: string,
   scope: number,
   seq: number,
   headers: Record<string, string> = {},
+  bodySha256: string | null = null,
 ): Promise<void> {
   const subject = subjectOf(scope);
   await client.query(
-    `SELECT wharf.admit('github', $1, $2, 'push', $3, $4, $5, $6)`,
-    [githubSource, deliveryKey, installationRoute, [subject], makePayload(subject, seq), headers],
+    `SELECT wharf.admit('github', $1, $2, 'push', $3, $4, $5, $6, $7)`,
+    [githubSource, deliveryKey, installationRoute, [subject], makePayload(subject, seq), headers, bodySha256],
   );
 }
 
