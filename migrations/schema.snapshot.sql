@@ -556,6 +556,7 @@ BEGIN
   IF p_max < 0 THEN
     RAISE EXCEPTION 'wharf.claim: max must be zero or more, not %', p_max USING ERRCODE = '22023';
   END IF;
+  PERFORM set_config('synchronous_commit', 'off', true);
 
   RETURN QUERY
   WITH due_heads AS (

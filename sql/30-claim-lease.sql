@@ -35,6 +35,15 @@
 -- custom plans (LIMIT p_max known) cheaper and plans every call afresh, which
 -- costs a claim a quarter of its time. The figures are in bench/RESULTS.md
 -- and the commits that pinned both.
+--
+-- The claim's transaction commits without waiting for its WAL to reach disk
+-- (synchronous_commit off, for the rest of the caller's transaction too: a
+-- worker calls claim on its own). A database crash may forget a claim of
+-- its last moments: the row is QUEUED again and is claimed again, as after
+-- a worker's crash. Nothing a handler commits can outlive the claim it ran
+-- under: a step, a fenced transaction or a completion flushes the WAL up to
+-- its own commit, past the claim. An idle worker's wake-up no longer waits
+-- for a disk flush before its handler starts.
 CREATE OR REPLACE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p_handles text[] DEFAULT NULL)
 RETURNS SETOF wharf.provider_event
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -53,6 +62,7 @@ BEGIN
   IF p_max < 0 THEN
     RAISE EXCEPTION 'wharf.claim: max must be zero or more, not %', p_max USING ERRCODE = '22023';
   END IF;
+  PERFORM set_config('synchronous_commit', 'off', true);
 
   RETURN QUERY
   WITH due_heads AS (

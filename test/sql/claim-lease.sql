@@ -1,7 +1,7 @@
 -- wharf.claim, renew, complete, release and reap: who gets which row, and
 -- every later write acting only under the epoch of the claim.
 BEGIN;
-SELECT plan(69);
+SELECT plan(72);
 
 -- Fixture: workspace 1 (scopes repo:a, repo:b, repo:c, repo:d, repo:e),
 -- workspace 2 (repo:z), each with its own generic connection, and one
@@ -197,6 +197,13 @@ SELECT results_eq($$SELECT delivery_key, state, outcome, handled_at IS NOT NULL,
                   'each completed row is DONE with its own outcome; the other lease is untouched');
 SELECT results_eq($$SELECT delivery_key FROM wharf.claim('many', 10) WHERE delivery_key LIKE 'm%'$$, ARRAY['m1-b'],
                   'the scopes it freed are claimable again, and the one still leased is not');
+
+-- A claim's transaction commits without waiting for its WAL flush; a crash
+-- can only forget a claim nothing durable depends on (sql/30, claim).
+SET LOCAL synchronous_commit = on;
+SELECT is(current_setting('synchronous_commit'), 'on', 'a transaction commits synchronously by default');
+SELECT is((SELECT count(*) FROM wharf.claim('sc', 0)), 0::bigint, 'an empty claim');
+SELECT is(current_setting('synchronous_commit'), 'off', '... leaves its transaction to commit without waiting for the WAL flush');
 
 SELECT * FROM finish();
 ROLLBACK;
