@@ -1,8 +1,9 @@
 // Keeps up to `concurrency` handlers busy. It claims as many rows as it has
 // free slots and loops at once while claims fill them; when a claim comes
 // back short it marks the listener idle, claims once more (mark_idle succeeds
-// only when no admission is in flight, so every admitted row is visible now)
-// and only then sleeps, until a notification, a finished handler, the
+// only when no admission is in flight, so every admitted row is visible now),
+// reads when the next retry falls due when that may have changed, claims once
+// more after the read, and only then sleeps, until a notification, a finished handler, the
 // earliest retry it knows of falls due (next-due.ts), or poll_every. While
 // admissions keep mark_idle refusing, it claims every few ms.
 import type pg from 'pg';
@@ -90,15 +91,18 @@ export async function runClaimLoop(options: ClaimLoopOptions): Promise<void> {
         options.logger.warn({ error_class: classOf(error) }, 'could not mark the listener idle');
       }
     }
-    if (claimed === 0) options.onIdle();
     if (options.nextDue.needsReading) {
       try {
         await options.nextDue.refresh(() => readNextDueIn(listener.connection ?? options.pool));
+        // next_due_at names only retries still to fall due: one that fell due
+        // since the claim above is not in it, so claim once more before sleeping.
+        continue;
       } catch (error) {
         // The poll still finds the retry.
         options.logger.warn({ error_class: classOf(error) }, 'could not read when the next retry is due');
       }
     }
+    if (claimed === 0) options.onIdle();
     await wakeup.sleep(options.nextDue.sleepMs(options.pollEvery()));
   }
 }
