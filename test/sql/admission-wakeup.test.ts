@@ -4,7 +4,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { admit, type Admission } from '../../edge/sql/admission.js';
-import { claimEvents, completeEvent, markListenerBusy, markListenerIdle } from '../../worker/sql/claim-lease.js';
+import { claimEvents, completeEvents, markListenerBusy, markListenerIdle } from '../../worker/sql/claim-lease.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { githubPush } from '../support/github-push.js';
 
@@ -57,7 +57,7 @@ async function drain(): Promise<void> {
   for (;;) {
     const claimed = await claimEvents(db.pool, 'drain', 100);
     if (claimed.length === 0) return;
-    for (const row of claimed) await completeEvent(db.pool, { id: row.id, epoch: row.lease_epoch }, 'handled');
+    await completeEvents(db.pool, claimed.map((row) => ({ id: row.id, epoch: row.lease_epoch, outcome: 'handled' as const })));
   }
 }
 
@@ -118,7 +118,7 @@ describe('wake-up', () => {
 
     const claimed = await claimEvents(listener, 'host-a', 10);
     expect(claimed.map((row) => row.delivery_key)).toEqual(['inflight-1']);
-    await completeEvent(listener, { id: claimed[0]!.id, epoch: claimed[0]!.lease_epoch }, 'handled');
+    await completeEvents(listener, [{ id: claimed[0]!.id, epoch: claimed[0]!.lease_epoch, outcome: 'handled' }]);
     await admitter.end();
   });
 
@@ -141,7 +141,7 @@ describe('wake-up', () => {
       const sawRow = claimed.some((row) => row.delivery_key === deliveryKey);
       expect(sawRow || notified.length > 0, `round ${round}: neither claimed nor notified`).toBe(true);
 
-      for (const row of claimed) await completeEvent(listener, { id: row.id, epoch: row.lease_epoch }, 'handled');
+      await completeEvents(listener, claimed.map((row) => ({ id: row.id, epoch: row.lease_epoch, outcome: 'handled' as const })));
       await markListenerBusy(listener, 'host-a');
     }
     await admitter.end();

@@ -36,16 +36,6 @@ export async function renewLeases(db: Database, leases: readonly Lease[]): Promi
   return new Set(rows.map((row) => String(row.id)));
 }
 
-/** Ends a lease as DONE with `outcome` (wharf.complete); false when it is no longer held. */
-export async function completeEvent(db: Database, lease: Lease, outcome: 'handled' | 'ignored'): Promise<boolean> {
-  const { rows } = await db.query<{ completed: boolean }>('SELECT wharf.complete($1, $2, $3) AS completed', [
-    lease.id,
-    lease.epoch,
-    outcome,
-  ]);
-  return rows[0]?.completed === true;
-}
-
 export interface Completion {
   id: string;
   epoch: string;
