@@ -2,18 +2,19 @@
 // release, reap, and the idle marks of its listener.
 import type pg from 'pg';
 import type { Database } from '../../db/database.js';
-import type { Lease, ProviderEventRow } from './event-row.js';
+import { claimedColumns, type Lease, type ProviderEventRow } from './event-row.js';
+import { queryPrepared, type Queryable } from './prepared-statement.js';
 
 /**
  * Leases up to `max` due scope heads for `worker` (wharf.claim), only of the
  * event types `handles` names (`provider:event_type`, `provider:*`); every
  * type when null.
  */
-export async function claimEvents(
-  db: Database, worker: string, max: number, handles: readonly string[] | null = null,
+export function claimEvents(
+  db: Queryable, worker: string, max: number, handles: readonly string[] | null = null,
 ): Promise<ProviderEventRow[]> {
-  const { rows } = await db.query<ProviderEventRow>('SELECT * FROM wharf.claim($1, $2, $3)', [worker, max, handles]);
-  return rows;
+  return queryPrepared<ProviderEventRow>(db, 'claim', `SELECT ${claimedColumns} FROM wharf.claim($1, $2, $3)`,
+    [worker, max, handles]);
 }
 
 /** Extends a lease (wharf.renew); false when it is no longer held. */
@@ -48,8 +49,8 @@ export interface Completion {
  * pass them in admission's lock order (workspace, then scope) so that the
  * scope rows the completions lock cannot form a cycle with an admission.
  */
-export async function completeEvents(db: Database, completions: readonly Completion[]): Promise<boolean[]> {
-  const { rows } = await db.query<{ id: string }>('SELECT id FROM wharf.complete_many($1, $2, $3) AS id', [
+export async function completeEvents(db: Queryable, completions: readonly Completion[]): Promise<boolean[]> {
+  const rows = await queryPrepared<{ id: string }>(db, 'complete_many', 'SELECT id FROM wharf.complete_many($1, $2, $3) AS id', [
     completions.map((c) => c.id),
     completions.map((c) => c.epoch),
     completions.map((c) => c.outcome),

@@ -1,4 +1,5 @@
 // The provider_event row as claim returns it (bigint columns arrive as text).
+// claimedColumns names the same columns for the claim's SELECT list.
 export interface ProviderEventRow {
   id: string;
   workspace_id: string | null;
@@ -32,3 +33,8 @@ export interface Lease {
 export interface LeaseWithToken extends Lease {
   token: string;
 }
+
+/** The columns of ProviderEventRow, as the claim selects them. */
+export const claimedColumns = 'id, workspace_id, provider, delivery_key, event_type, subject, scope_key, source, '
+  + 'connection_id, payload, headers, received_at, state, attempt, failures, lease_epoch, lease_token, '
+  + 'leased_until, replayed_at';
