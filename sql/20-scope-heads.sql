@@ -70,26 +70,33 @@ BEGIN
   IF TG_OP = 'INSERT' THEN
     v_moves := ARRAY[(NEW.id, NEW.scope_key, NEW.workspace_id, NEW.next_attempt_at,
                       false, NEW.state = 'LEASED', false, NEW.state = 'QUEUED')::wharf.scope_move];
+    v_ended := false;
+    v_moved := NEW.state = 'LEASED';
+    v_queued := NEW.state = 'QUEUED';
   ELSIF TG_OP = 'DELETE' THEN
     v_moves := ARRAY[(OLD.id, OLD.scope_key, OLD.workspace_id, OLD.next_attempt_at,
                       OLD.state = 'QUEUED', false, OLD.state = 'LEASED', false)::wharf.scope_move];
+    v_ended := OLD.state = 'LEASED';
+    v_moved := OLD.state = 'QUEUED';
+    v_queued := false;
   ELSE
     SELECT array_agg((n.id, n.scope_key, n.workspace_id, n.next_attempt_at,
                       o.state = 'QUEUED' AND n.state <> 'QUEUED',
                       n.state = 'LEASED' AND o.state <> 'LEASED',
                       o.state = 'LEASED' AND n.state <> 'LEASED',
-                      n.state = 'QUEUED')::wharf.scope_move)
-      INTO v_moves
+                      n.state = 'QUEUED')::wharf.scope_move),
+           bool_or(o.state = 'LEASED' AND n.state <> 'LEASED'),
+           bool_or((o.state = 'QUEUED' AND n.state <> 'QUEUED') OR (n.state = 'LEASED' AND o.state <> 'LEASED')),
+           bool_or(n.state = 'QUEUED')
+      INTO v_moves, v_ended, v_moved, v_queued
       FROM old_rows o
       JOIN new_rows n ON n.id = o.id
      WHERE o.state <> n.state
         OR (n.state = 'QUEUED' AND o.next_attempt_at IS DISTINCT FROM n.next_attempt_at);
   END IF;
   -- Each statement below runs only when some row needs it: a claim, a
-  -- completion or an admission pays for one.
-  SELECT bool_or(m.ended_lease), bool_or(m.left_queue OR m.took_lease), bool_or(m.queued)
-    INTO v_ended, v_moved, v_queued
-    FROM unnest(v_moves) m;
+  -- completion or an admission pays for one. (The flags come with the moves,
+  -- not from a statement of their own: one statement less on every write.)
 
   -- Leases that ended: a scope with nothing queued is deleted (admission
   -- makes it again), which costs less than writing it empty; any other is
