@@ -9,6 +9,7 @@
 // 4 of type record has wrong type"). The statement is then prepared again
 // under a new name, and the host carries on through the migration.
 import type pg from 'pg';
+import { errorCode } from '../causes.js';
 
 /** A pg Pool or a connection: named statements are prepared per connection. */
 export type Queryable = pg.Pool | pg.ClientBase;
@@ -18,7 +19,7 @@ let generation = 0;
 
 /** SQLSTATEs, not messages: a server may speak another language. */
 function isOutdatedPreparedPlan(error: unknown): boolean {
-  const code = typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
+  const code = errorCode(error);
   return code === '0A000' || code === '42804';
 }
 
