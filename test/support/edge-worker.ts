@@ -35,8 +35,17 @@ export async function startEdgeWorker(bindings: Record<string, Binding>): Promis
     bindings,
     // Without nodejs_compat v2 the build fails and fetch hangs (TOOLCHAIN.md).
     build: { nodejsCompatMode: 'v2' },
-    // The Worker's own log lines are asserted in the Node suites; keep runs quiet.
-    dev: { server: { hostname: '127.0.0.1', port: 0 }, inspector: false, watch: false, logLevel: 'error' },
+    dev: {
+      server: { hostname: '127.0.0.1', port: 0 },
+      inspector: false,
+      watch: false,
+      // Each runtime keeps its storage (the Cache API's SQLite among it) in
+      // memory: runtimes started side by side on the default .wrangler/state
+      // found its SQLite locked (SQLITE_BUSY), and one died at start or later.
+      persist: false,
+      // The Worker's own log lines are asserted in the Node suites; keep runs quiet.
+      logLevel: 'error',
+    },
   });
   await worker.ready;
   return worker;
