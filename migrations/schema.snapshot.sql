@@ -539,6 +539,7 @@ CREATE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p_handles te
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     SET enable_mergejoin TO 'off'
     SET enable_hashjoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -565,7 +566,7 @@ BEGIN
       JOIN wharf.provider_event e ON e.id = s.head_id
      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
        AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
-       AND e.state = 'QUEUED'
+       AND e.state COLLATE "C" = 'QUEUED'  -- by primary key, never from the queue's partial index
        -- A paused connection's rows wait, holding their scopes, until it resumes.
        AND (e.connection_id IS NULL
             OR NOT EXISTS (SELECT FROM wharf.connection c WHERE c.id = e.connection_id AND c.state = 'PAUSED'))

@@ -171,7 +171,7 @@ SELECT set_eq($$SELECT p.proname::text, c.setting
                 WHERE p.pronamespace = 'wharf'::regnamespace
                   AND (c.setting LIKE 'enable_%' OR c.setting LIKE 'plan_cache_mode=%')$$,
               $$VALUES ('lock_scope', 'enable_seqscan=off'), ('sync_scope_head', 'enable_seqscan=off'), ('sync_scope_head', 'enable_hashjoin=on'), ('sync_scope_head', 'plan_cache_mode=force_generic_plan'),
-                       ('claim', 'enable_seqscan=off'), ('claim', 'enable_mergejoin=off'),
+                       ('claim', 'enable_seqscan=off'), ('claim', 'enable_bitmapscan=off'), ('claim', 'enable_mergejoin=off'),
                        ('claim', 'enable_hashjoin=off'), ('claim', 'plan_cache_mode=force_generic_plan'),
                        ('complete_many', 'enable_seqscan=off'), ('complete_many', 'enable_mergejoin=off'),
                        ('complete_many', 'enable_hashjoin=off')$$,
