@@ -114,21 +114,21 @@ export async function planRelease(client: pg.ClientBase): Promise<ReleasePlan> {
   }
 
   // Down: drop what is new, then give back what changed or went its released text.
+  // Every trigger goes first, new or changed (a changed trigger may run a
+  // function this migration added), and the released triggers come back
+  // last, once the functions they run are there again.
+  const isTrigger = (key: string) => key.startsWith('trigger');
   const down: string[] = [
     // The released texts come back in catalog order, not in the order their
     // SQL-language bodies call each other: check those bodies when they run,
     // as pg_dump's restores do.
     'SET LOCAL check_function_bodies = off;',
-    // Triggers before the functions they run.
-    ...added.sort((a, b) => (a.startsWith('trigger') ? 0 : 1) - (b.startsWith('trigger') ? 0 : 1))
-      .map((key) => dropSql(target.get(key)!)),
+    ...added.filter(isTrigger).map((key) => dropSql(target.get(key)!)),
+    ...changed.filter(isTrigger).map((key) => `DROP TRIGGER IF EXISTS ${released.get(key)!.identity};`),
+    ...added.filter((key) => !isTrigger(key)).map((key) => dropSql(target.get(key)!)),
     ...recreated.map((key) => dropSql(target.get(key)!)),
-    ...[...changed, ...removed].map((key) => {
-      const object = released.get(key)!;
-      return object.kind === 'trigger' && target.has(key)
-        ? `DROP TRIGGER IF EXISTS ${object.identity};\n${object.createSql}`
-        : object.createSql;
-    }),
+    ...[...changed, ...removed].filter((key) => !isTrigger(key)).map((key) => released.get(key)!.createSql),
+    ...[...changed, ...removed].filter(isTrigger).map((key) => released.get(key)!.createSql),
   ];
   return { added, changed, removed, up: up.join('\n\n'), down: down.join('\n\n'), target };
 }
