@@ -90,31 +90,26 @@ END $$;
 -- Name: admission_snapshot(bigint, text, text, text[], boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.admission_snapshot(p_source_id bigint, p_provider text, p_source text, p_subjects text[], p_connection_signed boolean) RETURNS jsonb
+CREATE FUNCTION wharf.admission_snapshot(p_source_id bigint, p_provider text, p_source text, p_subjects text[], p_connection_signed boolean, OUT source_state text, OUT source_generation bigint, OUT recipient_ids bigint[], OUT recipient_generations bigint[], OUT recipient_states text[], OUT recipient_workspace_ids bigint[], OUT recipient_workspace_states text[]) RETURNS record
     LANGUAGE plpgsql STABLE
     AS $$
 BEGIN
-  RETURN (
-  WITH recipients AS (
-    SELECT c.id, c.workspace_id, c.state, c.generation, w.state AS workspace_state
-      FROM wharf.connection c
-      JOIN wharf.workspace w ON w.id = c.workspace_id
-     WHERE c.provider = p_provider AND c.source = p_source
-       AND (c.id = p_source_id OR NOT p_connection_signed)
-       AND EXISTS (SELECT FROM wharf.subscription s
-                    WHERE s.connection_id = c.id AND s.subject = ANY (p_subjects))
-  ),
-  involved AS (
-    SELECT id, generation FROM recipients
-    UNION
-    SELECT id, generation FROM wharf.connection WHERE id = p_source_id
-  )
-  SELECT jsonb_build_object(
-    'source_state', (SELECT state FROM wharf.connection WHERE id = p_source_id),
-    'recipients', coalesce((SELECT jsonb_agg(to_jsonb(r) ORDER BY r.id) FROM recipients r), '[]'),
-    'connections', coalesce((SELECT jsonb_agg(jsonb_build_object('id', i.id, 'generation', i.generation)
-                                               ORDER BY i.id) FROM involved i), '[]'))
-  );
+  SELECT s.state, s.generation,
+         coalesce(r.ids, '{}'), coalesce(r.generations, '{}'), coalesce(r.states, '{}'),
+         coalesce(r.workspace_ids, '{}'), coalesce(r.workspace_states, '{}')
+    INTO source_state, source_generation,
+         recipient_ids, recipient_generations, recipient_states, recipient_workspace_ids, recipient_workspace_states
+    FROM (SELECT array_agg(c.id ORDER BY c.id) AS ids, array_agg(c.generation ORDER BY c.id) AS generations,
+                 array_agg(c.state ORDER BY c.id) AS states,
+                 array_agg(c.workspace_id ORDER BY c.id) AS workspace_ids,
+                 array_agg(w.state ORDER BY c.id) AS workspace_states
+            FROM wharf.connection c
+            JOIN wharf.workspace w ON w.id = c.workspace_id
+           WHERE c.provider = p_provider AND c.source = p_source
+             AND (c.id = p_source_id OR NOT p_connection_signed)
+             AND EXISTS (SELECT FROM wharf.subscription s
+                          WHERE s.connection_id = c.id AND s.subject = ANY (p_subjects))) r
+    LEFT JOIN wharf.connection s ON s.id = p_source_id;
 END $$;
 
 --
@@ -131,12 +126,11 @@ DECLARE
   v_subjects   text[] := coalesce(array_remove(array_remove(p_subjects, NULL), ''), '{}');
   v_subject    text;
   v_source     wharf.connection;
-  v_first      jsonb;
-  v_locked     jsonb;
+  v_first      record;  -- admission_snapshot before the lifecycle locks
+  v_locked     record;  -- ... and under them
   v_events     jsonb := '[]'::jsonb;
   v_refused    jsonb := '[]'::jsonb;
   v_drop       text;
-  v_lock       bigint;
   v_ws         record;
   v_rec        record;
   v_stored     boolean := false;
@@ -225,10 +219,12 @@ BEGIN
       v_drop := 'unknown-source';
     ELSIF v_drop IS NULL AND v_subject IS NULL THEN
       v_drop := 'work-event-without-subject';
-    ELSIF v_drop IS NULL AND jsonb_typeof(v_source.route->'subject_prefixes') = 'array'
-          AND NOT EXISTS (SELECT FROM jsonb_array_elements_text(v_source.route->'subject_prefixes') p
-                           WHERE starts_with(v_subject, p)) THEN
-      v_drop := 'route-mismatch';
+    ELSIF v_drop IS NULL AND jsonb_typeof(v_source.route->'subject_prefixes') = 'array' THEN
+      -- (A test of its own: a connection without prefixes runs no query here.)
+      IF NOT EXISTS (SELECT FROM jsonb_array_elements_text(v_source.route->'subject_prefixes') p
+                      WHERE starts_with(v_subject, p)) THEN
+        v_drop := 'route-mismatch';
+      END IF;
     END IF;
   END IF;
 
@@ -236,37 +232,41 @@ BEGIN
     -- 3. Lifecycle lock: read the recipients (a provider-signed delivery fans
     -- out to every subscribed connection of its source; a connection-signed
     -- one reaches its own connection only), lock source, connections (id
-    -- order) and workspaces (id order) in shared mode, read them again.
-    v_first := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
-    PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)));
-    FOR v_lock IN
-      SELECT DISTINCT (c->>'id')::bigint AS id FROM jsonb_array_elements(v_first->'connections') c ORDER BY 1
-    LOOP
-      PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('connection', v_lock::text));
-    END LOOP;
-    FOR v_lock IN
-      SELECT DISTINCT (c->>'workspace_id')::bigint FROM jsonb_array_elements(v_first->'recipients') c ORDER BY 1
-    LOOP
-      PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('workspace', v_lock::text));
-    END LOOP;
-    v_locked := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
-    IF v_locked->'connections' IS DISTINCT FROM v_first->'connections' THEN
+    -- order) and workspaces (id order) in shared mode, read them again. The
+    -- locks are taken by one statement, in the order its subquery sorts them
+    -- (a sorted subquery is scanned in order, never pulled up).
+    SELECT * INTO v_first FROM wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
+    PERFORM pg_advisory_xact_lock_shared(l.key)
+       FROM (SELECT 0 AS rank, 0::bigint AS id,
+                    wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)) AS key
+             UNION
+             SELECT 1, c.id, wharf.lifecycle_key('connection', c.id::text)
+               FROM unnest(v_source.id || v_first.recipient_ids) AS c(id)
+             UNION
+             SELECT 2, w.id, wharf.lifecycle_key('workspace', w.id::text)
+               FROM unnest(v_first.recipient_workspace_ids) AS w(id)
+             ORDER BY rank, id) l;
+    SELECT * INTO v_locked FROM wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
+    IF (v_locked.source_generation, v_locked.recipient_ids, v_locked.recipient_generations)
+       IS DISTINCT FROM (v_first.source_generation, v_first.recipient_ids, v_first.recipient_generations) THEN
       RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
         USING ERRCODE = 'WH409';
     END IF;
 
     -- 4. Activity: the source itself must be ACTIVE (or PAUSED: a paused
     -- workspace or connection stores and holds); then per workspace.
-    IF v_locked->>'source_state' NOT IN ('ACTIVE', 'PAUSED') THEN
+    IF v_locked.source_state NOT IN ('ACTIVE', 'PAUSED') THEN
       v_drop := 'source-inactive';
-    ELSIF jsonb_array_length(v_locked->'recipients') = 0 THEN
+    ELSIF cardinality(v_locked.recipient_ids) = 0 THEN
       v_drop := 'no-subscriber';
     ELSE
       FOR v_ws IN
-        SELECT (r->>'workspace_id')::bigint AS workspace_id,
-               bool_or(r->>'workspace_state' IN ('ACTIVE', 'PAUSED')) AS workspace_active,
-               min((r->>'id')::bigint) FILTER (WHERE r->>'state' IN ('ACTIVE', 'PAUSED')) AS active_connection_id
-          FROM jsonb_array_elements(v_locked->'recipients') r
+        SELECT r.workspace_id,
+               bool_or(r.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+               min(r.id) FILTER (WHERE r.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id
+          FROM unnest(v_locked.recipient_ids, v_locked.recipient_states,
+                      v_locked.recipient_workspace_ids, v_locked.recipient_workspace_states)
+               AS r(id, state, workspace_id, workspace_state)
          GROUP BY 1 ORDER BY 1
       LOOP
         IF v_ws.workspace_active AND v_ws.active_connection_id IS NOT NULL THEN
@@ -278,11 +278,11 @@ BEGIN
           v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
         ELSE
           FOR v_rec IN
-            SELECT (r->>'id')::bigint AS connection_id,
+            SELECT r.id AS connection_id,
                    CASE WHEN v_ws.workspace_active THEN 'connection-inactive'
                         ELSE 'workspace-inactive' END AS reason
-              FROM jsonb_array_elements(v_locked->'recipients') r
-             WHERE (r->>'workspace_id')::bigint = v_ws.workspace_id
+              FROM unnest(v_locked.recipient_ids, v_locked.recipient_workspace_ids) AS r(id, workspace_id)
+             WHERE r.workspace_id = v_ws.workspace_id
              ORDER BY 1
           LOOP
             v_refused := v_refused || jsonb_build_object(
@@ -1008,6 +1008,24 @@ BEGIN
   DELETE FROM wharf.redelivery_request
    WHERE app_id = p_app_id AND source = p_source AND requested_at < clock_timestamp() - interval '7 days';
   RETURN v_sweep.swept_until;
+END $$;
+
+--
+-- Name: head_scope_on_insert(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.head_scope_on_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
+  VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at,
+          greatest(NEW.next_attempt_at, clock_timestamp()),
+          coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+  ON CONFLICT (scope_key) DO UPDATE
+     SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at
+   WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
+  RETURN NULL;
 END $$;
 
 --
@@ -2319,12 +2337,18 @@ DECLARE
   v_moved  boolean;  -- some row left the queue or took a lease
   v_queued boolean;  -- some row is QUEUED now
 BEGIN
-  IF TG_OP = 'INSERT' THEN
+  IF TG_OP = 'INSERT' THEN  -- of a LEASED row
+    -- Its scope may have no row yet: admission makes one before it inserts,
+    -- a row inserted by hand does not.
+    INSERT INTO wharf.scope (scope_key, workspace_id, active)
+    VALUES (NEW.scope_key, NEW.workspace_id,
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+    ON CONFLICT (scope_key) DO NOTHING;
     v_moves := ARRAY[(NEW.id, NEW.scope_key, NEW.workspace_id, NEW.next_attempt_at,
-                      false, NEW.state = 'LEASED', false, NEW.state = 'QUEUED')::wharf.scope_move];
+                      false, true, false, false)::wharf.scope_move];
     v_ended := false;
-    v_moved := NEW.state = 'LEASED';
-    v_queued := NEW.state = 'QUEUED';
+    v_moved := true;
+    v_queued := false;
   ELSIF TG_OP = 'DELETE' THEN
     v_moves := ARRAY[(OLD.id, OLD.scope_key, OLD.workspace_id, OLD.next_attempt_at,
                       OLD.state = 'QUEUED', false, OLD.state = 'LEASED', false)::wharf.scope_move];
@@ -2388,9 +2412,9 @@ BEGIN
      WHERE s.scope_key = m.scope_key;
   END IF;
 
-  -- Rows that entered the queue (admitted, retried, released, reaped,
-  -- replayed) or were rescheduled in it: the oldest of each scope heads it
-  -- when it is older than the current head.
+  -- Rows that entered the queue (retried, released, reaped, replayed; an
+  -- admitted row has head_scope_on_insert) or were rescheduled in it: the
+  -- oldest of each scope heads it when it is older than the current head.
   IF v_queued THEN
     INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
     SELECT DISTINCT ON (m.scope_key)
@@ -2925,6 +2949,12 @@ CREATE INDEX ix_admission_log_at ON wharf.admission_log USING btree (at);
 CREATE INDEX ix_bulk_replay_workspace ON wharf.bulk_replay USING btree (workspace_id, id DESC);
 
 --
+-- Name: ix_connection_recipients; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_connection_recipients ON wharf.connection USING btree (provider, source);
+
+--
 -- Name: ix_connection_workspace; Type: INDEX; Schema: wharf; Owner: -
 --
 
@@ -3030,7 +3060,13 @@ CREATE TRIGGER provider_event_sync_scope_delete AFTER DELETE ON wharf.provider_e
 -- Name: provider_event provider_event_sync_scope_insert; Type: TRIGGER; Schema: wharf; Owner: -
 --
 
-CREATE TRIGGER provider_event_sync_scope_insert AFTER INSERT ON wharf.provider_event FOR EACH ROW WHEN ((new.state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text]))) EXECUTE FUNCTION wharf.sync_scope_head();
+CREATE TRIGGER provider_event_sync_scope_insert AFTER INSERT ON wharf.provider_event FOR EACH ROW WHEN ((new.state = 'QUEUED'::text)) EXECUTE FUNCTION wharf.head_scope_on_insert();
+
+--
+-- Name: provider_event provider_event_sync_scope_insert_leased; Type: TRIGGER; Schema: wharf; Owner: -
+--
+
+CREATE TRIGGER provider_event_sync_scope_insert_leased AFTER INSERT ON wharf.provider_event FOR EACH ROW WHEN ((new.state = 'LEASED'::text)) EXECUTE FUNCTION wharf.sync_scope_head();
 
 --
 -- Name: provider_event provider_event_sync_scope_update; Type: TRIGGER; Schema: wharf; Owner: -

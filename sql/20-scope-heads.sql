@@ -38,9 +38,10 @@ END $$;
 -- once per statement: a claim or a batch of completions moves many scopes at
 -- once, and the three statements below move them together (per row, the
 -- PL/pgSQL call and the statements it ran cost a claim more than its own
--- update). Inserts and deletes run it per row, and only for QUEUED and
--- LEASED rows: an admission inserts one row, and purge, which deletes DONE
--- and DEAD rows by the million, must not copy them into a transition table.
+-- update). Deletes run it per row, and only for QUEUED and LEASED rows:
+-- purge, which deletes DONE and DEAD rows by the million, must not copy them
+-- into a transition table. So do inserts of a LEASED row (none of Wharf's
+-- own); a QUEUED insert, every admission, has head_scope_on_insert below.
 --
 -- ready_at is when the scope last became claimable (never before its head is
 -- due): claims serve scopes longest ready first, so a scope just served goes
@@ -67,12 +68,18 @@ DECLARE
   v_moved  boolean;  -- some row left the queue or took a lease
   v_queued boolean;  -- some row is QUEUED now
 BEGIN
-  IF TG_OP = 'INSERT' THEN
+  IF TG_OP = 'INSERT' THEN  -- of a LEASED row
+    -- Its scope may have no row yet: admission makes one before it inserts,
+    -- a row inserted by hand does not.
+    INSERT INTO wharf.scope (scope_key, workspace_id, active)
+    VALUES (NEW.scope_key, NEW.workspace_id,
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+    ON CONFLICT (scope_key) DO NOTHING;
     v_moves := ARRAY[(NEW.id, NEW.scope_key, NEW.workspace_id, NEW.next_attempt_at,
-                      false, NEW.state = 'LEASED', false, NEW.state = 'QUEUED')::wharf.scope_move];
+                      false, true, false, false)::wharf.scope_move];
     v_ended := false;
-    v_moved := NEW.state = 'LEASED';
-    v_queued := NEW.state = 'QUEUED';
+    v_moved := true;
+    v_queued := false;
   ELSIF TG_OP = 'DELETE' THEN
     v_moves := ARRAY[(OLD.id, OLD.scope_key, OLD.workspace_id, OLD.next_attempt_at,
                       OLD.state = 'QUEUED', false, OLD.state = 'LEASED', false)::wharf.scope_move];
@@ -136,9 +143,9 @@ BEGIN
      WHERE s.scope_key = m.scope_key;
   END IF;
 
-  -- Rows that entered the queue (admitted, retried, released, reaped,
-  -- replayed) or were rescheduled in it: the oldest of each scope heads it
-  -- when it is older than the current head.
+  -- Rows that entered the queue (retried, released, reaped, replayed; an
+  -- admitted row has head_scope_on_insert) or were rescheduled in it: the
+  -- oldest of each scope heads it when it is older than the current head.
   IF v_queued THEN
     INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
     SELECT DISTINCT ON (m.scope_key)
@@ -154,10 +161,36 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- Trigger on provider_event, per inserted QUEUED row (an admission): the row
+-- heads its scope when the scope has no head or a younger one, and makes the
+-- scope row when there is none. The same move as sync_scope_head's last
+-- statement, for one row: an admission paid more for that function's
+-- generality (its plan settings, the move array and its sort) than for the
+-- statement itself. No plan setting is needed: the scope row is found
+-- through the arbiter index, and the workspace by primary key.
+CREATE OR REPLACE FUNCTION wharf.head_scope_on_insert() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
+  VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at,
+          greatest(NEW.next_attempt_at, clock_timestamp()),
+          coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+  ON CONFLICT (scope_key) DO UPDATE
+     SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at
+   WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
+  RETURN NULL;
+END $$;
+
 DROP TRIGGER IF EXISTS provider_event_sync_scope_insert ON wharf.provider_event;
 CREATE TRIGGER provider_event_sync_scope_insert
   AFTER INSERT ON wharf.provider_event
-  FOR EACH ROW WHEN (NEW.state IN ('QUEUED', 'LEASED'))
+  FOR EACH ROW WHEN (NEW.state = 'QUEUED')
+  EXECUTE FUNCTION wharf.head_scope_on_insert();
+
+DROP TRIGGER IF EXISTS provider_event_sync_scope_insert_leased ON wharf.provider_event;
+CREATE TRIGGER provider_event_sync_scope_insert_leased
+  AFTER INSERT ON wharf.provider_event
+  FOR EACH ROW WHEN (NEW.state = 'LEASED')
   EXECUTE FUNCTION wharf.sync_scope_head();
 
 DROP TRIGGER IF EXISTS provider_event_sync_scope_update ON wharf.provider_event;

@@ -1,7 +1,7 @@
 -- wharf.scope: each scope's oldest QUEUED row (head) and LEASED row, kept
 -- exact by triggers on every change, whoever makes it; and lock_scope.
 BEGIN;
-SELECT plan(50);
+SELECT plan(54);
 
 -- Fixture: workspaces 1 and 2, one generic connection each; rows admitted
 -- through wharf.admit.
@@ -179,15 +179,40 @@ SELECT set_eq($$SELECT p.proname::text, c.setting
 
 -- Updates move scopes once per statement; inserts and deletes per QUEUED or
 -- LEASED row, so that purge, deleting DONE and DEAD rows by the million,
--- fires nothing and copies no row into a transition table.
-SELECT results_eq($$SELECT tgname::text COLLATE "default", (tgtype & 1) = 1, tgoldtable IS NOT NULL OR tgnewtable IS NOT NULL
+-- fires nothing and copies no row into a transition table. A QUEUED insert
+-- (an admission) has a one-statement function of its own.
+SELECT results_eq($$SELECT tgname::text COLLATE "default", (tgtype & 1) = 1, tgoldtable IS NOT NULL OR tgnewtable IS NOT NULL,
+                           tgfoid::regproc::text COLLATE "default"
                       FROM pg_trigger
                      WHERE tgrelid = 'wharf.provider_event'::regclass AND tgname::text LIKE 'provider_event_sync_scope_%'
                      ORDER BY 1$$,
-                  $$VALUES ('provider_event_sync_scope_delete', true, false),
-                           ('provider_event_sync_scope_insert', true, false),
-                           ('provider_event_sync_scope_update', false, true)$$,
+                  $$VALUES ('provider_event_sync_scope_delete', true, false, 'wharf.sync_scope_head'),
+                           ('provider_event_sync_scope_insert', true, false, 'wharf.head_scope_on_insert'),
+                           ('provider_event_sync_scope_insert_leased', true, false, 'wharf.sync_scope_head'),
+                           ('provider_event_sync_scope_update', false, true, 'wharf.sync_scope_head')$$,
                   'the scope triggers: per statement with transition tables for updates, per row for inserts and deletes');
+
+-- Rows inserted by hand, as a DBA might: a LEASED row marks its scope's
+-- lease, a QUEUED row into a scope without a row makes one and heads it, an
+-- older QUEUED row takes the head from a younger one.
+INSERT INTO wharf.provider_event (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, payload, state, lease_epoch)
+VALUES (2, 'generic', 'hand-leased', 'ping', 'repo:hand', '2:generic:repo:hand', 'https://hooks.example/2', '{}', 'LEASED', 1);
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('2:generic:repo:hand')$$,
+                  $$VALUES (NULL::text, 'hand-leased'::text)$$,
+                  'a LEASED row inserted by hand marks its scope''s lease');
+INSERT INTO wharf.provider_event (id, workspace_id, provider, delivery_key, event_type, subject, scope_key, source, payload)
+OVERRIDING SYSTEM VALUE
+VALUES (900000002, 2, 'generic', 'hand-young', 'ping', 'repo:hand2', '2:generic:repo:hand2', 'https://hooks.example/2', '{}');
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('2:generic:repo:hand2')$$,
+                  $$VALUES ('hand-young'::text, NULL::text)$$,
+                  'a QUEUED row inserted by hand into a scope without a row makes the row and heads it');
+INSERT INTO wharf.provider_event (id, workspace_id, provider, delivery_key, event_type, subject, scope_key, source, payload)
+OVERRIDING SYSTEM VALUE
+VALUES (900000001, 2, 'generic', 'hand-old', 'ping', 'repo:hand2', '2:generic:repo:hand2', 'https://hooks.example/2', '{}');
+SELECT results_eq($$SELECT head FROM pg_temp.scope('2:generic:repo:hand2')$$,
+                  $$VALUES ('hand-old'::text)$$,
+                  'an older QUEUED row takes the head from a younger one');
+SELECT is_empty($$SELECT * FROM pg_temp.drift()$$, 'no scope drifts after rows inserted by hand');
 
 SELECT * FROM finish();
 ROLLBACK;
