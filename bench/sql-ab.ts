@@ -1,5 +1,6 @@
-// An A/B of the lease path's SQL between two releases: the same claim +
-// complete (and claim + fail + claim + complete) loop against two databases
+// An A/B of the inbox's SQL between two releases: admission (eight clients'
+// rate, and the server time of one call) and the lease path (claim +
+// complete, and claim + fail + claim + complete), against two databases
 // migrated to different commits, alternated round by round on one server so
 // that the load of the machine falls on both alike. It answers "what does
 // this SQL change cost?" (e.g. the attempt history: at most 10 % of
@@ -11,14 +12,62 @@
 // through wharf.admit and drains them with 8 clients claiming 8 at a time.
 import pg from 'pg';
 import { summarize } from './stats.js';
-import { loadWharfBacklog, setupWharfInstallation } from './systems/wharf-inbox.js';
+import { makePayload } from './payload.js';
+import { admitPush, githubSource, installationRoute, loadWharfBacklog, setupWharfInstallation, subjectOf } from './systems/wharf-inbox.js';
 
 const events = 4_000;
 const scopes = 400;
 const clients = 8;
 const batch = 8;
 
+const admissions = 2_000;
+const timedAdmissions = 1_000;
+
 type Ending = 'complete' | 'fail-then-complete';
+type Workload = 'admit' | 'admit server µs' | Ending;
+const workloads: Workload[] = ['admit', 'admit server µs', 'complete', 'fail-then-complete'];
+
+/** Admissions per second from `clients` clients, each awaiting one wharf.admit at a time. */
+async function admitRate(pool: pg.Pool, round: number): Promise<number> {
+  let next = 0;
+  const began = performance.now();
+  await Promise.all(Array.from({ length: clients }, async () => {
+    const db = await pool.connect();
+    try {
+      for (let seq = next++; seq < admissions; seq = next++) {
+        await admitPush(db, `ab-${round}-${seq}`, seq % scopes, seq, { 'x-github-event': 'push' });
+      }
+    } finally {
+      db.release();
+    }
+  }));
+  const seconds = (performance.now() - began) / 1000;
+  await pool.query('DELETE FROM wharf.provider_event');
+  return admissions / seconds;
+}
+
+/**
+ * Server time of one admission, in µs: a loop of wharf.admit in one
+ * statement, rolled back, so that neither round trips nor commits count.
+ */
+async function admitServerMicros(pool: pg.Pool): Promise<number> {
+  const db = await pool.connect();
+  try {
+    await db.query('BEGIN');
+    const began = performance.now();
+    await db.query(
+      `DO $$ BEGIN FOR i IN 1..${timedAdmissions} LOOP
+         PERFORM wharf.admit('github', '${githubSource}', 'ab-timed-' || i, 'push', '${JSON.stringify(installationRoute)}',
+                             ARRAY['${subjectOf(0).slice(0, -1)}' || (i % ${scopes})], '${JSON.stringify(makePayload(subjectOf(0), 0))}',
+                             '{"x-github-event": "push"}');
+       END LOOP; END $$`);
+    const micros = ((performance.now() - began) * 1000) / timedAdmissions;
+    await db.query('ROLLBACK');
+    return micros;
+  } finally {
+    db.release();
+  }
+}
 
 /** Events per second drained by `clients` claimers, each lease ended as `ending` says. */
 async function drain(pool: pg.Pool, connectionId: number, round: number, ending: Ending): Promise<number> {
@@ -65,21 +114,25 @@ async function main(): Promise<void> {
     await pool.query("SELECT wharf.set_setting('base_delay', '1 microsecond'), wharf.set_setting('max_delay', '1 microsecond')");
     return { url, pool, connectionId: await setupWharfInstallation(pool, scopes) };
   }));
-  const rates: Record<Ending, [number[], number[]]> = { complete: [[], []], 'fail-then-complete': [[], []] };
+  const figures = new Map<Workload, [number[], number[]]>(workloads.map((workload) => [workload, [[], []]]));
   for (let round = 0; round < rounds; round += 1) {
-    for (const ending of ['complete', 'fail-then-complete'] as const) {
+    for (const workload of workloads) {
       // Alternate which side goes first, so that neither always runs on a warmer server.
       const order = round % 2 === 0 ? [0, 1] : [1, 0];
       for (const side of order) {
         const { pool, connectionId } = sides[side]!;
-        rates[ending][side]!.push(await drain(pool, connectionId, round, ending));
+        figures.get(workload)![side]!.push(
+          workload === 'admit' ? await admitRate(pool, round)
+            : workload === 'admit server µs' ? await admitServerMicros(pool)
+              : await drain(pool, connectionId, round, workload));
       }
     }
   }
-  for (const ending of ['complete', 'fail-then-complete'] as const) {
-    const [base, head] = rates[ending].map((samples) => summarize(samples));
-    process.stdout.write(`${ending.padEnd(20)} base ${base!.median.toFixed(0)}/s (±${(base!.relativeSpread * 50).toFixed(0)} %)`
-      + `  head ${head!.median.toFixed(0)}/s (±${(head!.relativeSpread * 50).toFixed(0)} %)`
+  for (const workload of workloads) {
+    const unit = workload === 'admit server µs' ? ' µs' : '/s';
+    const [base, head] = figures.get(workload)!.map((samples) => summarize(samples));
+    process.stdout.write(`${workload.padEnd(20)} base ${base!.median.toFixed(0)}${unit} (±${(base!.relativeSpread * 50).toFixed(0)} %)`
+      + `  head ${head!.median.toFixed(0)}${unit} (±${(head!.relativeSpread * 50).toFixed(0)} %)`
       + `  head/base ${(head!.median / base!.median).toFixed(3)}\n`);
   }
   await Promise.all(sides.map((side) => side.pool.end()));
