@@ -60,10 +60,7 @@ BEGIN
   IF TG_OP = 'INSERT' THEN  -- of a LEASED row
     -- Its scope may have no row yet: admission makes one before it inserts,
     -- a row inserted by hand does not.
-    INSERT INTO wharf.scope (scope_key, workspace_id, active)
-    VALUES (NEW.scope_key, NEW.workspace_id,
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
-    ON CONFLICT (scope_key) DO NOTHING;
+    PERFORM wharf.lock_scope(NEW.scope_key, NEW.workspace_id);
     v_moves := ARRAY[(NEW.id, NEW.scope_key, NEW.workspace_id, NEW.next_attempt_at,
                       false, true, false, false)::wharf.scope_move];
     v_ended := false;
