@@ -13,6 +13,7 @@
 import pg from 'pg';
 import { summarize } from './stats.js';
 import { makePayload } from './payload.js';
+import { timeCalls } from './workloads/admission.js';
 import { admitPush, githubSource, installationRoute, loadWharfBacklog, setupWharfInstallation, subjectOf } from './systems/wharf-inbox.js';
 
 const events = 4_000;
@@ -29,38 +30,27 @@ const workloads: Workload[] = ['admit', 'admit server µs', 'complete', 'fail-th
 
 /** Admissions per second from `clients` clients, each awaiting one wharf.admit at a time. */
 async function admitRate(pool: pg.Pool, round: number): Promise<number> {
-  let next = 0;
-  const began = performance.now();
-  await Promise.all(Array.from({ length: clients }, async () => {
-    const db = await pool.connect();
-    try {
-      for (let seq = next++; seq < admissions; seq = next++) {
-        await admitPush(db, `ab-${round}-${seq}`, seq % scopes, seq, { 'x-github-event': 'push' });
-      }
-    } finally {
-      db.release();
-    }
-  }));
-  const seconds = (performance.now() - began) / 1000;
+  const rate = await timeCalls(pool, clients, admissions, (client, seq) =>
+    admitPush(client, `ab-${round}-${seq}`, seq % scopes, seq, { 'x-github-event': 'push' }));
   await pool.query('DELETE FROM wharf.provider_event');
-  return admissions / seconds;
+  return rate;
 }
 
 /**
- * Server time of one admission, in µs: a loop of wharf.admit in one
- * statement, rolled back, so that neither round trips nor commits count.
+ * Server time of one admission, in µs: wharf.admit called once per row of
+ * one statement, rolled back, so that neither round trips nor commits count.
  */
 async function admitServerMicros(pool: pg.Pool): Promise<number> {
+  const subjects = Array.from({ length: scopes }, (_, scope) => subjectOf(scope));
   const db = await pool.connect();
   try {
     await db.query('BEGIN');
     const began = performance.now();
     await db.query(
-      `DO $$ BEGIN FOR i IN 1..${timedAdmissions} LOOP
-         PERFORM wharf.admit('github', '${githubSource}', 'ab-timed-' || i, 'push', '${JSON.stringify(installationRoute)}',
-                             ARRAY['${subjectOf(0).slice(0, -1)}' || (i % ${scopes})], '${JSON.stringify(makePayload(subjectOf(0), 0))}',
-                             '{"x-github-event": "push"}');
-       END LOOP; END $$`);
+      `SELECT count(wharf.admit('github', $1, 'ab-timed-' || i, 'push', $2, ARRAY[($3::text[])[1 + i % $4]], $5,
+                                '{"x-github-event": "push"}'))
+         FROM generate_series(1, $6::int) i`,
+      [githubSource, installationRoute, subjects, scopes, makePayload(subjectOf(0), 0), timedAdmissions]);
     const micros = ((performance.now() - began) * 1000) / timedAdmissions;
     await db.query('ROLLBACK');
     return micros;

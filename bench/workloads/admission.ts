@@ -26,8 +26,8 @@ async function timeLanes(clients: number, events: number, call: (seq: number) =>
   return events / ((performance.now() - began) / 1000);
 }
 
-/** Runs `events` calls spread over `clients` lanes; returns calls per second. */
-async function timeCalls(
+/** Runs `events` calls spread over `clients` lanes, each a pooled client of its own; returns calls per second. */
+export async function timeCalls(
   pool: pg.Pool,
   clients: number,
   events: number,
