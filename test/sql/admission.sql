@@ -3,7 +3,7 @@
 -- admission_log. The lifecycle lock's race (WH409) and the wake-up need
 -- several sessions: test/admission-*.test.ts prove them.
 BEGIN;
-SELECT plan(67);
+SELECT plan(71);
 
 CREATE TEMP TABLE conn (name text PRIMARY KEY, id bigint NOT NULL);
 CREATE FUNCTION pg_temp.c(p_name text) RETURNS bigint LANGUAGE sql AS $$
@@ -213,6 +213,15 @@ SELECT is((SELECT DISTINCT headers FROM wharf.provider_event WHERE delivery_key 
 SELECT is(wharf.safe_headers('{"Proxy-Authorization": "x", "X-Signature-Timestamp": "1", "X-Request-Id": "r"}'),
           '{"x-request-id": "r"}'::jsonb, 'the deny-list matches signature anywhere in the name');
 SELECT is(wharf.safe_headers('["authorization"]'), '{}'::jsonb, 'headers that are not an object keep nothing');
+SELECT is(wharf.safe_headers('{"authorization": "a", "proxy-authorization": "p", "cookie": "c", "set-cookie": "s",
+                               "x-gitlab-token": "t", "x-github-event": "push", "x-github-delivery": "d"}'),
+          '{"x-github-event": "push", "x-github-delivery": "d"}'::jsonb,
+          'lower-case names without a signature lose exactly the credentials');
+SELECT is(wharf.safe_headers('{"x-hub-signature-256": "sha256=1", "x-github-event": "push"}'),
+          '{"x-github-event": "push"}'::jsonb, 'a lower-case signature header is dropped too');
+SELECT is(wharf.safe_headers('{"x-request-id": "r", "Cookie": "c", "x-Gitlab-Token": "t"}'),
+          '{"x-request-id": "r"}'::jsonb, 'one name not lower-case: every name is lower-cased and checked');
+SELECT is(wharf.safe_headers(NULL), '{}'::jsonb, 'no headers keep nothing');
 
 -- Deduplication.
 INSERT INTO receipt VALUES
