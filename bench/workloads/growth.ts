@@ -134,6 +134,7 @@ async function sustainedLoad(settings: BenchSettings, results: BenchResults, log
     const tracker = new HandlingTracker();
     const consumer = await startWharfConsumer(db, concurrency, (mark) => tracker.record(mark.key, mark.seq), (error) => tracker.fail(error));
     let admitted = 0;
+    let handledUnderLoad = 0;
     try {
       const interval = 1000 / settings.sustainedRate;
       const total = Math.round(settings.sustainedRate * settings.sustainedSeconds);
@@ -159,15 +160,31 @@ async function sustainedLoad(settings: BenchSettings, results: BenchResults, log
       }
       const inFlight = [...lastOfScope.values()];
       await Promise.all(inFlight);
+      handledUnderLoad = tracker.counts().handled;
+      // Sizes compare at the queue depth of the halfway snapshot: a drain
+      // that fell behind holds more queued rows in the queue's indexes,
+      // which is backlog, not bloat.
+      const halfwayQueued = results.sizes.find((s) => s.phase === 'halfway')?.queued ?? 0;
+      const behind = await queuedCount(db.pool);
+      const drainBegan = performance.now();
+      while ((await queuedCount(db.pool)) > halfwayQueued && performance.now() - drainBegan < settings.drainTimeoutMs) {
+        await sleep(200);
+      }
+      if (behind > halfwayQueued) {
+        report(`sustained load: ${behind} queued when the admissions ended (${halfwayQueued} halfway); ` +
+               `the sizes "after" were taken ${((performance.now() - drainBegan) / 1000).toFixed(1)} s later, ` +
+               `with ${await queuedCount(db.pool)} queued`);
+      }
+      await snapshot(results, db.pool, 'after');
     } finally {
       await consumer.stop();
     }
-    await snapshot(results, db.pool, 'after');
     const counts = tracker.counts();
     log(`growth: sustained ${settings.sustainedSeconds} s at ${settings.sustainedRate}/s: ${admitted} admitted, ` +
-        `${counts.handled} handled, ${counts.orderViolations} order violations, ${counts.duplicates} duplicates`);
+        `${handledUnderLoad} handled while admitting, ${counts.handled} in all, ` +
+        `${counts.orderViolations} order violations, ${counts.duplicates} duplicates`);
     results.add('growth', 'growth.sustained_handled', `handled during ${settings.sustainedSeconds} s sustained load`,
-      'events/s', counts.handled / settings.sustainedSeconds, counts);
+      'events/s', handledUnderLoad / settings.sustainedSeconds, counts);
   }));
 }
 
