@@ -1,5 +1,6 @@
 // An A/B of the inbox's SQL between two releases: admission (eight clients'
-// rate, and the server time of one call) and the lease path (claim +
+// rate, the server time of one call in a loop, and the backend's CPU per
+// call made one statement at a time) and the lease path (claim +
 // complete, and claim + fail + claim + complete), against two databases
 // migrated to different commits, alternated round by round on one server so
 // that the load of the machine falls on both alike. It answers "what does
@@ -10,6 +11,8 @@
 //
 // Both databases must be migrated and empty; each round admits its events
 // through wharf.admit and drains them with 8 clients claiming 8 at a time.
+// The backend CPU figure reads /proc, so it needs the server on this machine.
+import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { summarize } from './stats.js';
 import { makePayload } from './payload.js';
@@ -23,10 +26,12 @@ const batch = 8;
 
 const admissions = 2_000;
 const timedAdmissions = 1_000;
+const probedTransactions = 300;
+const admitsPerTransaction = 10;
 
 type Ending = 'complete' | 'fail-then-complete';
-type Workload = 'admit' | 'admit server µs' | Ending;
-const workloads: Workload[] = ['admit', 'admit server µs', 'complete', 'fail-then-complete'];
+type Workload = 'admit' | 'admit server µs' | 'admit backend CPU µs' | Ending;
+const workloads: Workload[] = ['admit', 'admit server µs', 'admit backend CPU µs', 'complete', 'fail-then-complete'];
 
 /** Admissions per second from `clients` clients, each awaiting one wharf.admit at a time. */
 async function admitRate(pool: pg.Pool, round: number): Promise<number> {
@@ -54,6 +59,38 @@ async function admitServerMicros(pool: pg.Pool): Promise<number> {
     const micros = ((performance.now() - began) * 1000) / timedAdmissions;
     await db.query('ROLLBACK');
     return micros;
+  } finally {
+    db.release();
+  }
+}
+
+/** User plus system CPU of a backend so far, in µs (/proc counts clock ticks of 10 ms on Linux). */
+async function backendCpuMicros(pid: number): Promise<number> {
+  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+/**
+ * The backend's CPU per admission, each its own statement as the edge sends
+ * it (parse, bind, the function, the result), ten to a rolled-back
+ * transaction. A loop inside one statement (admitServerMicros) does not pay
+ * a statement's start-up, so it misses what a change to that costs.
+ */
+async function admitBackendMicros(pool: pg.Pool, round: number): Promise<number> {
+  const db = await pool.connect();
+  try {
+    const { rows } = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    const pid = rows[0]!.pid;
+    const before = await backendCpuMicros(pid);
+    for (let transaction = 0; transaction < probedTransactions; transaction += 1) {
+      await db.query('BEGIN');
+      for (let call = 0; call < admitsPerTransaction; call += 1) {
+        const seq = transaction * admitsPerTransaction + call;
+        await admitPush(db, `ab-cpu-${round}-${seq}`, seq % scopes, seq, { 'x-github-event': 'push' });
+      }
+      await db.query('ROLLBACK');
+    }
+    return ((await backendCpuMicros(pid)) - before) / (probedTransactions * admitsPerTransaction);
   } finally {
     db.release();
   }
@@ -107,6 +144,13 @@ async function main(): Promise<void> {
   const figures = new Map<Workload, [number[], number[]]>(workloads.map((workload) => [workload, [[], []]]));
   for (let round = 0; round < rounds; round += 1) {
     for (const workload of workloads) {
+      if (workload === 'admit backend CPU µs') {
+        // Both sides at once, one client each: the machine's drift, which
+        // moves CPU per call as much as a change does, falls on both alike.
+        const probed = await Promise.all(sides.map(({ pool }) => admitBackendMicros(pool, round)));
+        probed.forEach((micros, side) => figures.get(workload)![side]!.push(micros));
+        continue;
+      }
       // Alternate which side goes first, so that neither always runs on a warmer server.
       const order = round % 2 === 0 ? [0, 1] : [1, 0];
       for (const side of order) {
@@ -119,9 +163,9 @@ async function main(): Promise<void> {
     }
   }
   for (const workload of workloads) {
-    const unit = workload === 'admit server µs' ? ' µs' : '/s';
+    const unit = workload.endsWith('µs') ? ' µs' : '/s';
     const [base, head] = figures.get(workload)!.map((samples) => summarize(samples));
-    process.stdout.write(`${workload.padEnd(20)} base ${base!.median.toFixed(0)}${unit} (±${(base!.relativeSpread * 50).toFixed(0)} %)`
+    process.stdout.write(`${workload.padEnd(22)} base ${base!.median.toFixed(0)}${unit} (±${(base!.relativeSpread * 50).toFixed(0)} %)`
       + `  head ${head!.median.toFixed(0)}${unit} (±${(head!.relativeSpread * 50).toFixed(0)} %)`
       + `  head/base ${(head!.median / base!.median).toFixed(3)}\n`);
   }
