@@ -167,13 +167,15 @@ async function sustainedLoad(settings: BenchSettings, results: BenchResults, log
       const halfwayQueued = results.sizes.find((s) => s.phase === 'halfway')?.queued ?? 0;
       const behind = await queuedCount(db.pool);
       const drainBegan = performance.now();
-      while ((await queuedCount(db.pool)) > halfwayQueued && performance.now() - drainBegan < settings.drainTimeoutMs) {
+      let queued = behind;
+      while (queued > halfwayQueued && performance.now() - drainBegan < settings.drainTimeoutMs) {
         await sleep(200);
+        queued = await queuedCount(db.pool);
       }
       if (performance.now() - drainBegan > 1_000) {
         report(`sustained load: ${behind} queued when the admissions ended (${halfwayQueued} halfway); ` +
                `the sizes "after" were taken ${((performance.now() - drainBegan) / 1000).toFixed(1)} s later, ` +
-               `with ${await queuedCount(db.pool)} queued`);
+               `with ${queued} queued`);
       }
       await snapshot(results, db.pool, 'after');
     } finally {
