@@ -18,8 +18,8 @@ export function medianOf(series: Series | undefined): number | undefined {
 const fmt = (value: number, digits = 0) => value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 /** Queue-side structures that must not bloat: the scope table and the partial indexes of live rows. */
-export const hotRelations = ['scope', 'scope_pkey', 'ix_scope_claim', 'ix_scope_workspace',
-  'ix_provider_event_scope_queue', 'uq_provider_event_leased_scope', 'ix_provider_event_reap'];
+export const hotRelations = ['scope', 'scope_pkey', 'ix_scope_claim',
+  'ix_provider_event_scope_queue', 'uq_provider_event_leased_scope'];
 
 export function hotBytes(snapshot: SizeSnapshot): number {
   return snapshot.relations.filter((r) => hotRelations.includes(r.relation)).reduce((sum, r) => sum + r.bytes, 0);

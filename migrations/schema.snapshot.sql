@@ -92,6 +92,12 @@ END $$;
 
 CREATE FUNCTION wharf.admission_snapshot(p_source_id bigint, p_provider text, p_source text, p_subjects text[], p_connection_signed boolean, OUT source_state text, OUT source_generation bigint, OUT recipient_ids bigint[], OUT recipient_generations bigint[], OUT recipient_states text[], OUT recipient_workspace_ids bigint[], OUT recipient_workspace_states text[]) RETURNS record
     LANGUAGE plpgsql STABLE
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET join_collapse_limit TO '1'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   SELECT s.state, s.generation,
@@ -103,12 +109,16 @@ BEGIN
                  array_agg(c.state ORDER BY c.id) AS states,
                  array_agg(c.workspace_id ORDER BY c.id) AS workspace_ids,
                  array_agg(w.state ORDER BY c.id) AS workspace_states
-            FROM wharf.connection c
+            FROM (SELECT DISTINCT sub.connection_id FROM wharf.subscription sub
+                   WHERE sub.subject = ANY (p_subjects)) subscribed
+            -- LIMIT: a subquery of its own, which only the primary key can
+            -- serve; joined plainly, the conditions below let the planner
+            -- walk every connection of the source for each subscriber.
+            CROSS JOIN LATERAL (SELECT c.id, c.provider, c.source, c.state, c.generation, c.workspace_id
+                                  FROM wharf.connection c WHERE c.id = subscribed.connection_id LIMIT 1) c
             JOIN wharf.workspace w ON w.id = c.workspace_id
            WHERE c.provider = p_provider AND c.source = p_source
-             AND (c.id = p_source_id OR NOT p_connection_signed)
-             AND EXISTS (SELECT FROM wharf.subscription s
-                          WHERE s.connection_id = c.id AND s.subject = ANY (p_subjects))) r
+             AND (c.id = p_source_id OR NOT p_connection_signed)) r
     LEFT JOIN wharf.connection s ON s.id = p_source_id;
 END $$;
 
@@ -1555,6 +1565,7 @@ $$;
 CREATE FUNCTION wharf.reap() RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
   v_now          timestamptz := clock_timestamp();
@@ -2988,12 +2999,6 @@ CREATE INDEX ix_provider_event_purge_dead ON wharf.provider_event USING btree (d
 CREATE INDEX ix_provider_event_purge_done ON wharf.provider_event USING btree (handled_at) WHERE (state = 'DONE'::text);
 
 --
--- Name: ix_provider_event_reap; Type: INDEX; Schema: wharf; Owner: -
---
-
-CREATE INDEX ix_provider_event_reap ON wharf.provider_event USING btree (leased_until) WHERE (state = 'LEASED'::text);
-
---
 -- Name: ix_provider_event_scope_queue; Type: INDEX; Schema: wharf; Owner: -
 --
 
@@ -3010,12 +3015,6 @@ CREATE INDEX ix_provider_event_workspace_list ON wharf.provider_event USING btre
 --
 
 CREATE INDEX ix_scope_claim ON wharf.scope USING btree (ready_at, head_id) WHERE ((head_id IS NOT NULL) AND (leased_id IS NULL) AND active);
-
---
--- Name: ix_scope_workspace; Type: INDEX; Schema: wharf; Owner: -
---
-
-CREATE INDEX ix_scope_workspace ON wharf.scope USING btree (workspace_id);
 
 --
 -- Name: ix_subscription_recipients; Type: INDEX; Schema: wharf; Owner: -

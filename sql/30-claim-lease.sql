@@ -202,8 +202,12 @@ END $$;
 -- rows under a fenced write or in a scope busy elsewhere (the next run takes
 -- them). Returns how many it reaped.
 -- Also forgets idle listeners whose session has ended.
+--
+-- The leases are read from uq_provider_event_leased_scope, which holds every
+-- LEASED row and nothing else (an index of their own would cost every claim
+-- an entry); the plan stays on it whatever the inbox's size when planned.
 CREATE OR REPLACE FUNCTION wharf.reap() RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET enable_seqscan = off AS $$
 DECLARE
   v_now          timestamptz := clock_timestamp();
   v_max_attempts integer := wharf.setting_integer('max_attempts');

@@ -281,13 +281,27 @@ END $$;
 -- generations exactly when no connection involved changed in between.
 -- Arrays, not jsonb: building and reading jsonb, and the plan nodes it
 -- took, cost more than the rows read.
+--
+-- The plan is pinned to one shape, whatever the statistics: the routed
+-- subjects' subscriptions (ix_subscription_recipients, one descent per
+-- subject), then each subscriber's connection and workspace by primary key,
+-- in the order written (join_collapse_limit). Left to choose, the planner walked every
+-- subscription of the connection (subscription_pkey) for want of
+-- statistics, which a GitHub App installation with many repositories pays on
+-- every delivery, twice; with statistics it planned each call afresh, which
+-- cost more than the read. Admission ran half as many instructions again
+-- without statistics, twice as many with them (bench/RESULTS.md). Led by the
+-- subjects, the read also grows with a subject's subscribers rather than with
+-- every connection of the source.
 CREATE OR REPLACE FUNCTION wharf.admission_snapshot(
   p_source_id bigint, p_provider text, p_source text, p_subjects text[], p_connection_signed boolean,
   OUT source_state text, OUT source_generation bigint,
   OUT recipient_ids bigint[], OUT recipient_generations bigint[], OUT recipient_states text[],
   OUT recipient_workspace_ids bigint[], OUT recipient_workspace_states text[])
 -- plpgsql, not sql: its plan is cached per session instead of made per call.
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET join_collapse_limit = 1 SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
   SELECT s.state, s.generation,
          coalesce(r.ids, '{}'), coalesce(r.generations, '{}'), coalesce(r.states, '{}'),
@@ -298,12 +312,16 @@ BEGIN
                  array_agg(c.state ORDER BY c.id) AS states,
                  array_agg(c.workspace_id ORDER BY c.id) AS workspace_ids,
                  array_agg(w.state ORDER BY c.id) AS workspace_states
-            FROM wharf.connection c
+            FROM (SELECT DISTINCT sub.connection_id FROM wharf.subscription sub
+                   WHERE sub.subject = ANY (p_subjects)) subscribed
+            -- LIMIT: a subquery of its own, which only the primary key can
+            -- serve; joined plainly, the conditions below let the planner
+            -- walk every connection of the source for each subscriber.
+            CROSS JOIN LATERAL (SELECT c.id, c.provider, c.source, c.state, c.generation, c.workspace_id
+                                  FROM wharf.connection c WHERE c.id = subscribed.connection_id LIMIT 1) c
             JOIN wharf.workspace w ON w.id = c.workspace_id
            WHERE c.provider = p_provider AND c.source = p_source
-             AND (c.id = p_source_id OR NOT p_connection_signed)
-             AND EXISTS (SELECT FROM wharf.subscription s
-                          WHERE s.connection_id = c.id AND s.subject = ANY (p_subjects))) r
+             AND (c.id = p_source_id OR NOT p_connection_signed)) r
     LEFT JOIN wharf.connection s ON s.id = p_source_id;
 END $$;
 

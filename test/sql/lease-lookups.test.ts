@@ -9,7 +9,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { admitEvents } from '../support/worker-inbox.js';
 
 const leased = 200;
-const leasedIndexes = ['uq_provider_event_leased_scope', 'ix_provider_event_reap'];
+const leasedIndexes = ['uq_provider_event_leased_scope'];
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -71,3 +71,31 @@ it('looks up every lease by primary key, never by walking the leased rows', asyn
     await client.end();
   }
 });
+
+it('reaps from the leased rows alone, not from a scan of the inbox', async () => {
+  // The leases above are still held; expire them, and give the inbox rows that are not leased.
+  await db.pool.query(`UPDATE wharf.provider_event SET leased_until = clock_timestamp() - interval '1 second' WHERE state = 'LEASED'`);
+  await admitEvents(db.pool, Array.from({ length: 50 }, (_, n) => ({ scope: `repo:queued-${n}` })));
+  await db.pool.query('VACUUM ANALYZE wharf.provider_event');
+  const { rows: expired } = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM wharf.provider_event WHERE state = 'LEASED'`);
+  const client = await db.connect();
+  try {
+    const before = await indexScans(client);
+    const seqScansBefore = await inboxSequentialScans(client);
+    const { rows } = await client.query<{ reaped: number }>('SELECT wharf.reap() AS reaped');
+    expect(rows[0]!.reaped).toBe(Number(expired[0]!.n));
+    const after = await indexScans(client);
+    expect(after.get('uq_provider_event_leased_scope')! - before.get('uq_provider_event_leased_scope')!).toBeGreaterThanOrEqual(1);
+    expect(await inboxSequentialScans(client)).toBe(seqScansBefore);
+  } finally {
+    await client.end();
+  }
+});
+
+async function inboxSequentialScans(client: pg.Client): Promise<number> {
+  await client.query('SELECT pg_stat_force_next_flush()');
+  await client.query('SELECT 1');
+  const { rows } = await db.pool.query<{ scans: string }>(
+    `SELECT seq_scan AS scans FROM pg_stat_user_tables WHERE schemaname = 'wharf' AND relname = 'provider_event'`);
+  return Number(rows[0]!.scans);
+}

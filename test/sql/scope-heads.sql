@@ -165,7 +165,9 @@ SELECT is((SELECT delivery_key FROM wharf.claim('rr')), 'rr-y1',
 -- Cached generic plans must keep to the indexes of a table that bloats
 -- between vacuums (sql/20-scope-heads.sql, sql/30-claim-lease.sql): lookups
 -- by scope_key and claim's walk of ix_scope_claim, which claim also plans
--- once per session instead of on every call.
+-- once per session instead of on every call; the reaper's read of the
+-- leased rows; admission's read of its recipients by subject
+-- (sql/80-admission.sql), planned once per session too.
 SELECT set_eq($$SELECT p.proname::text, c.setting
                  FROM pg_proc p, unnest(p.proconfig) AS c(setting)
                 WHERE p.pronamespace = 'wharf'::regnamespace
@@ -174,8 +176,11 @@ SELECT set_eq($$SELECT p.proname::text, c.setting
                        ('claim', 'enable_seqscan=off'), ('claim', 'enable_bitmapscan=off'), ('claim', 'enable_mergejoin=off'),
                        ('claim', 'enable_hashjoin=off'), ('claim', 'plan_cache_mode=force_generic_plan'),
                        ('complete_many', 'enable_seqscan=off'), ('complete_many', 'enable_mergejoin=off'),
-                       ('complete_many', 'enable_hashjoin=off')$$,
-              'the scope lookups and claim run with their plans pinned to the indexes, claim''s kept generic');
+                       ('complete_many', 'enable_hashjoin=off'), ('reap', 'enable_seqscan=off'),
+                       ('admission_snapshot', 'enable_seqscan=off'), ('admission_snapshot', 'enable_bitmapscan=off'),
+                       ('admission_snapshot', 'enable_mergejoin=off'), ('admission_snapshot', 'enable_hashjoin=off'),
+                       ('admission_snapshot', 'plan_cache_mode=force_generic_plan')$$,
+              'the scope lookups, claim, reap and admission''s recipients run with their plans pinned to the indexes, claim''s and admission''s kept generic');
 
 -- Updates move scopes once per statement; inserts and deletes per QUEUED or
 -- LEASED row, so that purge, deleting DONE and DEAD rows by the million,
