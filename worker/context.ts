@@ -3,6 +3,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { runFencedTransaction } from './fenced-transaction.js';
 import type { HandlerContext, InboxEvent } from './handlers.js';
+import type { LazyAbort } from './lazy-abort.js';
 import { retryTotal } from './metrics.js';
 import { claimStep, fenceEvent } from './sql/steps-fences.js';
 import type { LeaseWithToken, ProviderEventRow } from './sql/event-row.js';
@@ -27,23 +28,34 @@ export function toInboxEvent(row: ProviderEventRow): InboxEvent {
   };
 }
 
+/**
+ * The signal and the logger are made when the handler first reads them (or
+ * runs a transaction): most short handlers read neither, and each costs a
+ * run a few µs (worker/lazy-abort.ts).
+ */
 export function createHandlerContext(options: {
   pool: pg.Pool;
   row: ProviderEventRow;
-  signal: AbortSignal;
-  logger: Logger;
+  abort: LazyAbort;
+  logger: () => Logger;
 }): HandlerContext {
-  const { pool, row, signal, logger } = options;
+  const { pool, row, abort } = options;
   const lease: LeaseWithToken = { id: row.id, epoch: row.lease_epoch, token: row.lease_token };
   const transactionOptions = {
     pool,
-    signal,
+    get signal() {
+      return abort.signal;
+    },
     onBusyRetry: () => retryTotal.inc({ outcome: 'retried' }),
   };
   return {
     event: toInboxEvent(row),
-    signal,
-    logger,
+    get signal() {
+      return abort.signal;
+    },
+    get logger() {
+      return options.logger();
+    },
     step: (name, fn) =>
       runFencedTransaction(transactionOptions, async (tx) => ((await claimStep(tx, lease, name)) ? fn(tx) : undefined)),
     transaction: (fn) =>

@@ -12,14 +12,15 @@ import { CompletionBatcher } from './completion-batcher.js';
 import { EventRun, type RunOutcome } from './event-run.js';
 import { findHandler, handledKeys, type HandlerMap } from './handlers.js';
 import { Listener } from './listener.js';
-import { addQueueStatsSource, workerRegistry } from './metrics.js';
+import { addQueueStatsSource, leaseLostTotal, workerRegistry } from './metrics.js';
 import type { Periodic } from './periodic.js';
 import { startReaper } from './reaper.js';
 import { startRetention, type RetentionResult } from './retention.js';
 import { resolveSettings, type WorkerSettings } from './settings.js';
-import type { ProviderEventRow } from './sql/event-row.js';
+import type { Lease, ProviderEventRow } from './sql/event-row.js';
 import { readQueueStats } from './sql/claim-lease.js';
 import { retryOnConnectionTrouble } from './transient.js';
+import { renewHeldLeases } from './lease-renewal.js';
 import { LocalQueue } from './local-queue.js';
 import { NextDue } from './next-due.js';
 import { Wakeup } from './wakeup.js';
@@ -166,7 +167,13 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
         logger: this.logger,
         onRun: (result) => this.emit('retention', result),
       }),
-      this.waiting.renewWhileWaiting(this.pool, () => this.current.renewEvery, this.logger),
+      renewHeldLeases({
+        pool: this.pool,
+        every: () => this.current.renewEvery,
+        logger: this.logger,
+        held: () => this.heldLeases(),
+        onLost: (lost) => this.leasesLost(lost),
+      }),
     ];
     this.loop = runClaimLoop({
       pool: this.pool,
@@ -252,6 +259,22 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     return this.waiting.claimable(this.concurrency - this.handling, leaseRoom);
   }
 
+  /** The leases to renew: every event waiting in the local queue and every handler still running. */
+  private heldLeases(): Lease[] {
+    const leases = this.waiting.leases();
+    for (const run of this.running) if (run.handling) leases.push(run.lease);
+    return leases;
+  }
+
+  private leasesLost(lost: ReadonlySet<string>): void {
+    const dropped = this.waiting.drop(lost);
+    if (dropped > 0) {
+      leaseLostTotal.inc(dropped);
+      this.logger.warn({ lost: dropped }, 'leases lost while waiting for a handler');
+    }
+    for (const run of this.running) if (lost.has(run.lease.id)) run.leaseGone();
+  }
+
   /** A claimed row: run now when a handler is free and none waits before it, else wait in line. */
   private accept(row: ProviderEventRow): void {
     if (this.handling < this.concurrency && this.waiting.size === 0) this.startRun(row);
@@ -275,7 +298,6 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       completions: this.completions,
       row,
       handler: findHandler(this.options.handlers, row.provider, row.event_type),
-      renewEvery: settings.renewEvery,
       handlerTimeout: settings.handlerTimeout,
       logger: this.logger,
       onHandlerEnded: () => {

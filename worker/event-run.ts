@@ -1,7 +1,8 @@
 // One leased event from claim to its single closing write: complete, fail,
 // release, or nothing at all when the lease is gone or the event was erased.
-// While the handler runs, the lease is renewed every renew_every, up to
-// handler_timeout, after which the handler is abandoned.
+// While the handler runs, the host renews its lease with the others it holds
+// (worker/lease-renewal.ts), up to handler_timeout, after which the handler
+// is abandoned.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { CompletionBatcher } from './completion-batcher.js';
@@ -9,6 +10,7 @@ import { classifyFailure, classOf, type Classification } from './classify.js';
 import { createHandlerContext } from './context.js';
 import { HandlerTimeoutError, LeaseLostError, WorkerStoppingError } from './errors.js';
 import type { Handler } from './handlers.js';
+import { LazyAbort } from './lazy-abort.js';
 import {
   completedTotal,
   deadTotal,
@@ -22,7 +24,7 @@ import { sanitizeCauses } from './sanitize.js';
 import { retryOnConnectionTrouble } from './transient.js';
 import type { Lease, ProviderEventRow } from './sql/event-row.js';
 import { failEvent } from './sql/failure-dead-letters.js';
-import { releaseEvent, renewLease } from './sql/claim-lease.js';
+import { releaseEvent } from './sql/claim-lease.js';
 
 /** How an attempt ended, as the worker's events and metrics name it. */
 export type RunOutcome =
@@ -44,7 +46,6 @@ export interface EventRunOptions {
   row: ProviderEventRow;
   /** undefined only for a host that claims every type (WorkerOptions.ignoreUnhandled). */
   handler: Handler | 'ignore' | undefined;
-  renewEvery: number;
   handlerTimeout: number;
   logger: Logger;
   /** The handler is over (or never ran): its slot is free while the closing write goes on. */
@@ -73,12 +74,10 @@ export class EventRun {
   readonly settled: Promise<RunOutcome>;
   private resolveSettled!: (outcome: RunOutcome) => void;
   private ending: Ending | undefined;
-  private readonly controller = new AbortController();
+  private readonly handlerAbort = new LazyAbort();
   private readonly started = performance.now();
-  private readonly logger: Logger;
-  private renewTimer: NodeJS.Timeout | undefined;
+  private childLogger: Logger | undefined;
   private timeoutTimer: NodeJS.Timeout | undefined;
-  private renewing = false;
   private leaseLost = false;
 
   constructor(private readonly options: EventRunOptions) {
@@ -86,24 +85,28 @@ export class EventRun {
     this.settled = new Promise((resolve) => {
       this.resolveSettled = resolve;
     });
+  }
+
+  /** Made at its first line: a run that logs nothing (most do) pays nothing for it. */
+  private get logger(): Logger {
     // Ids and types only: payloads and headers never reach a log.
-    this.logger = options.logger.child({
-      event_id: options.row.id,
-      provider: options.row.provider,
-      event_type: options.row.event_type,
-      attempt: options.row.attempt,
+    this.childLogger ??= this.options.logger.child({
+      event_id: this.options.row.id,
+      provider: this.options.row.provider,
+      event_type: this.options.row.event_type,
+      attempt: this.options.row.attempt,
     });
+    return this.childLogger;
   }
 
   start(): void {
-    const { handler, row, handlerPool, renewEvery, handlerTimeout } = this.options;
+    const { handler, row, handlerPool, handlerTimeout } = this.options;
     if (handler === undefined || handler === 'ignore') {
       this.end({ by: 'no-handler' });
       return;
     }
-    this.renewTimer = setInterval(() => void this.renew(), renewEvery);
     this.timeoutTimer = setTimeout(() => this.end({ by: 'timeout' }), handlerTimeout);
-    const ctx = createHandlerContext({ pool: handlerPool, row, signal: this.controller.signal, logger: this.logger });
+    const ctx = createHandlerContext({ pool: handlerPool, row, abort: this.handlerAbort, logger: () => this.logger });
     // Called now, not in a later microtask: the claim loop's next statement
     // (a socket write, about 0.1 ms on loopback TCP here) would otherwise go
     // first and delay every handler's start. A handler that throws
@@ -122,7 +125,7 @@ export class EventRun {
 
   /** The worker is stopping: tell the handler, let it finish within the drain. */
   abort(): void {
-    if (!this.controller.signal.aborted) this.controller.abort(new WorkerStoppingError('worker stopping'));
+    if (!this.handlerAbort.aborted) this.handlerAbort.abort(new WorkerStoppingError('worker stopping'));
   }
 
   /** The drain is over: give the row back unless the handler already ended. */
@@ -131,28 +134,23 @@ export class EventRun {
     return this.settled;
   }
 
-  private async renew(): Promise<void> {
-    if (this.renewing || this.ending) return;
-    this.renewing = true;
-    try {
-      if (!(await renewLease(this.options.pool, this.lease)) && !this.ending) {
-        this.leaseLost = true;
-        this.controller.abort(new LeaseLostError('lease lost'));
-      }
-    } catch (error) {
-      // The next renewal tries again; the lease outlasts a few misses.
-      this.logger.warn({ error_class: classOf(error) }, 'lease renewal failed');
-    } finally {
-      this.renewing = false;
-    }
+  /** The handler has not ended: its lease is still to be renewed. */
+  get handling(): boolean {
+    return this.ending === undefined;
+  }
+
+  /** A renewal found the lease gone while the handler ran: tell the handler, write nothing at its end. */
+  leaseGone(): void {
+    if (this.ending) return;
+    this.leaseLost = true;
+    this.handlerAbort.abort(new LeaseLostError('lease lost'));
   }
 
   private end(ending: Ending): void {
     if (this.ending) return;
     this.ending = ending;
-    clearInterval(this.renewTimer);
     clearTimeout(this.timeoutTimer);
-    if (ending.by === 'timeout') this.controller.abort(new HandlerTimeoutError('handler timeout'));
+    if (ending.by === 'timeout') this.handlerAbort.abort(new HandlerTimeoutError('handler timeout'));
     this.options.onHandlerEnded();
     this.close(ending).then(
       (outcome) => this.finish(outcome),
@@ -197,7 +195,7 @@ export class EventRun {
         }
         if (classification.action === 'lease-lost' || this.leaseLost) return this.lost();
         // Stopped mid-way: the row goes back as if never tried.
-        if (this.controller.signal.reason instanceof WorkerStoppingError) return this.close({ by: 'release' });
+        if (this.handlerAbort.reason instanceof WorkerStoppingError) return this.close({ by: 'release' });
         return this.fail(classification, ending.error);
       }
     }

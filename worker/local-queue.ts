@@ -1,15 +1,14 @@
 // Claimed events waiting for a free handler (WorkerOptions.localQueue). With
 // short handlers a claim sized to the free slots costs a statement and a
 // commit per few events; claiming a queue's worth at once spreads that over
-// many. What waits here holds its lease, so the leases are renewed together
-// in one statement while they wait, and given back when the host stops. A
+// many. What waits here holds its lease, so the leases are renewed while they
+// wait, with the host's others, and given back when the host stops. A
 // scope has at most one leased event, so waiting here never reorders a scope.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
-import { leaseLostTotal, releasedTotal } from './metrics.js';
-import { runPeriodically, type Periodic } from './periodic.js';
-import { releaseEvent, renewLeases } from './sql/claim-lease.js';
+import { releasedTotal } from './metrics.js';
+import { releaseEvent } from './sql/claim-lease.js';
 import type { Lease, ProviderEventRow } from './sql/event-row.js';
 
 function leaseOf(row: ProviderEventRow): Lease {
@@ -46,24 +45,18 @@ export class LocalQueue {
     return Math.max(0, Math.min(leaseRoom, freeHandlers + this.capacity - this.rows.length));
   }
 
-  /** Renews every waiting lease every `every` ms; a lease found gone is dropped from the queue. */
-  renewWhileWaiting(pool: pg.Pool, every: () => number, logger: Logger): Periodic {
-    return runPeriodically(every, async () => {
-      if (this.rows.length === 0) return;
-      const waiting = [...this.rows];
-      try {
-        const lost = await renewLeases(pool, waiting.map(leaseOf));
-        if (lost.size === 0) return;
-        leaseLostTotal.inc(lost.size);
-        logger.warn({ lost: lost.size }, 'leases lost while waiting for a handler');
-        for (let i = this.rows.length - 1; i >= 0; i -= 1) {
-          if (lost.has(String(this.rows[i]!.id))) this.rows.splice(i, 1);
-        }
-      } catch (error) {
-        // The next round tries again; a lease that expires meanwhile is the reaper's.
-        logger.warn({ error_class: classOf(error) }, 'could not renew waiting leases');
-      }
-    });
+  /** The leases of the waiting events (renewed with the host's others: worker/lease-renewal.ts). */
+  leases(): Lease[] {
+    return this.rows.map(leaseOf);
+  }
+
+  /** Drops the waiting events whose lease was found gone; returns how many. */
+  drop(lost: ReadonlySet<string>): number {
+    const before = this.rows.length;
+    for (let i = this.rows.length - 1; i >= 0; i -= 1) {
+      if (lost.has(String(this.rows[i]!.id))) this.rows.splice(i, 1);
+    }
+    return before - this.rows.length;
   }
 
   /** Gives every waiting lease back (wharf.release), as a stopping host does with its unfinished ones. */

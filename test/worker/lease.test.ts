@@ -1,10 +1,11 @@
 // Leases while a handler runs: renewed every renew_every (a handler running
-// three lease lengths keeps its lease), abandoned at handler_timeout, and
-// taken back by the reaper when a worker vanished.
+// three lease lengths keeps its lease; one whose lease a renewal finds taken
+// is told and writes nothing), abandoned at handler_timeout, and taken back
+// by the reaper when a worker vanished.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createWorker, type HandlerMap, type RunOutcome, type Worker } from '../../worker/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { eventState, admitEvents, setSettings, waitFor } from '../support/worker-inbox.js';
+import { eventState, admitEvents, setSettings, waitFor, waitForState } from '../support/worker-inbox.js';
 import { metricValue } from '../support/worker-metrics.js';
 
 let db: TestDatabase;
@@ -22,6 +23,15 @@ const handlers: HandlerMap = {
     await sleep(3.5 * leaseMs);
     // Fenced: commits only if this worker still holds the lease.
     await ctx.transaction((tx) => tx.query('SELECT 1'));
+  },
+  'generic:lease-taken': async (ctx) => {
+    await new Promise<void>((resolve) =>
+      ctx.signal.addEventListener('abort', () => {
+        abortReasons.set(ctx.event.id, (ctx.signal.reason as Error).name);
+        resolve();
+      }),
+    );
+    throw ctx.signal.reason;
   },
   'generic:never-ends': async (ctx) => {
     await new Promise<void>((resolve) =>
@@ -58,6 +68,21 @@ it('a handler that runs three lease lengths keeps its lease while the reaper run
   const outcome = await waitFor(async () => outcomes.get(id!), 15_000, 'the long handler');
   expect(outcome).toBe('handled');
   expect(await eventState(db.pool, id!)).toMatchObject({ state: 'DONE', attempt: 1, failures: 0, error_class: null });
+});
+
+it('a handler whose lease a renewal finds taken is aborted (LeaseLost) and writes nothing', async () => {
+  const before = await metricValue('integration_consumer_lease_lost_total');
+  const [id] = await admitEvents(db.pool, [{ scope: 'taken', eventType: 'lease-taken' }]);
+  await waitForState(db.pool, id!, 'LEASED');
+  // Another holder's lease, as a reap and a second claim would leave it (long, so the reaper leaves it alone).
+  await db.pool.query(
+    `UPDATE wharf.provider_event SET lease_epoch = lease_epoch + 1, leased_until = clock_timestamp() + interval '1 hour' WHERE id = $1`,
+    [id]);
+  const outcome = await waitFor(async () => outcomes.get(id!), 5_000, 'the renewal');
+  expect(outcome).toBe('lease-lost');
+  expect(abortReasons.get(id!)).toBe('LeaseLost');
+  expect(await eventState(db.pool, id!)).toMatchObject({ state: 'LEASED', lease_epoch: '2', failures: 0, error_class: null });
+  expect(await metricValue('integration_consumer_lease_lost_total')).toBe(before + 1);
 });
 
 it('a handler past handler_timeout is aborted, abandoned and failed as unknown (HandlerTimeout)', async () => {

@@ -17,15 +17,6 @@ export function claimEvents(
     [worker, max, handles]);
 }
 
-/** Extends a lease (wharf.renew); false when it is no longer held. */
-export async function renewLease(db: Database, lease: Lease): Promise<boolean> {
-  const { rows } = await db.query<{ renewed: boolean }>('SELECT wharf.renew($1, $2) AS renewed', [
-    lease.id,
-    lease.epoch,
-  ]);
-  return rows[0]?.renewed === true;
-}
-
 /**
  * Extends many leases in one statement (wharf.renew for each); the ids of
  * those no longer held.

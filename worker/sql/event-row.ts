@@ -13,13 +13,11 @@ export interface ProviderEventRow {
   payload: unknown;
   headers: Record<string, string>;
   received_at: Date;
-  state: string;
   attempt: number;
   failures: number;
   lease_epoch: string;
   /** Drawn at random by the claim; step and fence present it. */
   lease_token: string;
-  leased_until: Date | null;
   replayed_at: Date | null;
 }
 
@@ -36,5 +34,4 @@ export interface LeaseWithToken extends Lease {
 
 /** The columns of ProviderEventRow, as the claim selects them. */
 export const claimedColumns = 'id, workspace_id, provider, delivery_key, event_type, subject, scope_key, source, '
-  + 'connection_id, payload, headers, received_at, state, attempt, failures, lease_epoch, lease_token, '
-  + 'leased_until, replayed_at';
+  + 'connection_id, payload, headers, received_at, attempt, failures, lease_epoch, lease_token, replayed_at';
