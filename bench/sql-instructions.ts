@@ -1,0 +1,118 @@
+// What a change to the inbox's SQL costs, in instructions rather than
+// seconds: the CPU instructions one PostgreSQL backend executes per admission
+// and per drained event (claim + complete_many), counted by valgrind's
+// callgrind. On a shared machine the timings of bench/sql-ab.ts spread by
+// 10–30 % between identical databases; instruction counts repeat to within
+// about 1 %, so a 3 % change is visible.
+//
+// The server runs under callgrind (about fifty times slower), each backend
+// writing its counts to <dir>/cg.<pid> when it exits:
+//   initdb -D /tmp/vg/data -A trust -U postgres     (as the postgres user)
+//   valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/tmp/vg/cg.%p \
+//     postgres -D /tmp/vg/data -p 5499 -c listen_addresses=127.0.0.1 -c autovacuum=off
+// then, with databases on it migrated to the two commits to compare:
+//   CALLGRIND_DIR=/tmp/vg npx tsx bench/sql-instructions.ts <base url> <head url> [events]
+//
+// Each figure is marginal: a backend that does `events` operations and one
+// that does three times as many are counted, and the difference is divided
+// by the extra operations, so that a new backend's one-time costs (catalog
+// caches, PL/pgSQL compilation) fall out. The admission figure is for a
+// provider-signed GitHub push into a workspace whose installation subscribes
+// to `scopes` repositories; the drain's backlog has one event per scope.
+import { existsSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { makePayload } from './payload.js';
+import { claimedColumns } from '../worker/sql/event-row.js';
+import { githubSource, installationRoute, loadWharfBacklog, setupWharfInstallation, subjectOf } from './systems/wharf-inbox.js';
+
+const callgrindDir = process.env.CALLGRIND_DIR ?? '/tmp/vg';
+const scopes = 1_000;
+const claimBatch = 50;
+
+type Operation = 'admit' | 'drain';
+
+/** Instructions a backend executed, read from its callgrind file once it has exited. */
+async function backendInstructions(pid: number): Promise<number> {
+  const file = `${callgrindDir}/cg.${pid}`;
+  for (let waited = 0; waited < 60_000; waited += 100) {
+    if (existsSync(file)) {
+      const totals = /\ntotals: (\d+)/.exec(readFileSync(file, 'utf8'));
+      if (totals) return Number(totals[1]);
+    }
+    await sleep(100);
+  }
+  throw new Error(`no callgrind counts in ${file}: is the server running under callgrind, writing to ${callgrindDir}?`);
+}
+
+/** Runs `work` on a backend of its own and returns the instructions that backend executed. */
+async function countBackend(url: string, work: (client: pg.Client) => Promise<void>): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  await work(client);
+  await client.end();
+  return backendInstructions(rows[0]!.pid);
+}
+
+async function admit(client: pg.Client, count: number, label: string): Promise<void> {
+  for (let seq = 0; seq < count; seq += 1) {
+    const subject = subjectOf(seq % scopes);
+    await client.query({
+      name: 'admit',
+      text: `SELECT wharf.admit('github', $1, $2, 'push', $3, $4, $5, $6)`,
+      values: [githubSource, `${label}-${seq}`, installationRoute, [subject], makePayload(subject, seq), { 'x-github-event': 'push' }],
+    });
+  }
+}
+
+async function drain(client: pg.Client): Promise<void> {
+  for (;;) {
+    const { rows } = await client.query<{ id: string; lease_epoch: string; scope_key: string }>({
+      name: 'claim', text: `SELECT ${claimedColumns} FROM wharf.claim($1, $2)`, values: ['instructions', claimBatch],
+    });
+    if (rows.length === 0) return;
+    rows.sort((a, b) => (a.scope_key < b.scope_key ? -1 : a.scope_key > b.scope_key ? 1 : 0));
+    await client.query({
+      name: 'complete',
+      text: 'SELECT id FROM wharf.complete_many($1, $2, $3) AS id',
+      values: [rows.map((row) => row.id), rows.map((row) => row.lease_epoch), rows.map(() => 'handled')],
+    });
+  }
+}
+
+/** Instructions per operation, between `count` and 3 × `count` of them on fresh backends. */
+async function marginalInstructions(url: string, operation: Operation, count: number): Promise<number> {
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  try {
+    const connectionId = await setupWharfInstallation(pool, scopes);
+    const measure = async (n: number): Promise<number> => {
+      await pool.query('DELETE FROM wharf.provider_event');
+      await pool.query('VACUUM wharf.provider_event, wharf.scope');
+      if (operation === 'drain') await loadWharfBacklog(pool, connectionId, n, n);
+      return countBackend(url, (client) => (operation === 'admit' ? admit(client, n, `${Date.now()}-${n}`) : drain(client)));
+    };
+    const few = await measure(count);
+    const many = await measure(3 * count);
+    return (many - few) / (2 * count);
+  } finally {
+    await pool.end();
+  }
+}
+
+async function main(): Promise<void> {
+  const [baseUrl, headUrl, eventsText] = process.argv.slice(2);
+  if (!baseUrl || !headUrl) {
+    throw new Error('usage: CALLGRIND_DIR=<dir> tsx bench/sql-instructions.ts <base database url> <head database url> [events]');
+  }
+  const events = Number(eventsText ?? 300);
+  for (const operation of ['admit', 'drain'] as const) {
+    const count = operation === 'admit' ? events : 3 * events;
+    const [base, head] = [await marginalInstructions(baseUrl, operation, count), await marginalInstructions(headUrl, operation, count)];
+    const unit = operation === 'admit' ? 'per admission' : 'per drained event';
+    process.stdout.write(`${operation.padEnd(6)} base ${(base / 1000).toFixed(0)}k, head ${(head / 1000).toFixed(0)}k instructions ${unit}`
+      + ` (head/base ${(head / base).toFixed(3)})\n`);
+  }
+}
+
+await main();
