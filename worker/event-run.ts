@@ -87,7 +87,7 @@ export class EventRun {
     });
   }
 
-  /** Made at its first line: a run that logs nothing (most do) pays nothing for it. */
+  /** Made at the run's first log line: most runs write none and pay nothing for it. */
   private get logger(): Logger {
     // Ids and types only: payloads and headers never reach a log.
     this.childLogger ??= this.options.logger.child({
