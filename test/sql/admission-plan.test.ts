@@ -7,6 +7,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { flushStatistics } from '../support/statistics.js';
 
 const source = 'https://github.com';
 const repositories = 1_000;
@@ -34,9 +35,7 @@ afterAll(async () => {
 
 /** Index entries read from the indexes of `table`, as the statistics hold them once `client`'s are flushed. */
 async function indexReads(client: pg.Client, table: string): Promise<number> {
-  // PostgreSQL 15 flushes a backend's counts when it goes idle, at most once a second unless told.
-  await client.query('SELECT pg_stat_force_next_flush()');
-  await client.query('SELECT 1');
+  await flushStatistics(client);
   const { rows } = await db.pool.query<{ reads: string }>(
     `SELECT coalesce(sum(idx_tup_read), 0) AS reads FROM pg_stat_user_indexes WHERE schemaname = 'wharf' AND relname = $1`,
     [table]);

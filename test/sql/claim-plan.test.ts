@@ -8,6 +8,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { flushStatistics } from '../support/statistics.js';
 import { admitEvents } from '../support/worker-inbox.js';
 
 const scopes = Array.from({ length: 200 }, (_, n) => `repo:plan-${n}`);
@@ -23,9 +24,7 @@ afterAll(async () => {
 
 /** Index entries read from ix_provider_event_scope_queue, as the statistics hold them once `client`'s are flushed. */
 async function queueIndexReads(client: pg.Client): Promise<number> {
-  // PostgreSQL 15 flushes a backend's counts when it goes idle, at most once a second unless told.
-  await client.query('SELECT pg_stat_force_next_flush()');
-  await client.query('SELECT 1');
+  await flushStatistics(client);
   const { rows } = await db.pool.query<{ reads: string }>(
     `SELECT idx_tup_read AS reads FROM pg_stat_user_indexes WHERE indexrelname = 'ix_provider_event_scope_queue'`);
   return Number(rows[0]!.reads);

@@ -6,6 +6,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { flushStatistics } from '../support/statistics.js';
 import { admitEvents } from '../support/worker-inbox.js';
 
 const leased = 200;
@@ -26,9 +27,7 @@ interface Lease {
 
 /** Index scans per index of provider_event, as the statistics hold them once `client`'s are flushed. */
 async function indexScans(client: pg.Client): Promise<Map<string, number>> {
-  // PostgreSQL 15 flushes a backend's counts when it goes idle, at most once a second unless told.
-  await client.query('SELECT pg_stat_force_next_flush()');
-  await client.query('SELECT 1');
+  await flushStatistics(client);
   const { rows } = await db.pool.query<{ name: string; scans: string }>(
     `SELECT indexrelname AS name, idx_scan AS scans FROM pg_stat_user_indexes WHERE relname = 'provider_event'`);
   return new Map(rows.map((row) => [row.name, Number(row.scans)]));
@@ -92,9 +91,9 @@ it('reaps from the leased rows alone, not from a scan of the inbox', async () =>
   }
 });
 
+/** Sequential scans of the inbox, as the statistics hold them once `client`'s are flushed. */
 async function inboxSequentialScans(client: pg.Client): Promise<number> {
-  await client.query('SELECT pg_stat_force_next_flush()');
-  await client.query('SELECT 1');
+  await flushStatistics(client);
   const { rows } = await db.pool.query<{ scans: string }>(
     `SELECT seq_scan AS scans FROM pg_stat_user_tables WHERE schemaname = 'wharf' AND relname = 'provider_event'`);
   return Number(rows[0]!.scans);
