@@ -125,7 +125,7 @@ export class EventRun {
 
   /** The worker is stopping: tell the handler, let it finish within the drain. */
   abort(): void {
-    if (!this.handlerAbort.aborted) this.handlerAbort.abort(new WorkerStoppingError('worker stopping'));
+    this.handlerAbort.abort(new WorkerStoppingError('worker stopping'));
   }
 
   /** The drain is over: give the row back unless the handler already ended. */
