@@ -22,9 +22,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { makePayload } from './payload.js';
-import { claimedColumns } from '../worker/sql/event-row.js';
-import { githubSource, installationRoute, loadWharfBacklog, setupWharfInstallation, subjectOf } from './systems/wharf-inbox.js';
+import { claimEvents, completeEvents } from '../worker/sql/claim-lease.js';
+import { admitPush, loadWharfBacklog, setupWharfInstallation } from './systems/wharf-inbox.js';
 
 const callgrindDir = process.env.CALLGRIND_DIR ?? '/tmp/vg';
 const scopes = 1_000;
@@ -55,29 +54,21 @@ async function countBackend(url: string, work: (client: pg.Client) => Promise<vo
   return backendInstructions(rows[0]!.pid);
 }
 
+/** Admissions as the edge sends them: each its own unnamed statement (admitPush). */
 async function admit(client: pg.Client, count: number, label: string): Promise<void> {
   for (let seq = 0; seq < count; seq += 1) {
-    const subject = subjectOf(seq % scopes);
-    await client.query({
-      name: 'admit',
-      text: `SELECT wharf.admit('github', $1, $2, 'push', $3, $4, $5, $6)`,
-      values: [githubSource, `${label}-${seq}`, installationRoute, [subject], makePayload(subject, seq), { 'x-github-event': 'push' }],
-    });
+    await admitPush(client, `${label}-${seq}`, seq % scopes, seq, { 'x-github-event': 'push' });
   }
 }
 
+/** Claims and completions as the worker makes them (worker/sql/claim-lease.ts). */
 async function drain(client: pg.Client): Promise<void> {
   for (;;) {
-    const { rows } = await client.query<{ id: string; lease_epoch: string; scope_key: string }>({
-      name: 'claim', text: `SELECT ${claimedColumns} FROM wharf.claim($1, $2)`, values: ['instructions', claimBatch],
-    });
+    const rows = await claimEvents(client, 'instructions', claimBatch);
     if (rows.length === 0) return;
+    // Admission's lock order, as the worker's completion batcher passes them (one workspace here).
     rows.sort((a, b) => (a.scope_key < b.scope_key ? -1 : a.scope_key > b.scope_key ? 1 : 0));
-    await client.query({
-      name: 'complete',
-      text: 'SELECT id FROM wharf.complete_many($1, $2, $3) AS id',
-      values: [rows.map((row) => row.id), rows.map((row) => row.lease_epoch), rows.map(() => 'handled')],
-    });
+    await completeEvents(client, rows.map((row) => ({ id: row.id, epoch: row.lease_epoch, outcome: 'handled' as const })));
   }
 }
 
