@@ -87,8 +87,11 @@ export async function spawnStart(env: Record<string, string>): Promise<StartProc
 export async function waitForBanner(start: StartProcess, timeout: number): Promise<Banner> {
   await waitFor(async () => {
     if (start.hasExited()) throw new Error(`wharf start exited before its banner:\n${start.output()}`);
-    return start.output().includes('Ctrl-C stops everything.');
-  }, timeout, 'the banner of wharf start');
+    // The worker's "worker started" line goes out through pino's asynchronous
+    // stream, the banner through process.stdout: either may arrive first.
+    const text = start.output();
+    return text.includes('Ctrl-C stops everything.') && text.includes('"msg":"worker started"');
+  }, timeout, 'the banner of wharf start and its worker\'s first log line');
   const text = start.output();
   const read = (pattern: RegExp, what: string): string => {
     const match = pattern.exec(text);
