@@ -32,6 +32,27 @@ export function heapBytesPerRow(snapshot: SizeSnapshot): number {
 
 const concurrencyOf = (series: Series) => /\.c(\d+)$/.exec(series.id)?.[1];
 
+/** CPU per event of Wharf's unordered drain against graphile-worker's, where it was measured. */
+function drainCpuEvidence(results: BenchResults): string {
+  const split = (id: string) => {
+    const postgres = medianOf(results.get(`${id}.cpu_postgres`));
+    const node = medianOf(results.get(`${id}.cpu_node`));
+    return postgres === undefined || node === undefined ? undefined : `PostgreSQL ${fmt(postgres)} µs + Node ${fmt(node)} µs`;
+  };
+  const [wharf, rival] = [split('unordered.wharf_lq'), split('unordered.graphile_lq')];
+  return wharf && rival ? `; CPU per event: Wharf ${wharf}, graphile-worker ${rival}` : '';
+}
+
+/** The CPU split of the receiver's delivery against the direct call's, where it was measured. */
+function receiverCpuEvidence(results: BenchResults): string {
+  const micros = (id: string) => medianOf(results.get(`admission.${id}`));
+  const [receiver, load, postgres] = ['receiver_cpu.receiver', 'receiver_cpu.load', 'receiver_cpu.postgres'].map(micros);
+  const [directLoad, directPostgres] = ['direct_cpu.load', 'direct_cpu.postgres'].map(micros);
+  if (receiver === undefined || postgres === undefined || directPostgres === undefined) return '';
+  return `; CPU per delivery: receiver process ${fmt(receiver)} µs + autocannon ${fmt(load ?? 0)} µs + PostgreSQL ${fmt(postgres)} µs, ` +
+    `against pg client ${fmt(directLoad ?? 0)} µs + PostgreSQL ${fmt(directPostgres)} µs for the direct call`;
+}
+
 function notMeasured(goal: string): Goal {
   return { goal, verdict: 'not measured', evidence: '' };
 }
@@ -73,7 +94,7 @@ export function judgeGoals(results: BenchResults): Goal[] {
         goal: unorderedGoal,
         verdict: wharfUnordered >= rivalUnordered ? 'met' : 'not met',
         evidence: `${fmt(wharfUnordered)}/s vs ${fmt(rivalUnordered)}/s = ${fmt(wharfUnordered / rivalUnordered, 2)}×` +
-          ` (plain SKIP LOCKED loop ${fmt(medianOf(results.get('unordered.plain')) ?? Number.NaN)}/s)`,
+          ` (plain SKIP LOCKED loop ${fmt(medianOf(results.get('unordered.plain')) ?? Number.NaN)}/s)` + drainCpuEvidence(results),
       }
     : notMeasured(unorderedGoal));
 
@@ -124,7 +145,7 @@ export function judgeGoals(results: BenchResults): Goal[] {
     ? {
         goal: 'Node receiver ≥ 0.7× the direct admit call',
         verdict: receiver >= 0.7 * direct ? 'met' : 'not met',
-        evidence: `${fmt(receiver)} req/s vs ${fmt(direct)}/s = ${fmt(receiver / direct, 2)}×`,
+        evidence: `${fmt(receiver)} req/s vs ${fmt(direct)}/s = ${fmt(receiver / direct, 2)}×` + receiverCpuEvidence(results),
       }
     : { goal: 'Node receiver ≥ 0.7× the direct admit call', verdict: 'not measured', evidence: 'receiver not benchmarked in this run (see notes)' });
 

@@ -49,6 +49,9 @@ function referenceText(run: BenchRun, workload: WorkloadName): string | undefine
 const num = (value: number, digits = 0) =>
   Number.isFinite(value) ? value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—';
 
+/** Rates (events/s, requests/s) have ratios; times and CPU figures do not. */
+const isRate = (unit: string) => unit.endsWith('/s');
+
 interface Row {
   label: string;
   unit: string;
@@ -71,7 +74,7 @@ function rowsOf(run: BenchRun, workload: WorkloadName): Row[] {
       median: num(summary.median, digits),
       range: `${num(summary.min, digits)}–${num(summary.max, digits)}`,
       spread: `${num(summary.relativeSpread * 100, 0)} %`,
-      ratio: referenceMedian && series.unit !== 'ms' ? `${num(summary.median / referenceMedian, 2)}×` : '',
+      ratio: referenceMedian && isRate(series.unit) ? `${num(summary.median / referenceMedian, 2)}×` : '',
       integrity: integrity
         ? `${integrity.orderViolations} order violations, ${integrity.duplicates} duplicates` +
           (integrity.errors ? `, ${integrity.errors} errors` : '')

@@ -12,8 +12,8 @@
 // Both databases must be migrated and empty; each round admits its events
 // through wharf.admit and drains them with 8 clients claiming 8 at a time.
 // The backend CPU figure reads /proc, so it needs the server on this machine.
-import { readFile } from 'node:fs/promises';
 import pg from 'pg';
+import { processCpuMicros } from './process-cpu.js';
 import { summarize } from './stats.js';
 import { makePayload } from './payload.js';
 import { timeCalls } from './workloads/admission.js';
@@ -64,12 +64,6 @@ async function admitServerMicros(pool: pg.Pool): Promise<number> {
   }
 }
 
-/** User plus system CPU of a backend so far, in µs (/proc counts clock ticks of 10 ms on Linux). */
-async function backendCpuMicros(pid: number): Promise<number> {
-  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
-}
-
 /**
  * The backend's CPU per admission, each its own statement as the edge sends
  * it (parse, bind, the function, the result), ten to a rolled-back
@@ -81,7 +75,7 @@ async function admitBackendMicros(pool: pg.Pool, round: number): Promise<number>
   try {
     const { rows } = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
     const pid = rows[0]!.pid;
-    const before = await backendCpuMicros(pid);
+    const before = await processCpuMicros(pid);
     for (let transaction = 0; transaction < probedTransactions; transaction += 1) {
       await db.query('BEGIN');
       for (let call = 0; call < admitsPerTransaction; call += 1) {
@@ -90,7 +84,7 @@ async function admitBackendMicros(pool: pg.Pool, round: number): Promise<number>
       }
       await db.query('ROLLBACK');
     }
-    return ((await backendCpuMicros(pid)) - before) / (probedTransactions * admitsPerTransaction);
+    return ((await processCpuMicros(pid)) - before) / (probedTransactions * admitsPerTransaction);
   } finally {
     db.release();
   }

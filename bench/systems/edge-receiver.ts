@@ -7,16 +7,54 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import type pg from 'pg';
 import { adapters, signGitHubBody } from '../../edge/adapters/index.js';
 import { withBenchDatabase } from '../databases.js';
 import { makePayload } from '../payload.js';
 import type { Log } from '../results.js';
+import { meterDatabaseBackends, meterProcesses } from '../process-cpu.js';
 import type { BenchSettings } from '../settings.js';
 import { admitPush, setupWharfInstallation, subjectOf } from './wharf-inbox.js';
+
+/** CPU per delivery in µs, where the machine could read it (bench/process-cpu.ts). */
+export interface CpuPerDelivery {
+  /** The receiver's process (HTTP, verification, the pg client). */
+  receiver?: number;
+  /** This process: autocannon for the receiver, the pg client for the direct calls. */
+  loadGenerator: number;
+  /** The database's backends serving the deliveries. */
+  postgres?: number;
+}
 
 export interface ReceiverSample {
   requestsPerSecond: number;
   directPerSecond: number;
+  receiverCpu: CpuPerDelivery;
+  directCpu: CpuPerDelivery;
+}
+
+/**
+ * Deliveries sent before either side is timed, a tenth of the timed ones: the
+ * receiver is a new process, whose first seconds go to compiling its code
+ * (about twice its steady CPU per request in a profile), and a server is
+ * judged in its steady state; the direct side warms up alike.
+ */
+const warmupShare = 0.1;
+
+/** Starts metering this process, `receiverPid` and the database's backends; the function it returns gives CPU per delivery. */
+async function meterDeliveries(pool: pg.Pool, receiverPid: number | undefined, deliveries: number) {
+  const own = process.cpuUsage();
+  const receiver = receiverPid === undefined ? undefined : await meterProcesses([receiverPid]);
+  const postgres = await meterDatabaseBackends(pool);
+  return async (): Promise<CpuPerDelivery> => {
+    const used = process.cpuUsage(own);
+    const postgresMicros = await postgres();
+    return {
+      loadGenerator: (used.user + used.system) / deliveries,
+      ...(receiver ? { receiver: (await receiver()) / deliveries } : {}),
+      ...(postgresMicros !== undefined ? { postgres: postgresMicros / deliveries } : {}),
+    };
+  };
 }
 
 const serverScript = fileURLToPath(new URL('./edge-server-process.ts', import.meta.url));
@@ -44,10 +82,11 @@ async function signDeliveries(secret: string, count: number, scopes: number): Pr
 
 export async function runReceiverLoad(settings: BenchSettings, log: Log): Promise<ReceiverSample> {
   const { admissionClients: clients, receiverRequests: requests, orderedScopes: scopes } = settings;
+  const warmup = Math.ceil(requests * warmupShare);
   const secret = randomBytes(16).toString('hex');
-  const deliveries = await signDeliveries(secret, requests, scopes);
+  const deliveries = await signDeliveries(secret, warmup + requests, scopes);
 
-  const requestsPerSecond = await withBenchDatabase(settings.serverUrl, 'receiver', { wharf: true, poolSize: 2 }, async (db) => {
+  const throughReceiver = await withBenchDatabase(settings.serverUrl, 'receiver', { wharf: true, poolSize: 2 }, async (db) => {
     await setupWharfInstallation(db.pool, scopes);
     const child = spawn(tsx, [serverScript], {
       env: { ...process.env, DATABASE_URL: db.url, GITHUB_APP_BENCH_WEBHOOK_SECRET: secret },
@@ -55,25 +94,33 @@ export async function runReceiverLoad(settings: BenchSettings, log: Log): Promis
     });
     try {
       const [line] = (await once(createInterface({ input: child.stdout }), 'line')) as [string];
-      const { url } = JSON.parse(line) as { url: string };
+      const { url, pid } = JSON.parse(line) as { url: string; pid: number };
       let next = 0;
-      const result = await autocannon({
-        url: `${url}/hooks/github/bench`,
-        connections: clients,
-        amount: requests,
-        requests: [{
-          method: 'POST',
-          setupRequest: (request) => {
-            const delivery = deliveries[next++ % deliveries.length]!;
-            return { ...request, headers: delivery.headers, body: delivery.body };
-          },
-        }],
-      });
+      const post = async (amount: number) => {
+        const result = await autocannon({
+          url: `${url}/hooks/github/bench`,
+          connections: clients,
+          amount,
+          requests: [{
+            method: 'POST',
+            setupRequest: (request) => {
+              const delivery = deliveries[next++ % deliveries.length]!;
+              return { ...request, headers: delivery.headers, body: delivery.body };
+            },
+          }],
+        });
+        if (result.non2xx > 0 || result.errors > 0) throw new Error(`receiver: ${result.non2xx} non-2xx, ${result.errors} errors`);
+        return result;
+      };
+      await post(warmup);
+      const cpu = await meterDeliveries(db.pool, pid, requests);
+      const result = await post(requests);
+      const cpuPerDelivery = await cpu();
       const { rows } = await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM wharf.provider_event');
-      if (result.non2xx > 0 || result.errors > 0 || Number(rows[0]?.n) !== requests) {
-        throw new Error(`receiver: ${result.non2xx} non-2xx, ${result.errors} errors, ${rows[0]?.n} rows stored of ${requests}`);
+      if (Number(rows[0]?.n) !== warmup + requests) {
+        throw new Error(`receiver: ${rows[0]?.n} rows stored of ${warmup + requests}`);
       }
-      return requests / result.duration;
+      return { perSecond: requests / result.duration, cpuPerDelivery };
     } finally {
       child.kill('SIGTERM');
       await once(child, 'exit');
@@ -87,17 +134,27 @@ export async function runReceiverLoad(settings: BenchSettings, log: Log): Promis
   const keptHeaders = deliveries.map((delivery) =>
     Object.fromEntries(Object.entries(delivery.headers).filter(([name]) => kept.includes(name))));
   const bodyDigests = deliveries.map((delivery) => createHash('sha256').update(delivery.body).digest('hex'));
-  const directPerSecond = await withBenchDatabase(settings.serverUrl, 'receiver_direct', { wharf: true, poolSize: clients + 2 }, async (db) => {
+  const direct = await withBenchDatabase(settings.serverUrl, 'receiver_direct', { wharf: true, poolSize: clients + 2 }, async (db) => {
     await setupWharfInstallation(db.pool, scopes);
     let next = 0;
-    const began = performance.now();
-    await Promise.all(Array.from({ length: clients }, async () => {
-      for (let seq = next++; seq < requests; seq = next++) {
+    const admitUntil = (end: number) => Promise.all(Array.from({ length: clients }, async () => {
+      for (let seq = next++; seq < end; seq = next++) {
         await admitPush(db.pool, `receiver-${seq}`, seq % scopes, seq, keptHeaders[seq]!, bodyDigests[seq]!);
       }
     }));
-    return requests / ((performance.now() - began) / 1000);
+    await admitUntil(warmup);
+    next = warmup;
+    const cpu = await meterDeliveries(db.pool, undefined, requests);
+    const began = performance.now();
+    await admitUntil(warmup + requests);
+    const perSecond = requests / ((performance.now() - began) / 1000);
+    return { perSecond, cpuPerDelivery: await cpu() };
   });
-  log(`  Node receiver: ${requestsPerSecond.toFixed(0)} req/s; direct admit: ${directPerSecond.toFixed(0)}/s`);
-  return { requestsPerSecond, directPerSecond };
+  log(`  Node receiver: ${throughReceiver.perSecond.toFixed(0)} req/s; direct admit: ${direct.perSecond.toFixed(0)}/s`);
+  return {
+    requestsPerSecond: throughReceiver.perSecond,
+    directPerSecond: direct.perSecond,
+    receiverCpu: throughReceiver.cpuPerDelivery,
+    directCpu: direct.cpuPerDelivery,
+  };
 }

@@ -1,11 +1,12 @@
 // The Node receiver in a process of its own, as it runs in production: the
-// bench starts it with `tsx`, reads its URL from the first stdout line and
+// bench starts it with `tsx`, reads its URL and pid from the first stdout line and
 // ends it with SIGTERM. Logs are off: the bench measures, it does not debug.
 import { startNodeServer } from '../../server/node.js';
 
 const silent = { debug() {}, info() {}, warn() {}, error() {} };
 const server = await startNodeServer({ databaseUrl: process.env.DATABASE_URL, env: process.env, logger: silent });
-process.stdout.write(`${JSON.stringify({ url: server.url })}\n`);
+// Its pid too: `tsx` runs this file in a child of the process the bench started.
+process.stdout.write(`${JSON.stringify({ url: server.url, pid: process.pid })}\n`);
 process.once('SIGTERM', () => {
   void server.close().finally(() => process.exit(0));
 });

@@ -138,5 +138,16 @@ export async function runAdmission(settings: BenchSettings, results: BenchResult
       'requests/s', receiver.requestsPerSecond);
     results.add('admission', 'admission.receiver_direct', 'the same deliveries by direct wharf.admit calls',
       'events/s', receiver.directPerSecond);
+    // Where each delivery's CPU went on the two paths (absent where /proc is not this server's).
+    const cpuRows = [
+      ['receiver_cpu.receiver', 'CPU per delivery through the receiver: the receiver process', receiver.receiverCpu.receiver],
+      ['receiver_cpu.load', 'CPU per delivery through the receiver: autocannon (the bench process)', receiver.receiverCpu.loadGenerator],
+      ['receiver_cpu.postgres', 'CPU per delivery through the receiver: PostgreSQL backends', receiver.receiverCpu.postgres],
+      ['direct_cpu.load', 'CPU per direct admit: the calling pg client (the bench process)', receiver.directCpu.loadGenerator],
+      ['direct_cpu.postgres', 'CPU per direct admit: PostgreSQL backends', receiver.directCpu.postgres],
+    ] as const;
+    for (const [id, label, micros] of cpuRows) {
+      if (micros !== undefined) results.add('admission', `admission.${id}`, label, 'µs CPU', micros);
+    }
   }
 }

@@ -6,9 +6,18 @@ import type { BenchResults, Log } from '../results.js';
 import type { BenchSettings } from '../settings.js';
 import { pgBossDescription } from '../systems/pgboss.js';
 
+/** The systems whose CPU per event the results show: Wharf and its strongest rival, beside the plain loop. */
+const cpuShown = new Set(['unordered.wharf_lq', 'unordered.graphile_lq', 'unordered.plain']);
+
 function record(results: BenchResults, id: string, label: string, sample: DrainSample, log: Log): void {
   results.add('unordered', id, label, 'events/s', sample.eventsPerSecond, { duplicates: sample.duplicates, errors: sample.errors });
-  log(`  ${label}: ${sample.eventsPerSecond.toFixed(0)} events/s, ${sample.duplicates} duplicates`);
+  const { node, postgres } = sample.cpu;
+  if (cpuShown.has(id)) {
+    results.add('unordered', `${id}.cpu_node`, `${label}: Node CPU per event`, 'µs CPU', node);
+    if (postgres !== undefined) results.add('unordered', `${id}.cpu_postgres`, `${label}: PostgreSQL CPU per event`, 'µs CPU', postgres);
+  }
+  log(`  ${label}: ${sample.eventsPerSecond.toFixed(0)} events/s, ${sample.duplicates} duplicates; CPU per event ` +
+      `Node ${node.toFixed(0)} µs, PostgreSQL ${postgres === undefined ? '?' : postgres.toFixed(0)} µs`);
 }
 
 export async function runUnorderedDrain(settings: BenchSettings, results: BenchResults, log: Log): Promise<void> {

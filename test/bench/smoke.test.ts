@@ -48,6 +48,14 @@ describe('bench smoke run', () => {
       }
     }
 
+    // CPU per event and per delivery: this process's always; the receiver's
+    // and the backends' where /proc shows them (the backends not when they
+    // run in a container).
+    const cpuSeries = ['unordered.wharf_lq.cpu_node', 'unordered.graphile_lq.cpu_node', 'unordered.plain.cpu_node',
+      'admission.receiver_cpu.load', 'admission.direct_cpu.load',
+      ...(process.platform === 'linux' ? ['admission.receiver_cpu.receiver'] : [])];
+    for (const id of cpuSeries) expect(results.get(id)?.samples[0], id).toBeGreaterThan(0);
+
     // Wharf handled every event exactly once and in order within each scope,
     // and so did the rivals' per-key configurations (or their ordered figures mean nothing).
     for (const id of ['ordered.wharf.c8', 'ordered.wharf_lq.c8', 'unordered.wharf', 'unordered.wharf_lq', 'growth.sustained_handled',
