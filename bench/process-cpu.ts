@@ -5,8 +5,15 @@
 import { readFile } from 'node:fs/promises';
 import type pg from 'pg';
 
-/** User plus system CPU of a process so far, in µs (/proc counts clock ticks of 10 ms on Linux). */
+/**
+ * CPU a process has used so far, in µs: its time on a CPU from
+ * /proc/<pid>/schedstat (nanoseconds), else user plus system time from
+ * /proc/<pid>/stat, which counts clock ticks of 10 ms: too coarse for a short
+ * measurement of a light process.
+ */
 export async function processCpuMicros(pid: number): Promise<number> {
+  const schedstat = await readFile(`/proc/${pid}/schedstat`, 'utf8').catch(() => undefined);
+  if (schedstat !== undefined) return Number(schedstat.split(' ')[0]) / 1000;
   const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
