@@ -143,6 +143,7 @@ export async function runReceiverLoad(settings: BenchSettings, log: Log): Promis
       }
     }));
     await admitUntil(warmup);
+    // Each lane drew one number past the warm-up before it stopped: start the timed part at its end.
     next = warmup;
     const cpu = await meterDeliveries(db.pool, undefined, requests);
     const began = performance.now();
