@@ -441,9 +441,10 @@ CREATE TABLE wharf.provider_event (
     body_sha256 bytea,
     leased_at timestamp with time zone,
     CONSTRAINT provider_event_body_sha256_check CHECK ((octet_length(body_sha256) = 32)),
+    CONSTRAINT provider_event_dead_at_check CHECK (((state = 'DEAD'::text) = (dead_at IS NOT NULL))),
     CONSTRAINT provider_event_state_check CHECK ((state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text, 'DONE'::text, 'DEAD'::text])))
 )
-WITH (toast_tuple_target='128');
+WITH (toast_tuple_target='128', fillfactor='50', autovacuum_vacuum_scale_factor='0.05');
 
 --
 -- Name: bulk_replay_candidates(bigint, jsonb, boolean, timestamp with time zone, bigint); Type: FUNCTION; Schema: wharf; Owner: -
@@ -455,6 +456,7 @@ CREATE FUNCTION wharf.bulk_replay_candidates(p_workspace_id bigint, p_filter jso
   SELECT *
     FROM wharf.provider_event e
    WHERE e.workspace_id = p_workspace_id AND e.state = 'DEAD' AND e.id > p_after_id
+     AND e.dead_at IS NOT NULL  -- ix_provider_event_dead's predicate: DEAD is exactly that
      AND e.dead_at <= p_dead_by
      AND (p_force OR e.outcome IS DISTINCT FROM 'uncertain')
      AND (NOT p_filter ? 'provider' OR e.provider = p_filter ->> 'provider')
@@ -557,8 +559,10 @@ CREATE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p_handles te
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
-  v_now   timestamptz := clock_timestamp();
-  v_lease interval := wharf.setting_interval('lease');
+  v_now    timestamptz := clock_timestamp();
+  v_lease  interval := wharf.setting_interval('lease');
+  v_ids    bigint[];
+  v_scopes text[];
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
@@ -571,28 +575,38 @@ BEGIN
   END IF;
   PERFORM set_config('synchronous_commit', 'off', true);
 
+  SELECT array_agg(h.id), array_agg(h.scope_key) INTO v_ids, v_scopes
+    FROM (SELECT e.id, s.scope_key
+            FROM wharf.scope s
+            JOIN wharf.provider_event e ON e.id = s.head_id
+           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+             AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
+             AND e.state COLLATE "C" = 'QUEUED'  -- by primary key
+             -- A paused connection's rows wait, holding their scopes, until it resumes.
+             AND (e.connection_id IS NULL
+                  OR NOT EXISTS (SELECT FROM wharf.connection c WHERE c.id = e.connection_id AND c.state = 'PAUSED'))
+             AND (p_handles IS NULL
+                  OR e.provider || ':' || e.event_type = ANY (p_handles)
+                  OR e.provider || ':*' = ANY (p_handles))
+           ORDER BY s.ready_at, s.head_id
+           LIMIT p_max
+           -- NO KEY UPDATE: a claimer that locks a head another claimer has just
+           -- leased (its snapshot was older) must not make the winner's fence
+           -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scope, purge and
+           -- erasure take FOR UPDATE and still conflict.
+             FOR NO KEY UPDATE OF s, e SKIP LOCKED) h;
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+
+  UPDATE wharf.scope s
+     SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at
+    FROM unnest(v_ids, v_scopes) AS h(id, scope_key)
+    LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
+   WHERE s.scope_key = h.scope_key;
+
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
   RETURN QUERY
-  WITH due_heads AS (
-    SELECT e.id
-      FROM wharf.scope s
-      JOIN wharf.provider_event e ON e.id = s.head_id
-     WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
-       AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
-       AND e.state COLLATE "C" = 'QUEUED'  -- by primary key, never from the queue's partial index
-       -- A paused connection's rows wait, holding their scopes, until it resumes.
-       AND (e.connection_id IS NULL
-            OR NOT EXISTS (SELECT FROM wharf.connection c WHERE c.id = e.connection_id AND c.state = 'PAUSED'))
-       AND (p_handles IS NULL
-            OR e.provider || ':' || e.event_type = ANY (p_handles)
-            OR e.provider || ':*' = ANY (p_handles))
-     ORDER BY s.ready_at, s.head_id
-     LIMIT p_max
-     -- NO KEY UPDATE: a claimer that locks a head another claimer has just
-     -- leased (its snapshot was older) must not make the winner's fence
-     -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scope, purge and
-     -- erasure take FOR UPDATE and still conflict.
-     FOR NO KEY UPDATE OF s, e SKIP LOCKED
-  )
   UPDATE wharf.provider_event e
      SET state        = 'LEASED',
          attempt      = e.attempt + 1,
@@ -601,9 +615,10 @@ BEGIN
          leased_by    = p_worker,
          leased_at    = v_now,
          lease_token  = gen_random_uuid()
-    FROM due_heads
-   WHERE e.id = due_heads.id
+    FROM unnest(v_ids) AS h(id)
+   WHERE e.id = h.id
   RETURNING e.*;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
 END $$;
 
 --
@@ -614,14 +629,23 @@ CREATE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAU
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+  v_scope_key text;
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL OR p_outcome IS NULL OR p_outcome = '' THEN
     RAISE EXCEPTION 'wharf.complete: id, epoch and outcome are required' USING ERRCODE = '22004';
   END IF;
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
   UPDATE wharf.provider_event
      SET state = 'DONE', outcome = p_outcome, handled_at = clock_timestamp(), leased_until = NULL
-   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED';  -- by primary key (top of sql/30)
-  RETURN FOUND;
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+  RETURNING scope_key INTO v_scope_key;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  IF v_scope_key IS NULL THEN
+    RETURN false;
+  END IF;
+  PERFORM wharf.free_scopes(ARRAY[p_id], ARRAY[v_scope_key]);
+  RETURN true;
 END $$;
 
 --
@@ -635,6 +659,9 @@ CREATE FUNCTION wharf.complete_many(p_ids bigint[], p_epochs bigint[], p_outcome
     SET enable_mergejoin TO 'off'
     SET enable_hashjoin TO 'off'
     AS $$
+DECLARE
+  v_ids    bigint[];
+  v_scopes text[];
 BEGIN
   IF p_ids IS NULL OR p_epochs IS NULL OR p_outcomes IS NULL THEN
     RAISE EXCEPTION 'wharf.complete_many: ids, epochs and outcomes are required' USING ERRCODE = '22004';
@@ -647,12 +674,21 @@ BEGIN
               WHERE c.id IS NULL OR c.epoch IS NULL OR c.outcome IS NULL OR c.outcome = '') THEN
     RAISE EXCEPTION 'wharf.complete_many: every id, epoch and outcome is required' USING ERRCODE = '22004';
   END IF;
-  RETURN QUERY
-  UPDATE wharf.provider_event e
-     SET state = 'DONE', outcome = c.outcome, handled_at = clock_timestamp(), leased_until = NULL
-    FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
-   WHERE e.id = c.id AND e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
-  RETURNING e.id;
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  WITH done AS (
+    UPDATE wharf.provider_event e
+       SET state = 'DONE', outcome = c.outcome, handled_at = clock_timestamp(), leased_until = NULL
+      FROM unnest(p_ids, p_epochs, p_outcomes) WITH ORDINALITY AS c(id, epoch, outcome, n)
+     WHERE e.id = c.id AND e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+    RETURNING e.id, e.scope_key, c.n
+  )
+  SELECT array_agg(id ORDER BY n), array_agg(scope_key ORDER BY n) INTO v_ids, v_scopes FROM done;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  PERFORM wharf.free_scopes(v_ids, v_scopes);
+  RETURN QUERY SELECT unnest(v_ids);
 END $$;
 
 --
@@ -886,21 +922,32 @@ BEGIN
     RAISE EXCEPTION 'wharf: cursor must be a positive event id' USING ERRCODE = '22023';
   END IF;
 
-  -- One row more than asked says whether another page follows.
-  SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*)
-    INTO v_events, v_count
-    FROM (SELECT *
-            FROM wharf.provider_event
-           WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id
-             AND (p_state IS NULL OR state = p_state)
-             AND (p_subject IS NULL OR subject = p_subject)
-             AND (p_provider IS NULL OR provider = p_provider)
-             AND (p_event_type IS NULL OR event_type = p_event_type)
-             AND (p_received_after IS NULL OR received_at >= p_received_after)
-             AND (p_received_before IS NULL OR received_at < p_received_before)
-             AND (p_before_id IS NULL OR id < p_before_id)
-           ORDER BY id DESC
-           LIMIT p_limit + 1) e;
+  -- One row more than asked says whether another page follows. Dead letters
+  -- are read from ix_provider_event_dead (DEAD is exactly dead_at IS NOT
+  -- NULL, a CHECK of the table), the rest from the workspace's rows newest
+  -- first (ix_provider_event_workspace_recent): neither index names a column
+  -- that claim or complete writes.
+  IF p_state = 'DEAD' THEN
+    SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*)
+      INTO v_events, v_count
+      FROM (SELECT *
+              FROM wharf.provider_event x
+             WHERE x.dead_at IS NOT NULL
+               AND wharf.event_page_matches(x, p_workspace_id, p_subject, p_provider, p_event_type,
+                                            p_received_after, p_received_before, p_before_id)
+             ORDER BY x.id DESC
+             LIMIT p_limit + 1) e;
+  ELSE
+    SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*)
+      INTO v_events, v_count
+      FROM (SELECT *
+              FROM wharf.provider_event x
+             WHERE (p_state IS NULL OR x.state = p_state)
+               AND wharf.event_page_matches(x, p_workspace_id, p_subject, p_provider, p_event_type,
+                                            p_received_after, p_received_before, p_before_id)
+             ORDER BY x.id DESC
+             LIMIT p_limit + 1) e;
+  END IF;
 
   IF v_count <= p_limit THEN
     RETURN jsonb_build_object('events', v_events, 'next_cursor', NULL);
@@ -908,6 +955,22 @@ BEGIN
   v_events := v_events - p_limit;
   RETURN jsonb_build_object('events', v_events, 'next_cursor', v_events -> (p_limit - 1) -> 'id');
 END $$;
+
+--
+-- Name: event_page_matches(wharf.provider_event, bigint, text, text, text, timestamp with time zone, timestamp with time zone, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.event_page_matches(e wharf.provider_event, p_workspace_id bigint, p_subject text, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone, p_before_id bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT (e.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND e.workspace_id IS NULL))
+     AND (p_subject IS NULL OR e.subject = p_subject)
+     AND (p_provider IS NULL OR e.provider = p_provider)
+     AND (p_event_type IS NULL OR e.event_type = p_event_type)
+     AND (p_received_after IS NULL OR e.received_at >= p_received_after)
+     AND (p_received_before IS NULL OR e.received_at < p_received_before)
+     AND (p_before_id IS NULL OR e.id < p_before_id)
+$$;
 
 --
 -- Name: event_summary(wharf.provider_event); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1023,21 +1086,23 @@ BEGIN
 END $$;
 
 --
--- Name: head_scope_on_insert(); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: free_scopes(bigint[], text[]); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.head_scope_on_insert() RETURNS trigger
+CREATE FUNCTION wharf.free_scopes(p_ids bigint[], p_scope_keys text[]) RETURNS void
     LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 BEGIN
-  INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
-  VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at,
-          greatest(NEW.next_attempt_at, clock_timestamp()),
-          coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
-  ON CONFLICT (scope_key) DO UPDATE
-     SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at
-   WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
-  RETURN NULL;
+  DELETE FROM wharf.scope s
+   USING unnest(p_ids, p_scope_keys) AS l(id, scope_key)
+   WHERE s.scope_key = l.scope_key AND s.leased_id = l.id AND s.head_id IS NULL;
+  UPDATE wharf.scope s
+     SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp())
+    FROM unnest(p_ids, p_scope_keys) AS l(id, scope_key)
+   WHERE s.scope_key = l.scope_key AND s.leased_id = l.id;
 END $$;
 
 --
@@ -1084,6 +1149,72 @@ BEGIN
       USING ERRCODE = 'WH412';
   END IF;
   RETURN v_sweep;
+END $$;
+
+--
+-- Name: keep_scope_heads(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.keep_scope_heads() RETURNS trigger
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    AS $$
+DECLARE
+  v_old_scope  text := CASE WHEN TG_OP <> 'INSERT' THEN OLD.scope_key END;
+  v_new_scope  text := CASE WHEN TG_OP <> 'DELETE' THEN NEW.scope_key END;
+  v_old_state  text := CASE WHEN TG_OP <> 'INSERT' THEN OLD.state END;
+  v_new_state  text := CASE WHEN TG_OP <> 'DELETE' THEN NEW.state END;
+  v_moved      boolean := v_old_scope IS DISTINCT FROM v_new_scope;
+  v_next       record;
+BEGIN
+  -- Left the queue (claimed by hand, ended, deleted, moved): the next row heads.
+  IF v_old_state = 'QUEUED' AND (v_moved OR v_new_state IS DISTINCT FROM 'QUEUED') THEN
+    SELECT * INTO v_next FROM wharf.next_in_scope(v_old_scope, OLD.id);
+    UPDATE wharf.scope
+       SET head_id = v_next.id, head_due_at = v_next.due_at,
+           ready_at = greatest(v_next.due_at, clock_timestamp())
+     WHERE scope_key = v_old_scope AND head_id = OLD.id;
+  END IF;
+
+  -- A lease ended: its scope is free, ready when its head is due.
+  IF v_old_state = 'LEASED' AND (v_moved OR v_new_state IS DISTINCT FROM 'LEASED') THEN
+    UPDATE wharf.scope
+       SET leased_id = NULL, ready_at = greatest(head_due_at, clock_timestamp())
+     WHERE scope_key = v_old_scope AND leased_id = OLD.id;
+  END IF;
+
+  -- A lease taken: the scope's one lease, or an error.
+  IF v_new_state = 'LEASED' AND (v_moved OR v_old_state IS DISTINCT FROM 'LEASED') THEN
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, leased_id, active)
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id,
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+    ON CONFLICT (scope_key) DO UPDATE SET leased_id = excluded.leased_id
+     WHERE s.leased_id IS NULL OR s.leased_id = excluded.leased_id;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'wharf: scope % already has a LEASED event; event % cannot be leased too',
+        NEW.scope_key, NEW.id
+        USING ERRCODE = '23505', TABLE = 'provider_event', CONSTRAINT = 'scope_one_lease';
+    END IF;
+  END IF;
+
+  -- Entered the queue or rescheduled in it: it heads its scope when older
+  -- than the head (equal: the head's due time changed).
+  IF v_new_state = 'QUEUED' THEN
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at,
+            greatest(NEW.next_attempt_at, clock_timestamp()),
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+    ON CONFLICT (scope_key) DO UPDATE
+       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at
+     WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
+  END IF;
+
+  -- A scope left with nothing queued or leased goes (admission makes it again).
+  IF v_old_state IN ('QUEUED', 'LEASED') AND (v_moved OR v_new_state NOT IN ('QUEUED', 'LEASED') OR TG_OP = 'DELETE') THEN
+    DELETE FROM wharf.scope
+     WHERE scope_key = v_old_scope AND head_id IS NULL AND leased_id IS NULL;
+  END IF;
+  RETURN NULL;
 END $$;
 
 --
@@ -1370,6 +1501,19 @@ CREATE FUNCTION wharf.next_due_at() RETURNS timestamp with time zone
 $$;
 
 --
+-- Name: next_in_scope(text, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.next_in_scope(p_scope_key text, p_after_id bigint) RETURNS TABLE(id bigint, due_at timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT e.id, e.next_attempt_at FROM wharf.provider_event e
+   WHERE e.scope_key = p_scope_key AND e.id > p_after_id AND e.state = 'QUEUED'
+   ORDER BY e.id
+   LIMIT 1
+$$;
+
+--
 -- Name: notify_idle_claimers(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1437,13 +1581,16 @@ CREATE FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint) RE
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+  v_done_before timestamptz := now() - wharf.setting_interval('replay_window');
+  v_dead_before timestamptz := now() - wharf.setting_interval('dead_retention');
 BEGIN
   DELETE FROM wharf.provider_event
-   WHERE state = 'DONE' AND handled_at < now() - wharf.setting_interval('replay_window');
+   WHERE received_at < v_done_before AND state = 'DONE' AND handled_at < v_done_before;
   GET DIAGNOSTICS done_deleted = ROW_COUNT;
 
   DELETE FROM wharf.provider_event
-   WHERE state = 'DEAD' AND dead_at < now() - wharf.setting_interval('dead_retention');
+   WHERE received_at < v_dead_before AND state = 'DEAD' AND dead_at < v_dead_before;
   GET DIAGNOSTICS dead_deleted = ROW_COUNT;
 
   -- A scope row being used right now is locked: pass over it.
@@ -1565,7 +1712,8 @@ $$;
 CREATE FUNCTION wharf.reap() RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 DECLARE
   v_now          timestamptz := clock_timestamp();
@@ -1577,9 +1725,9 @@ BEGIN
   -- waits for the next, and must never wait for a reaper waiting for it.
   WITH expired AS (
     SELECT e.id
-      FROM wharf.provider_event e
-      JOIN wharf.scope s ON s.scope_key = e.scope_key
-     WHERE e.state = 'LEASED' AND e.leased_until < v_now
+      FROM wharf.scope s
+      JOIN wharf.provider_event e ON e.id = s.leased_id
+     WHERE s.leased_id IS NOT NULL AND e.state = 'LEASED' AND e.leased_until < v_now
      FOR UPDATE OF e, s SKIP LOCKED
   ), reaped AS (
     UPDATE wharf.provider_event e
@@ -2345,112 +2493,6 @@ BEGIN
 END $$;
 
 --
--- Name: sync_scope_head(); Type: FUNCTION; Schema: wharf; Owner: -
---
-
-CREATE FUNCTION wharf.sync_scope_head() RETURNS trigger
-    LANGUAGE plpgsql
-    SET enable_seqscan TO 'off'
-    SET enable_hashjoin TO 'on'
-    SET plan_cache_mode TO 'force_generic_plan'
-    AS $$
-DECLARE
-  v_moves  wharf.scope_move[];
-  v_ended  boolean;  -- some lease ended
-  v_moved  boolean;  -- some row left the queue or took a lease
-  v_queued boolean;  -- some row is QUEUED now
-BEGIN
-  IF TG_OP = 'INSERT' THEN  -- of a LEASED row
-    -- Its scope may have no row yet: admission makes one before it inserts,
-    -- a row inserted by hand does not.
-    PERFORM wharf.lock_scope(NEW.scope_key, NEW.workspace_id);
-    v_moves := ARRAY[(NEW.id, NEW.scope_key, NEW.workspace_id, NEW.next_attempt_at,
-                      false, true, false, false)::wharf.scope_move];
-    v_ended := false;
-    v_moved := true;
-    v_queued := false;
-  ELSIF TG_OP = 'DELETE' THEN
-    v_moves := ARRAY[(OLD.id, OLD.scope_key, OLD.workspace_id, OLD.next_attempt_at,
-                      OLD.state = 'QUEUED', false, OLD.state = 'LEASED', false)::wharf.scope_move];
-    v_ended := OLD.state = 'LEASED';
-    v_moved := OLD.state = 'QUEUED';
-    v_queued := false;
-  ELSE
-    SELECT array_agg((n.id, n.scope_key, n.workspace_id, n.next_attempt_at,
-                      o.state = 'QUEUED' AND n.state <> 'QUEUED',
-                      n.state = 'LEASED' AND o.state <> 'LEASED',
-                      o.state = 'LEASED' AND n.state <> 'LEASED',
-                      n.state = 'QUEUED')::wharf.scope_move),
-           bool_or(o.state = 'LEASED' AND n.state <> 'LEASED'),
-           bool_or((o.state = 'QUEUED' AND n.state <> 'QUEUED') OR (n.state = 'LEASED' AND o.state <> 'LEASED')),
-           bool_or(n.state = 'QUEUED')
-      INTO v_moves, v_ended, v_moved, v_queued
-      FROM old_rows o
-      JOIN new_rows n ON n.id = o.id
-     WHERE o.state <> n.state
-        OR (n.state = 'QUEUED' AND o.next_attempt_at IS DISTINCT FROM n.next_attempt_at);
-  END IF;
-  -- Each statement below runs only when some row needs it: a claim, a
-  -- completion or an admission pays for one. (The flags come with the moves,
-  -- not from a statement of their own: one statement less on every write.)
-
-  -- Leases that ended: a scope with nothing queued is deleted (admission
-  -- makes it again), which costs less than writing it empty; any other is
-  -- free, ready when its head is due.
-  IF v_ended THEN
-    DELETE FROM wharf.scope s
-     USING unnest(v_moves) m
-     WHERE m.ended_lease AND s.scope_key = m.scope_key AND s.leased_id = m.id AND s.head_id IS NULL;
-    UPDATE wharf.scope s
-       SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp())
-      FROM unnest(v_moves) m
-     WHERE m.ended_lease AND s.scope_key = m.scope_key AND s.leased_id = m.id;
-  END IF;
-
-  -- Rows that left the queue (claimed, ended, deleted) and leases taken, in
-  -- one write per scope: a claim moves the head and marks the lease at once.
-  IF v_moved THEN
-    UPDATE wharf.scope s
-       SET head_id     = CASE WHEN s.head_id = ANY (m.left_ids) THEN next.id ELSE s.head_id END,
-           head_due_at = CASE WHEN s.head_id = ANY (m.left_ids) THEN next.due_at ELSE s.head_due_at END,
-           ready_at    = CASE WHEN s.head_id = ANY (m.left_ids) THEN greatest(next.due_at, clock_timestamp())
-                              ELSE s.ready_at END,
-           leased_id   = coalesce(m.leased_id, s.leased_id)
-      FROM (SELECT m.scope_key,
-                   array_agg(m.id) FILTER (WHERE m.left_queue) AS left_ids,
-                   max(m.id) FILTER (WHERE m.took_lease) AS leased_id
-              FROM unnest(v_moves) m
-             WHERE m.left_queue OR m.took_lease
-             GROUP BY m.scope_key) m
-      LEFT JOIN LATERAL (
-        SELECT e.id, e.next_attempt_at AS due_at
-          FROM wharf.provider_event e
-         WHERE e.scope_key = m.scope_key AND e.state = 'QUEUED'
-         ORDER BY e.id
-         LIMIT 1
-      ) next ON true
-     WHERE s.scope_key = m.scope_key;
-  END IF;
-
-  -- Rows that entered the queue (retried, released, reaped, replayed; an
-  -- admitted row has head_scope_on_insert) or were rescheduled in it: the
-  -- oldest of each scope heads it when it is older than the current head.
-  IF v_queued THEN
-    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
-    SELECT DISTINCT ON (m.scope_key)
-           m.scope_key, m.workspace_id, m.id, m.due_at, greatest(m.due_at, clock_timestamp()),
-           coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = m.workspace_id), true)
-      FROM unnest(v_moves) m
-     WHERE m.queued
-     ORDER BY m.scope_key, m.id
-    ON CONFLICT (scope_key) DO UPDATE
-       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at
-     WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
-  END IF;
-  RETURN NULL;
-END $$;
-
---
 -- Name: unsubscribe(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2803,7 +2845,7 @@ CREATE TABLE wharf.scope (
     active boolean DEFAULT true NOT NULL,
     ready_at timestamp with time zone
 )
-WITH (vacuum_truncate='false');
+WITH (vacuum_truncate='false', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000');
 
 --
 -- Name: setting; Type: TABLE; Schema: wharf; Owner: -
@@ -2987,28 +3029,28 @@ CREATE INDEX ix_connection_workspace ON wharf.connection USING btree (workspace_
 CREATE INDEX ix_provider_event_body_dedupe ON wharf.provider_event USING btree (source, body_sha256) WHERE (body_sha256 IS NOT NULL);
 
 --
--- Name: ix_provider_event_purge_dead; Type: INDEX; Schema: wharf; Owner: -
+-- Name: ix_provider_event_dead; Type: INDEX; Schema: wharf; Owner: -
 --
 
-CREATE INDEX ix_provider_event_purge_dead ON wharf.provider_event USING btree (dead_at) WHERE (state = 'DEAD'::text);
+CREATE INDEX ix_provider_event_dead ON wharf.provider_event USING btree (workspace_id, id) WHERE (dead_at IS NOT NULL);
 
 --
--- Name: ix_provider_event_purge_done; Type: INDEX; Schema: wharf; Owner: -
+-- Name: ix_provider_event_received; Type: INDEX; Schema: wharf; Owner: -
 --
 
-CREATE INDEX ix_provider_event_purge_done ON wharf.provider_event USING btree (handled_at) WHERE (state = 'DONE'::text);
+CREATE INDEX ix_provider_event_received ON wharf.provider_event USING btree (received_at);
 
 --
--- Name: ix_provider_event_scope_queue; Type: INDEX; Schema: wharf; Owner: -
+-- Name: ix_provider_event_scope_order; Type: INDEX; Schema: wharf; Owner: -
 --
 
-CREATE INDEX ix_provider_event_scope_queue ON wharf.provider_event USING btree (scope_key, id) WHERE (state = 'QUEUED'::text);
+CREATE INDEX ix_provider_event_scope_order ON wharf.provider_event USING btree (scope_key, id);
 
 --
--- Name: ix_provider_event_workspace_list; Type: INDEX; Schema: wharf; Owner: -
+-- Name: ix_provider_event_workspace_recent; Type: INDEX; Schema: wharf; Owner: -
 --
 
-CREATE INDEX ix_provider_event_workspace_list ON wharf.provider_event USING btree (workspace_id, state, id DESC);
+CREATE INDEX ix_provider_event_workspace_recent ON wharf.provider_event USING btree (workspace_id, id);
 
 --
 -- Name: ix_scope_claim; Type: INDEX; Schema: wharf; Owner: -
@@ -3053,34 +3095,22 @@ CREATE UNIQUE INDEX uq_connection_natural_key ON wharf.connection USING btree (w
 CREATE UNIQUE INDEX uq_provider_event_delivery ON wharf.provider_event USING btree (workspace_id, provider, delivery_key) NULLS NOT DISTINCT;
 
 --
--- Name: uq_provider_event_leased_scope; Type: INDEX; Schema: wharf; Owner: -
+-- Name: provider_event provider_event_keep_scope_delete; Type: TRIGGER; Schema: wharf; Owner: -
 --
 
-CREATE UNIQUE INDEX uq_provider_event_leased_scope ON wharf.provider_event USING btree (scope_key) WHERE (state = 'LEASED'::text);
+CREATE TRIGGER provider_event_keep_scope_delete AFTER DELETE ON wharf.provider_event FOR EACH ROW WHEN ((old.state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text]))) EXECUTE FUNCTION wharf.keep_scope_heads();
 
 --
--- Name: provider_event provider_event_sync_scope_delete; Type: TRIGGER; Schema: wharf; Owner: -
+-- Name: provider_event provider_event_keep_scope_insert; Type: TRIGGER; Schema: wharf; Owner: -
 --
 
-CREATE TRIGGER provider_event_sync_scope_delete AFTER DELETE ON wharf.provider_event FOR EACH ROW WHEN ((old.state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text]))) EXECUTE FUNCTION wharf.sync_scope_head();
+CREATE TRIGGER provider_event_keep_scope_insert AFTER INSERT ON wharf.provider_event FOR EACH ROW WHEN ((new.state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text]))) EXECUTE FUNCTION wharf.keep_scope_heads();
 
 --
--- Name: provider_event provider_event_sync_scope_insert; Type: TRIGGER; Schema: wharf; Owner: -
+-- Name: provider_event provider_event_keep_scope_update; Type: TRIGGER; Schema: wharf; Owner: -
 --
 
-CREATE TRIGGER provider_event_sync_scope_insert AFTER INSERT ON wharf.provider_event FOR EACH ROW WHEN ((new.state = 'QUEUED'::text)) EXECUTE FUNCTION wharf.head_scope_on_insert();
-
---
--- Name: provider_event provider_event_sync_scope_insert_leased; Type: TRIGGER; Schema: wharf; Owner: -
---
-
-CREATE TRIGGER provider_event_sync_scope_insert_leased AFTER INSERT ON wharf.provider_event FOR EACH ROW WHEN ((new.state = 'LEASED'::text)) EXECUTE FUNCTION wharf.sync_scope_head();
-
---
--- Name: provider_event provider_event_sync_scope_update; Type: TRIGGER; Schema: wharf; Owner: -
---
-
-CREATE TRIGGER provider_event_sync_scope_update AFTER UPDATE ON wharf.provider_event REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION wharf.sync_scope_head();
+CREATE TRIGGER provider_event_keep_scope_update AFTER UPDATE ON wharf.provider_event FOR EACH ROW WHEN ((((old.state IS DISTINCT FROM new.state) OR (old.scope_key IS DISTINCT FROM new.scope_key) OR ((new.state = 'QUEUED'::text) AND (old.next_attempt_at IS DISTINCT FROM new.next_attempt_at))) AND (current_setting('wharf.keeping_scopes'::text, true) IS DISTINCT FROM 'on'::text))) EXECUTE FUNCTION wharf.keep_scope_heads();
 
 --
 -- Name: workspace workspace_sync_scope_activity; Type: TRIGGER; Schema: wharf; Owner: -

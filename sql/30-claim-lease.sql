@@ -8,10 +8,9 @@
 --
 -- A lease is found by primary key and checked with `state COLLATE "C" =
 -- 'LEASED'`, the same test as `state = 'LEASED'` (equality is bytewise in
--- either collation) that no LEASED partial index can serve. With the plain
--- test, statistics taken while few rows were leased make the planner walk
--- uq_provider_event_leased_scope, every leased row, for each lookup: a cost
--- that grows with the hosts and their local queues.
+-- either collation) that no partial index on state could serve. No index of
+-- provider_event names state today (sql/20: claim and complete must stay
+-- HOT); the test keeps these lookups on the primary key should one come.
 
 -- Leases up to p_max rows, each the oldest QUEUED row of its scope, due now,
 -- in a scope with no LEASED row and an ACTIVE (or no) workspace, admitted by a
@@ -24,6 +23,15 @@
 -- keys), only heads this host has a handler for: another head keeps its scope
 -- waiting, in order, for a host that handles it.
 --
+-- Three statements. The first finds the due heads and locks them with their
+-- scope rows. The second marks each scope leased and heads it with its next
+-- queued row; it is a statement of its own so that its snapshot, taken after
+-- the locks, sees every row admitted into those scopes (an admission locks
+-- the scope row before it inserts, so none is in flight now). The third
+-- leases the events: it writes no indexed column, so every row version stays
+-- on its page (HOT) and no index gets an entry; the scope trigger is told
+-- (wharf.keeping_scopes) that the scopes are kept already (sql/20).
+--
 -- The plan is pinned to its one good shape: walk ix_scope_claim in order and
 -- fetch each head by primary key, stopping after p_max. PL/pgSQL caches a
 -- generic plan after five calls, and for a small scope table the planner's
@@ -31,13 +39,8 @@
 -- whole provider_event primary key, which reads the backlog on every claim.
 -- Turning off the other scan and join methods leaves it the index path alone
 -- (bitmap scans too: a bitmap scan of ix_scope_claim loses its order, and the
--- claim sorted every ready scope to serve p_max of them).
--- The head is tested with `state COLLATE "C" = 'QUEUED'` (top of this file):
--- autovacuum often analyzes the inbox while its queue is empty, and with the
--- plain test the generic plan then drove the join from
--- ix_provider_event_scope_queue, which looks empty, and read every queued row
--- on each claim; under sustained load the drain stalled until the next
--- analyze (test/sql/claim-plan.test.ts).
+-- claim sorted every ready scope to serve p_max of them). The head is tested
+-- with `state COLLATE "C" = 'QUEUED'` (top of this file), by primary key.
 --
 -- That plan is also forced generic: left to choose, the plan cache finds the
 -- custom plans (LIMIT p_max known) cheaper and plans every call afresh, which
@@ -58,8 +61,10 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off SET enable_bitmapscan = off SET enable_mergejoin = off SET enable_hashjoin = off
 SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
-  v_now   timestamptz := clock_timestamp();
-  v_lease interval := wharf.setting_interval('lease');
+  v_now    timestamptz := clock_timestamp();
+  v_lease  interval := wharf.setting_interval('lease');
+  v_ids    bigint[];
+  v_scopes text[];
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
@@ -72,28 +77,38 @@ BEGIN
   END IF;
   PERFORM set_config('synchronous_commit', 'off', true);
 
+  SELECT array_agg(h.id), array_agg(h.scope_key) INTO v_ids, v_scopes
+    FROM (SELECT e.id, s.scope_key
+            FROM wharf.scope s
+            JOIN wharf.provider_event e ON e.id = s.head_id
+           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+             AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
+             AND e.state COLLATE "C" = 'QUEUED'  -- by primary key
+             -- A paused connection's rows wait, holding their scopes, until it resumes.
+             AND (e.connection_id IS NULL
+                  OR NOT EXISTS (SELECT FROM wharf.connection c WHERE c.id = e.connection_id AND c.state = 'PAUSED'))
+             AND (p_handles IS NULL
+                  OR e.provider || ':' || e.event_type = ANY (p_handles)
+                  OR e.provider || ':*' = ANY (p_handles))
+           ORDER BY s.ready_at, s.head_id
+           LIMIT p_max
+           -- NO KEY UPDATE: a claimer that locks a head another claimer has just
+           -- leased (its snapshot was older) must not make the winner's fence
+           -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scope, purge and
+           -- erasure take FOR UPDATE and still conflict.
+             FOR NO KEY UPDATE OF s, e SKIP LOCKED) h;
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+
+  UPDATE wharf.scope s
+     SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at
+    FROM unnest(v_ids, v_scopes) AS h(id, scope_key)
+    LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
+   WHERE s.scope_key = h.scope_key;
+
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
   RETURN QUERY
-  WITH due_heads AS (
-    SELECT e.id
-      FROM wharf.scope s
-      JOIN wharf.provider_event e ON e.id = s.head_id
-     WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
-       AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
-       AND e.state COLLATE "C" = 'QUEUED'  -- by primary key, never from the queue's partial index
-       -- A paused connection's rows wait, holding their scopes, until it resumes.
-       AND (e.connection_id IS NULL
-            OR NOT EXISTS (SELECT FROM wharf.connection c WHERE c.id = e.connection_id AND c.state = 'PAUSED'))
-       AND (p_handles IS NULL
-            OR e.provider || ':' || e.event_type = ANY (p_handles)
-            OR e.provider || ':*' = ANY (p_handles))
-     ORDER BY s.ready_at, s.head_id
-     LIMIT p_max
-     -- NO KEY UPDATE: a claimer that locks a head another claimer has just
-     -- leased (its snapshot was older) must not make the winner's fence
-     -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scope, purge and
-     -- erasure take FOR UPDATE and still conflict.
-     FOR NO KEY UPDATE OF s, e SKIP LOCKED
-  )
   UPDATE wharf.provider_event e
      SET state        = 'LEASED',
          attempt      = e.attempt + 1,
@@ -102,9 +117,10 @@ BEGIN
          leased_by    = p_worker,
          leased_at    = v_now,
          lease_token  = gen_random_uuid()
-    FROM due_heads
-   WHERE e.id = due_heads.id
+    FROM unnest(v_ids) AS h(id)
+   WHERE e.id = h.id
   RETURNING e.*;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
 END $$;
 
 -- Extends the lease of a row LEASED under p_epoch to now + lease, also when it
@@ -122,27 +138,37 @@ BEGIN
 END $$;
 
 -- Ends a lease with success: DONE with p_outcome ('handled', 'ignored', ...).
--- False when the row is not LEASED under p_epoch.
+-- False when the row is not LEASED under p_epoch. The update is HOT (no
+-- index names a column it writes); the scope is freed by free_scopes (sql/20).
 CREATE OR REPLACE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAULT 'handled')
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_scope_key text;
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL OR p_outcome IS NULL OR p_outcome = '' THEN
     RAISE EXCEPTION 'wharf.complete: id, epoch and outcome are required' USING ERRCODE = '22004';
   END IF;
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
   UPDATE wharf.provider_event
      SET state = 'DONE', outcome = p_outcome, handled_at = clock_timestamp(), leased_until = NULL
-   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED';  -- by primary key (top of sql/30)
-  RETURN FOUND;
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+  RETURNING scope_key INTO v_scope_key;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  IF v_scope_key IS NULL THEN
+    RETURN false;
+  END IF;
+  PERFORM wharf.free_scopes(ARRAY[p_id], ARRAY[v_scope_key]);
+  RETURN true;
 END $$;
 
 -- Ends many leases with success, as complete does each: the ids of the rows
 -- that were LEASED under their epoch and are now DONE with their outcome. One
--- statement, so the scope heads follow in one trigger call (sql/20): a busy
--- host pays one commit and one scope write per scope for a batch. Callers
--- pass them in admission's lock order (workspace, then scope), so that the
--- scope rows they lock cannot form a cycle with an admission. The arrays
--- must be of one length (22023) with no NULL or empty element (22004).
+-- update of the events and one of their scopes: a busy host pays one commit
+-- and one scope write per scope for a batch. Callers pass them in
+-- admission's lock order (workspace, then scope), so that the scope rows
+-- they lock cannot form a cycle with an admission. The arrays must be of one
+-- length (22023) with no NULL or empty element (22004).
 --
 -- Pinned to the primary key like claim: a generic plan for a batch of
 -- unknown size must never scan the inbox.
@@ -150,6 +176,9 @@ CREATE OR REPLACE FUNCTION wharf.complete_many(p_ids bigint[], p_epochs bigint[]
 RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off SET enable_mergejoin = off SET enable_hashjoin = off AS $$
+DECLARE
+  v_ids    bigint[];
+  v_scopes text[];
 BEGIN
   IF p_ids IS NULL OR p_epochs IS NULL OR p_outcomes IS NULL THEN
     RAISE EXCEPTION 'wharf.complete_many: ids, epochs and outcomes are required' USING ERRCODE = '22004';
@@ -162,12 +191,21 @@ BEGIN
               WHERE c.id IS NULL OR c.epoch IS NULL OR c.outcome IS NULL OR c.outcome = '') THEN
     RAISE EXCEPTION 'wharf.complete_many: every id, epoch and outcome is required' USING ERRCODE = '22004';
   END IF;
-  RETURN QUERY
-  UPDATE wharf.provider_event e
-     SET state = 'DONE', outcome = c.outcome, handled_at = clock_timestamp(), leased_until = NULL
-    FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
-   WHERE e.id = c.id AND e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
-  RETURNING e.id;
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  WITH done AS (
+    UPDATE wharf.provider_event e
+       SET state = 'DONE', outcome = c.outcome, handled_at = clock_timestamp(), leased_until = NULL
+      FROM unnest(p_ids, p_epochs, p_outcomes) WITH ORDINALITY AS c(id, epoch, outcome, n)
+     WHERE e.id = c.id AND e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+    RETURNING e.id, e.scope_key, c.n
+  )
+  SELECT array_agg(id ORDER BY n), array_agg(scope_key ORDER BY n) INTO v_ids, v_scopes FROM done;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  PERFORM wharf.free_scopes(v_ids, v_scopes);
+  RETURN QUERY SELECT unnest(v_ids);
 END $$;
 
 -- A stopping worker gives the row back: QUEUED, due at once, attempt as it
@@ -203,11 +241,13 @@ END $$;
 -- them). Returns how many it reaped.
 -- Also forgets idle listeners whose session has ended.
 --
--- The leases are read from uq_provider_event_leased_scope, which holds every
--- LEASED row and nothing else (an index of their own would cost every claim
--- an entry); the plan stays on it whatever the inbox's size when planned.
+-- The leases are read from the scope rows (leased_id): the event table has
+-- no index of its leases, which every claim would pay an entry for. That is
+-- a scan of wharf.scope, the scopes in use, every 30 s or so per host, and
+-- each lease's event by primary key: never a hash join over the inbox.
 CREATE OR REPLACE FUNCTION wharf.reap() RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET enable_seqscan = off AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 DECLARE
   v_now          timestamptz := clock_timestamp();
   v_max_attempts integer := wharf.setting_integer('max_attempts');
@@ -218,9 +258,9 @@ BEGIN
   -- waits for the next, and must never wait for a reaper waiting for it.
   WITH expired AS (
     SELECT e.id
-      FROM wharf.provider_event e
-      JOIN wharf.scope s ON s.scope_key = e.scope_key
-     WHERE e.state = 'LEASED' AND e.leased_until < v_now
+      FROM wharf.scope s
+      JOIN wharf.provider_event e ON e.id = s.leased_id
+     WHERE s.leased_id IS NOT NULL AND e.state = 'LEASED' AND e.leased_until < v_now
      FOR UPDATE OF e, s SKIP LOCKED
   ), reaped AS (
     UPDATE wharf.provider_event e

@@ -59,15 +59,24 @@ END $$;
 -- Deletes DONE rows handled longer ago than replay_window and DEAD rows dead
 -- longer than dead_retention (never a QUEUED or LEASED row), then the scope
 -- rows left with nothing queued or leased.
+--
+-- The candidates are found by arrival (ix_provider_event_received): a row
+-- handled or dead before a time arrived before it. handled_at and state are
+-- in no index, so that completing a row stays a heap-only update; what purge
+-- reads besides what it deletes is the older rows it keeps (dead letters
+-- within their retention, rows held by a paused workspace).
 CREATE OR REPLACE FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_done_before timestamptz := now() - wharf.setting_interval('replay_window');
+  v_dead_before timestamptz := now() - wharf.setting_interval('dead_retention');
 BEGIN
   DELETE FROM wharf.provider_event
-   WHERE state = 'DONE' AND handled_at < now() - wharf.setting_interval('replay_window');
+   WHERE received_at < v_done_before AND state = 'DONE' AND handled_at < v_done_before;
   GET DIAGNOSTICS done_deleted = ROW_COUNT;
 
   DELETE FROM wharf.provider_event
-   WHERE state = 'DEAD' AND dead_at < now() - wharf.setting_interval('dead_retention');
+   WHERE received_at < v_dead_before AND state = 'DEAD' AND dead_at < v_dead_before;
   GET DIAGNOSTICS dead_deleted = ROW_COUNT;
 
   -- A scope row being used right now is locked: pass over it.

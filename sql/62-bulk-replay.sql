@@ -18,6 +18,7 @@ LANGUAGE sql STABLE AS $$
   SELECT *
     FROM wharf.provider_event e
    WHERE e.workspace_id = p_workspace_id AND e.state = 'DEAD' AND e.id > p_after_id
+     AND e.dead_at IS NOT NULL  -- ix_provider_event_dead's predicate: DEAD is exactly that
      AND e.dead_at <= p_dead_by
      AND (p_force OR e.outcome IS DISTINCT FROM 'uncertain')
      AND (NOT p_filter ? 'provider' OR e.provider = p_filter ->> 'provider')

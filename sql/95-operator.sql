@@ -31,6 +31,23 @@ LANGUAGE sql STABLE AS $$
     'handled_at', e.handled_at, 'dead_at', e.dead_at)
 $$;
 
+-- Whether event e is in workspace p_workspace_id (NULL: an installation row)
+-- and passes every filter given (see event_page). An expression the planner
+-- inlines into event_page's queries.
+CREATE OR REPLACE FUNCTION wharf.event_page_matches(
+  e wharf.provider_event, p_workspace_id bigint, p_subject text, p_provider text, p_event_type text,
+  p_received_after timestamptz, p_received_before timestamptz, p_before_id bigint)
+RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT (e.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND e.workspace_id IS NULL))
+     AND (p_subject IS NULL OR e.subject = p_subject)
+     AND (p_provider IS NULL OR e.provider = p_provider)
+     AND (p_event_type IS NULL OR e.event_type = p_event_type)
+     AND (p_received_after IS NULL OR e.received_at >= p_received_after)
+     AND (p_received_before IS NULL OR e.received_at < p_received_before)
+     AND (p_before_id IS NULL OR e.id < p_before_id)
+$$;
+
 -- A page of the events whose workspace IS NOT DISTINCT FROM p_workspace_id
 -- (NULL: installation rows), newest first, older than p_before_id when given,
 -- narrowed by every filter given: state, subject, provider, event type, and
@@ -58,21 +75,32 @@ BEGIN
     RAISE EXCEPTION 'wharf: cursor must be a positive event id' USING ERRCODE = '22023';
   END IF;
 
-  -- One row more than asked says whether another page follows.
-  SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*)
-    INTO v_events, v_count
-    FROM (SELECT *
-            FROM wharf.provider_event
-           WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id
-             AND (p_state IS NULL OR state = p_state)
-             AND (p_subject IS NULL OR subject = p_subject)
-             AND (p_provider IS NULL OR provider = p_provider)
-             AND (p_event_type IS NULL OR event_type = p_event_type)
-             AND (p_received_after IS NULL OR received_at >= p_received_after)
-             AND (p_received_before IS NULL OR received_at < p_received_before)
-             AND (p_before_id IS NULL OR id < p_before_id)
-           ORDER BY id DESC
-           LIMIT p_limit + 1) e;
+  -- One row more than asked says whether another page follows. Dead letters
+  -- are read from ix_provider_event_dead (DEAD is exactly dead_at IS NOT
+  -- NULL, a CHECK of the table), the rest from the workspace's rows newest
+  -- first (ix_provider_event_workspace_recent): neither index names a column
+  -- that claim or complete writes.
+  IF p_state = 'DEAD' THEN
+    SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*)
+      INTO v_events, v_count
+      FROM (SELECT *
+              FROM wharf.provider_event x
+             WHERE x.dead_at IS NOT NULL
+               AND wharf.event_page_matches(x, p_workspace_id, p_subject, p_provider, p_event_type,
+                                            p_received_after, p_received_before, p_before_id)
+             ORDER BY x.id DESC
+             LIMIT p_limit + 1) e;
+  ELSE
+    SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*)
+      INTO v_events, v_count
+      FROM (SELECT *
+              FROM wharf.provider_event x
+             WHERE (p_state IS NULL OR x.state = p_state)
+               AND wharf.event_page_matches(x, p_workspace_id, p_subject, p_provider, p_event_type,
+                                            p_received_after, p_received_before, p_before_id)
+             ORDER BY x.id DESC
+             LIMIT p_limit + 1) e;
+  END IF;
 
   IF v_count <= p_limit THEN
     RETURN jsonb_build_object('events', v_events, 'next_cursor', NULL);

@@ -8,10 +8,10 @@
 -- first. depth counts events waiting at the minute's end (received, or
 -- replayed, and neither DONE nor DEAD then: retries not yet due and held
 -- events included); oldest_age_seconds is how long the oldest of them had
--- waited (0 when none). It reads only the events that were waiting or ended
--- within the window: the workspace's QUEUED and LEASED rows, and DONE and
--- DEAD rows by the purge indexes on handled_at and dead_at. Events purged
--- since are not counted. P0002 for an unknown workspace, 22023 for hours
+-- waited (0 when none). It reads the workspace's own rows
+-- (ix_provider_event_workspace_recent), never another tenant's: its cost is
+-- the workspace's traffic within the retention, whatever the others send.
+-- Events purged since are not counted. P0002 for an unknown workspace, 22023 for hours
 -- outside 1..24.
 CREATE OR REPLACE FUNCTION wharf.queue_history(p_workspace_id bigint, p_hours integer) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

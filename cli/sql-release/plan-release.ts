@@ -54,7 +54,9 @@ export async function planRelease(client: pg.ClientBase): Promise<ReleasePlan> {
   const recreated = changed.filter(
     (key) => target.get(key)!.kind === 'function' && released.get(key)!.signature !== target.get(key)!.signature,
   );
-  const drops = [...removed, ...recreated].map((key) => released.get(key)!);
+  // Triggers first: a removed function cannot be dropped while a trigger runs it.
+  const drops = [...removed, ...recreated].map((key) => released.get(key)!)
+    .sort((a, b) => Number(b.kind === 'trigger') - Number(a.kind === 'trigger'));
 
   // Which statements write the objects that change: run them in order over
   // the released database and see whose catalog rows each one writes.

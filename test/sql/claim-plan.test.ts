@@ -22,11 +22,11 @@ afterAll(async () => {
   await db?.drop();
 });
 
-/** Index entries read from ix_provider_event_scope_queue, as the statistics hold them once `client`'s are flushed. */
+/** Index entries read from ix_provider_event_scope_order (scope, id), as the statistics hold them once `client`'s are flushed. */
 async function queueIndexReads(client: pg.Client): Promise<number> {
   await flushStatistics(client);
   const { rows } = await db.pool.query<{ reads: string }>(
-    `SELECT idx_tup_read AS reads FROM pg_stat_user_indexes WHERE indexrelname = 'ix_provider_event_scope_queue'`);
+    `SELECT idx_tup_read AS reads FROM pg_stat_user_indexes WHERE indexrelname = 'ix_provider_event_scope_order'`);
   return Number(rows[0]!.reads);
 }
 
@@ -54,7 +54,7 @@ it('claims a few heads without reading the queue, after an analyze taken while i
     const { rows } = await client.query(`SELECT id FROM wharf.claim('plan', 8)`);
     expect(rows).toHaveLength(8);
     const reads = (await queueIndexReads(client)) - before;
-    // The scope trigger reads a few entries per claimed scope to find its
+    // The claim reads a few entries per claimed scope to find its
     // next head; driving from the index read all 600 queued rows.
     expect(reads).toBeLessThan(8 * perScope * 2);
   } finally {

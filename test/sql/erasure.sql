@@ -13,12 +13,13 @@ CREATE FUNCTION pg_temp.event(
 RETURNS bigint LANGUAGE sql AS $$
   INSERT INTO wharf.provider_event
     (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, payload, state,
-     lease_epoch, leased_until, leased_by)
+     lease_epoch, leased_until, leased_by, dead_at)
   VALUES (p_workspace, p_provider, p_key, 'event', 'subject:' || p_key,
           coalesce(p_workspace::text, 'system') || ':' || p_provider || ':subject:' || p_key, p_source, p_payload,
           p_state, CASE WHEN p_state = 'LEASED' THEN 1 ELSE 0 END,
           CASE WHEN p_state = 'LEASED' THEN now() + interval '2 minutes' END,
-          CASE WHEN p_state = 'LEASED' THEN 'worker-1' END)
+          CASE WHEN p_state = 'LEASED' THEN 'worker-1' END,
+          CASE WHEN p_state = 'DEAD' THEN now() END)
   RETURNING id
 $$;
 CREATE FUNCTION pg_temp.remaining(p_prefix text) RETURNS text[] LANGUAGE sql AS $$

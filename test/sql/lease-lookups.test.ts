@@ -1,8 +1,8 @@
 // The writes that name a lease (renew, complete, complete_many, release,
-// fail) find it by primary key, whatever the statistics say. Analyzed while
-// no row was leased, the inbox's statistics make its LEASED partial indexes
-// look empty, and a plain `state = 'LEASED'` test let the planner walk one of
-// them, every leased row, for each lookup (sql/30-claim-lease.sql).
+// fail) find it by primary key, whatever the statistics say, and touch no
+// other index of the inbox: an index of leased rows would cost every claim an
+// entry, and a walk of one would cost every lookup the number of leases
+// (sql/30-claim-lease.sql). The reaper finds the leases from the scope rows.
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -10,7 +10,8 @@ import { flushStatistics } from '../support/statistics.js';
 import { admitEvents } from '../support/worker-inbox.js';
 
 const leased = 200;
-const leasedIndexes = ['uq_provider_event_leased_scope'];
+/** The inbox's indexes a lease's own writes may read: its primary key. */
+const leaseLookupIndexes = new Set(['provider_event_pkey']);
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -64,14 +65,16 @@ it('looks up every lease by primary key, never by walking the leased rows', asyn
     expect(failed.every((row) => row.state === 'QUEUED')).toBe(true);
 
     const after = await indexScans(client);
-    for (const name of leasedIndexes) expect({ name, scans: after.get(name)! - before.get(name)! }).toEqual({ name, scans: 0 });
+    for (const [name, scans] of after) {
+      if (!leaseLookupIndexes.has(name)) expect({ name, scans: scans - before.get(name)! }).toEqual({ name, scans: 0 });
+    }
     expect(after.get('provider_event_pkey')! - before.get('provider_event_pkey')!).toBeGreaterThanOrEqual(100);
   } finally {
     await client.end();
   }
 });
 
-it('reaps from the leased rows alone, not from a scan of the inbox', async () => {
+it('reaps from the leases its scope rows name, not from a scan of the inbox', async () => {
   // The leases above are still held; expire them, and give the inbox rows that are not leased.
   await db.pool.query(`UPDATE wharf.provider_event SET leased_until = clock_timestamp() - interval '1 second' WHERE state = 'LEASED'`);
   await admitEvents(db.pool, Array.from({ length: 50 }, (_, n) => ({ scope: `repo:queued-${n}` })));
@@ -84,7 +87,9 @@ it('reaps from the leased rows alone, not from a scan of the inbox', async () =>
     const { rows } = await client.query<{ reaped: number }>('SELECT wharf.reap() AS reaped');
     expect(rows[0]!.reaped).toBe(Number(expired[0]!.n));
     const after = await indexScans(client);
-    expect(after.get('uq_provider_event_leased_scope')! - before.get('uq_provider_event_leased_scope')!).toBeGreaterThanOrEqual(1);
+    for (const [name, scans] of after) {
+      if (!leaseLookupIndexes.has(name)) expect({ name, scans: scans - before.get(name)! }).toEqual({ name, scans: 0 });
+    }
     expect(await inboxSequentialScans(client)).toBe(seqScansBefore);
   } finally {
     await client.end();

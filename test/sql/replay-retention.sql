@@ -95,12 +95,18 @@ SELECT wharf.step(pg_temp.id('p-done-old'), 1, 'issue:9');
 SELECT wharf.complete(pg_temp.id(k), 1) FROM unnest(ARRAY['p-done-old', 'p-done-new']) k;
 SELECT wharf.fail(pg_temp.id(k), 1, 'permanent', 'SyntaxError') FROM unnest(ARRAY['p-dead-old', 'p-dead-new']) k;
 SELECT wharf.release(pg_temp.id('p-queued'), 1);
-UPDATE wharf.provider_event SET handled_at = now() - interval '73 hours' WHERE delivery_key = 'p-done-old';
-UPDATE wharf.provider_event SET handled_at = now() - interval '71 hours' WHERE delivery_key = 'p-done-new';
-UPDATE wharf.provider_event SET dead_at = now() - interval '31 days' WHERE delivery_key = 'p-dead-old';
-UPDATE wharf.provider_event SET dead_at = now() - interval '29 days' WHERE delivery_key = 'p-dead-new';
--- Timestamps no QUEUED or LEASED row would carry: purge must go by state too.
-UPDATE wharf.provider_event SET handled_at = now() - interval '1 year', dead_at = now() - interval '1 year'
+-- Each row arrived a minute before it ended (purge finds its candidates by arrival).
+UPDATE wharf.provider_event SET handled_at = now() - interval '73 hours', received_at = now() - interval '73 hours 1 minute'
+ WHERE delivery_key = 'p-done-old';
+UPDATE wharf.provider_event SET handled_at = now() - interval '71 hours', received_at = now() - interval '71 hours 1 minute'
+ WHERE delivery_key = 'p-done-new';
+UPDATE wharf.provider_event SET dead_at = now() - interval '31 days', received_at = now() - interval '31 days 1 minute'
+ WHERE delivery_key = 'p-dead-old';
+UPDATE wharf.provider_event SET dead_at = now() - interval '29 days', received_at = now() - interval '29 days 1 minute'
+ WHERE delivery_key = 'p-dead-new';
+-- Old arrivals and an end time no QUEUED or LEASED row would carry: purge must
+-- go by state too. (dead_at is DEAD's alone: a CHECK refuses it elsewhere.)
+UPDATE wharf.provider_event SET handled_at = now() - interval '1 year', received_at = now() - interval '1 year'
  WHERE delivery_key IN ('p-queued', 'p-leased');
 SELECT is((SELECT array_agg(state ORDER BY id) FROM wharf.provider_event WHERE delivery_key LIKE 'p-%'),
           ARRAY['DONE', 'DONE', 'DEAD', 'DEAD', 'QUEUED', 'LEASED'], 'the purge fixture is in place');

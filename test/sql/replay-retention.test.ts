@@ -50,8 +50,10 @@ async function finish(leases: Lease[], kind: 'DONE' | 'DEAD'): Promise<void> {
 async function age(ids: string[], age: string): Promise<void> {
   await db.pool.query(
     `UPDATE wharf.provider_event
-        SET handled_at = CASE WHEN handled_at IS NOT NULL THEN now() - $2::interval END,
-            dead_at    = CASE WHEN dead_at IS NOT NULL THEN now() - $2::interval END
+        SET handled_at  = CASE WHEN handled_at IS NOT NULL THEN now() - $2::interval END,
+            dead_at     = CASE WHEN dead_at IS NOT NULL THEN now() - $2::interval END,
+            -- An event ends after it arrives (purge finds its candidates by arrival).
+            received_at = now() - $2::interval - interval '1 minute'
       WHERE id = ANY($1)`,
     [ids, age],
   );
@@ -79,9 +81,10 @@ describe('purge', () => {
     await age([ids.doneNew], '2 days 23 hours');
     await age([ids.deadOld, ids.uncertainOld], '30 days 1 minute');
     await age([ids.deadNew], '29 days 23 hours');
-    // End times no QUEUED or LEASED row carries: purge must go by state as well.
+    // Old arrivals and an end time no QUEUED or LEASED row carries: purge must
+    // go by state as well. (dead_at is DEAD's own: a CHECK refuses it here.)
     await db.pool.query(
-      `UPDATE wharf.provider_event SET handled_at = now() - interval '1 year', dead_at = now() - interval '1 year'
+      `UPDATE wharf.provider_event SET handled_at = now() - interval '1 year', received_at = now() - interval '1 year'
         WHERE id = ANY($1)`,
       [[ids.queued, ids.leased, ids.waiting]],
     );

@@ -1,7 +1,7 @@
 -- wharf.scope: each scope's oldest QUEUED row (head) and LEASED row, kept
 -- exact by triggers on every change, whoever makes it; and lock_scope.
 BEGIN;
-SELECT plan(54);
+SELECT plan(64);
 
 -- Fixture: workspaces 1 and 2, one generic connection each; rows admitted
 -- through wharf.admit.
@@ -99,8 +99,8 @@ DELETE FROM wharf.provider_event WHERE delivery_key = 'b1';
 SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:b')$$, $$VALUES ('b3', NULL::text)$$,
                   'deleting the LEASED row clears the lease mark');
 UPDATE wharf.provider_event SET state = 'DEAD', dead_at = now() WHERE delivery_key = 'b3';
-SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:b')$$, $$VALUES (NULL::text, NULL::text)$$,
-                  'a DBA moving the head out of the queue empties the scope');
+SELECT is_empty($$SELECT * FROM pg_temp.scope('1:generic:repo:b')$$,
+                'a DBA moving the head out of the queue empties the scope, whose row goes');
 SELECT ok(wharf.replay(1, pg_temp.id('b3'), 'ops'), 'b3 is replayed');
 SELECT is((SELECT head FROM pg_temp.scope('1:generic:repo:b')), 'b3', 'a replayed row heads its scope');
 SELECT is_empty($$SELECT * FROM pg_temp.drift()$$, 'no scope drifts after deletions and replays');
@@ -123,9 +123,9 @@ SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:c')
 UPDATE wharf.provider_event SET state = 'DEAD', dead_at = now() WHERE delivery_key IN ('c2', 'c3', 'd2');
 SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:c')
                     UNION ALL SELECT head, leased FROM pg_temp.scope('1:generic:repo:d')$$,
-                  $$VALUES (NULL::text, NULL::text), (NULL, NULL)$$,
-                  'a statement taking the head and the rows behind it out of the queue empties the scope');
-UPDATE wharf.provider_event SET state = 'QUEUED', next_attempt_at = now() WHERE delivery_key IN ('c3', 'c2');
+                  $$SELECT NULL::text, NULL::text WHERE false$$,
+                  'a statement taking the head and the rows behind it out of the queue empties the scopes, whose rows go');
+UPDATE wharf.provider_event SET state = 'QUEUED', dead_at = NULL, next_attempt_at = now() WHERE delivery_key IN ('c3', 'c2');
 SELECT is((SELECT head FROM pg_temp.scope('1:generic:repo:c')), 'c2', 'of rows queued together the oldest heads');
 SELECT is_empty($$SELECT * FROM pg_temp.drift()$$, 'no scope drifts after statements that move many rows');
 SELECT pg_temp.admit_event(1, 'repo:e', 'e1');
@@ -165,37 +165,37 @@ SELECT is((SELECT delivery_key FROM wharf.claim('rr')), 'rr-y1',
 -- Cached generic plans must keep to the indexes of a table that bloats
 -- between vacuums (sql/20-scope-heads.sql, sql/30-claim-lease.sql): lookups
 -- by scope_key and claim's walk of ix_scope_claim, which claim also plans
--- once per session instead of on every call; the reaper's read of the
--- leased rows; admission's read of its recipients by subject
+-- once per session instead of on every call; the scope trigger's and
+-- free_scopes' lookups; the reaper's lookups of the leases its scope rows
+-- name; admission's read of its recipients by subject
 -- (sql/80-admission.sql), planned once per session too.
 SELECT set_eq($$SELECT p.proname::text, c.setting
                  FROM pg_proc p, unnest(p.proconfig) AS c(setting)
                 WHERE p.pronamespace = 'wharf'::regnamespace
                   AND (c.setting LIKE 'enable_%' OR c.setting LIKE 'plan_cache_mode=%')$$,
-              $$VALUES ('lock_scope', 'enable_seqscan=off'), ('sync_scope_head', 'enable_seqscan=off'), ('sync_scope_head', 'enable_hashjoin=on'), ('sync_scope_head', 'plan_cache_mode=force_generic_plan'),
+              $$VALUES ('lock_scope', 'enable_seqscan=off'), ('keep_scope_heads', 'enable_seqscan=off'),
+                       ('free_scopes', 'enable_seqscan=off'), ('free_scopes', 'enable_hashjoin=off'), ('free_scopes', 'enable_mergejoin=off'),
                        ('claim', 'enable_seqscan=off'), ('claim', 'enable_bitmapscan=off'), ('claim', 'enable_mergejoin=off'),
                        ('claim', 'enable_hashjoin=off'), ('claim', 'plan_cache_mode=force_generic_plan'),
                        ('complete_many', 'enable_seqscan=off'), ('complete_many', 'enable_mergejoin=off'),
-                       ('complete_many', 'enable_hashjoin=off'), ('reap', 'enable_seqscan=off'),
+                       ('complete_many', 'enable_hashjoin=off'), ('reap', 'enable_hashjoin=off'), ('reap', 'enable_mergejoin=off'),
                        ('admission_snapshot', 'enable_seqscan=off'), ('admission_snapshot', 'enable_bitmapscan=off'),
                        ('admission_snapshot', 'enable_mergejoin=off'), ('admission_snapshot', 'enable_hashjoin=off'),
                        ('admission_snapshot', 'plan_cache_mode=force_generic_plan')$$,
-              'the scope lookups, claim, reap and admission''s recipients run with their plans pinned to the indexes, claim''s and admission''s kept generic');
+              'the scope lookups, claim and admission''s recipients run with their plans pinned to the indexes, claim''s and admission''s kept generic');
 
--- Updates move scopes once per statement; inserts and deletes per QUEUED or
--- LEASED row, so that purge, deleting DONE and DEAD rows by the million,
--- fires nothing and copies no row into a transition table. A QUEUED insert
--- (an admission) has a one-statement function of its own.
+-- One row trigger for every write the lease path does not make itself:
+-- deletes only of QUEUED or LEASED rows, so that purge, deleting DONE and
+-- DEAD rows by the million, fires nothing.
 SELECT results_eq($$SELECT tgname::text COLLATE "default", (tgtype & 1) = 1, tgoldtable IS NOT NULL OR tgnewtable IS NOT NULL,
                            tgfoid::regproc::text COLLATE "default"
                       FROM pg_trigger
-                     WHERE tgrelid = 'wharf.provider_event'::regclass AND tgname::text LIKE 'provider_event_sync_scope_%'
+                     WHERE tgrelid = 'wharf.provider_event'::regclass AND tgname::text LIKE 'provider_event_keep_scope_%'
                      ORDER BY 1$$,
-                  $$VALUES ('provider_event_sync_scope_delete', true, false, 'wharf.sync_scope_head'),
-                           ('provider_event_sync_scope_insert', true, false, 'wharf.head_scope_on_insert'),
-                           ('provider_event_sync_scope_insert_leased', true, false, 'wharf.sync_scope_head'),
-                           ('provider_event_sync_scope_update', false, true, 'wharf.sync_scope_head')$$,
-                  'the scope triggers: per statement with transition tables for updates, per row for inserts and deletes');
+                  $$VALUES ('provider_event_keep_scope_delete', true, false, 'wharf.keep_scope_heads'),
+                           ('provider_event_keep_scope_insert', true, false, 'wharf.keep_scope_heads'),
+                           ('provider_event_keep_scope_update', true, false, 'wharf.keep_scope_heads')$$,
+                  'the scope triggers: per row, no transition tables');
 
 -- Rows inserted by hand, as a DBA might: a LEASED row marks its scope's
 -- lease, a QUEUED row into a scope without a row makes one and heads it, an
@@ -218,6 +218,29 @@ SELECT results_eq($$SELECT head FROM pg_temp.scope('2:generic:repo:hand2')$$,
                   $$VALUES ('hand-old'::text)$$,
                   'an older QUEUED row takes the head from a younger one');
 SELECT is_empty($$SELECT * FROM pg_temp.drift()$$, 'no scope drifts after rows inserted by hand');
+
+-- The rule of one LEASED row per scope holds against any write. A claim has
+-- leased e1; a DBA's UPDATE leasing e2 of the same scope is refused, so is
+-- a second leased row inserted by hand, and a row moved into a leased scope.
+SELECT pg_temp.admit_event(1, 'repo:e', k) FROM unnest(ARRAY['e1', 'e2']) k;
+SELECT ok('e1' IN (SELECT delivery_key FROM wharf.claim('w', 100)), 'e1 is claimed');
+SELECT throws_ok($$UPDATE wharf.provider_event SET state = 'LEASED', lease_epoch = lease_epoch + 1 WHERE delivery_key = 'e2'$$,
+                 '23505', NULL, 'a direct UPDATE leasing a second row of a scope is refused');
+SELECT throws_ok($$INSERT INTO wharf.provider_event (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, payload, state, lease_epoch)
+                   VALUES (1, 'generic', 'e-hand', 'ping', 'repo:e', '1:generic:repo:e', 'https://hooks.example/1', '{}', 'LEASED', 1)$$,
+                 '23505', NULL, 'a second LEASED row inserted by hand is refused');
+SELECT pg_temp.admit_event(1, 'repo:f', 'f1');
+SELECT ok('f1' IN (SELECT delivery_key FROM wharf.claim('w', 100)), 'f1 is claimed');
+SELECT throws_ok($$UPDATE wharf.provider_event SET scope_key = '1:generic:repo:e' WHERE delivery_key = 'f1'$$,
+                 '23505', NULL, 'moving a LEASED row into a scope leased already is refused');
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:e')$$, $$VALUES ('e2'::text, 'e1'::text)$$,
+                  'the refused writes left the scope as it was');
+SELECT ok(wharf.complete(pg_temp.id('e1'), 1), 'e1 completes');
+SELECT lives_ok($$UPDATE wharf.provider_event SET state = 'LEASED', lease_epoch = lease_epoch + 1 WHERE delivery_key = 'e2'$$,
+                'once the scope is free, a direct UPDATE may lease its head');
+SELECT results_eq($$SELECT head, leased FROM pg_temp.scope('1:generic:repo:e')$$, $$VALUES (NULL::text, 'e2'::text)$$,
+                  '... and the scope row follows it');
+SELECT is(current_setting('wharf.keeping_scopes', true), 'off', 'the lease path turns its trigger setting off again');
 
 SELECT * FROM finish();
 ROLLBACK;

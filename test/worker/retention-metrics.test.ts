@@ -22,7 +22,8 @@ async function insertExpiredDone(count: number, scope: string): Promise<string[]
   await client.query('BEGIN');
   const ids = await admitEvents(client, Array.from({ length: count }, () => ({ scope })));
   await client.query(
-    `UPDATE wharf.provider_event SET state = 'DONE', outcome = 'handled', handled_at = now() - interval '10 days'
+    `UPDATE wharf.provider_event SET state = 'DONE', outcome = 'handled', handled_at = now() - interval '10 days',
+                                      received_at = now() - interval '10 days 1 minute'
       WHERE id = ANY($1::bigint[])`,
     [ids],
   );
