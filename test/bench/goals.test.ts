@@ -12,7 +12,7 @@ function snapshot(phase: string, queued: number, rows: number, queueKib: number,
     queued,
     rows,
     relations: [
-      { relation: 'ix_provider_event_scope_queue', bytes: queueKib * kib },
+      { relation: 'ix_scope_claim', bytes: queueKib * kib },
       { relation: 'provider_event', bytes: heapKib * kib },
     ],
   };
