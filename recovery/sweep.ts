@@ -1,8 +1,9 @@
 // One sweep of one GitHub App: take the App's sweep lease (one host at a
 // time), walk GitHub's list of the App's deliveries page by page, newest
 // first, back to the start of the window, and for every delivery GUID whose
-// attempts in the window failed (none answered 2xx) and that the inbox has
-// not stored, record the ask and ask GitHub to redeliver it. Wharf's dedupe
+// attempts in the window failed (none answered 2xx, whatever page each is
+// on) and that the inbox has not stored, record the ask and ask GitHub to
+// redeliver it. Wharf's dedupe
 // makes a redelivery of something already stored harmless; the asks table
 // keeps two sweepers from asking for the same attempt twice.
 //
@@ -10,11 +11,11 @@
 // the page it was on; the lease is renewed while the sweep runs, and a host
 // whose lease was taken over is fenced out of every later write.
 import type { Database } from '../db/database.js';
-import { GitHubApiError, sleep, type DeliveryPage, type GitHubAppClient, type HookDelivery } from './github.js';
+import { GitHubApiError, sleep, type DeliveryPage, type GitHubAppClient } from './github.js';
 import type { RedeliveryMetrics } from './metrics.js';
 import {
   abandonSweep, advanceSweep, beginSweep, finishSweep, missingDeliveries, renewSweep, requestRedelivery,
-  settleRedelivery, type HeldSweep, type SweepKey,
+  settleRedelivery, sweepPage, type FailedDelivery, type HeldSweep, type SweepKey,
 } from './sql.js';
 
 /** pino's call shape; fields hold ids, counts and classes, never a secret or a payload. */
@@ -109,8 +110,6 @@ export function errorKind(error: unknown): string {
   if (code === 'WH412') return 'lease-lost';
   return 'database';
 }
-
-const isOk = (delivery: HookDelivery): boolean => delivery.statusCode >= 200 && delivery.statusCode < 300;
 
 export async function sweepApp(options: SweepOptions): Promise<SweepResult> {
   const { db, github, key, app } = options;
@@ -208,13 +207,6 @@ async function walk(
   const { db, github, key, app } = options;
   const logger = options.logger ?? silentLogger;
   const maxAsks = options.maxAsks ?? 10;
-  // GUIDs with an attempt that got a 2xx: Wharf answered them (stored, or
-  // refused on purpose). A successful redelivery is newer than the failure
-  // it repairs, so it is seen first, on the same page or an earlier one.
-  const answered = new Set<string>();
-  // GUIDs dealt with on an earlier page of this run: an older attempt of
-  // theirs further down changes nothing.
-  const handled = new Set<string>();
   let cursor = sweep.cursor;
   let restarted = false;
 
@@ -237,33 +229,28 @@ async function walk(
     }
     signal.throwIfAborted();
 
-    const inWindow = page.deliveries.filter((delivery) => delivery.deliveredAt > sweep.since);
-    for (const delivery of page.deliveries) if (isOk(delivery)) answered.add(delivery.guid);
-    // The newest failed attempt of each GUID that no attempt answered.
-    const failed = new Map<string, HookDelivery>();
-    for (const delivery of inWindow) {
-      if (isOk(delivery) || answered.has(delivery.guid) || handled.has(delivery.guid)) continue;
-      const known = failed.get(delivery.guid);
-      if (!known || BigInt(delivery.id) > BigInt(known.id)) failed.set(delivery.guid, delivery);
-    }
-    for (const guid of failed.keys()) handled.add(guid);
-    progress.deliveries += inWindow.length;
-    progress.failed += failed.size;
-    options.metrics?.foundFailed.inc({ app }, failed.size);
+    const reachedEnd = page.nextCursor === undefined || page.deliveries.some((delivery) => delivery.deliveredAt <= sweep.since);
+    // One GUID's attempts can sit on several pages in either order: SQL
+    // decides each GUID once every attempt of it in the window is read,
+    // remembering the rest with the cursor.
+    const failed = await sweepPage(db, key, sweep.token, page.deliveries, reachedEnd);
+    progress.deliveries += page.deliveries.filter((delivery) => delivery.deliveredAt > sweep.since).length;
+    progress.failed += failed.length;
+    options.metrics?.foundFailed.inc({ app }, failed.length);
 
-    const missing = await missingDeliveries(db, key.source, [...failed.keys()]);
-    const stored = failed.size - missing.length;
+    const byGuid = new Map(failed.map((delivery) => [delivery.guid, delivery]));
+    const missing = await missingDeliveries(db, key.source, [...byGuid.keys()]);
+    const stored = failed.length - missing.length;
     progress.alreadyStored += stored;
     options.metrics?.alreadyStored.inc({ app }, stored);
 
     for (const guid of missing) {
-      await redeliverOne(options, sweep, failed.get(guid)!, progress, signal, staleMs, maxAsks, countError);
+      await redeliverOne(options, sweep, byGuid.get(guid)!, progress, signal, staleMs, maxAsks, countError);
     }
 
     progress.pages++;
     const oldest = page.deliveries.at(-1);
     if (oldest && (!progress.reachedBack || oldest.deliveredAt < progress.reachedBack)) progress.reachedBack = oldest.deliveredAt;
-    const reachedEnd = page.nextCursor === undefined || page.deliveries.some((delivery) => delivery.deliveredAt <= sweep.since);
     if (reachedEnd) {
       const sweptUntil = await finishSweep(db, key, sweep.token);
       // Nothing older is left in the window: it is covered back to its start.
@@ -278,18 +265,18 @@ async function walk(
 }
 
 async function redeliverOne(
-  options: SweepOptions, sweep: HeldSweep, delivery: HookDelivery, progress: SweepProgress, signal: AbortSignal,
+  options: SweepOptions, sweep: HeldSweep, delivery: FailedDelivery, progress: SweepProgress, signal: AbortSignal,
   staleMs: number, maxAsks: number, countError: (kind: string) => void,
 ): Promise<void> {
   const { db, github, key, app } = options;
   const logger = options.logger ?? silentLogger;
-  let decision = await requestRedelivery(db, key, sweep.token, delivery.guid, delivery.id, staleMs, maxAsks);
+  let decision = await requestRedelivery(db, key, sweep.token, delivery.guid, delivery.deliveryId, staleMs, maxAsks);
   // A host that lost its lease recorded this ask and may be sending it
   // still: wait until it is stale rather than ask twice.
   const waitUntil = Date.now() + staleMs * 2;
   while (decision === 'wait' && Date.now() < waitUntil) {
     await sleep(Math.min(Math.max(100, staleMs / 4), 5000), signal);
-    decision = await requestRedelivery(db, key, sweep.token, delivery.guid, delivery.id, staleMs, maxAsks);
+    decision = await requestRedelivery(db, key, sweep.token, delivery.guid, delivery.deliveryId, staleMs, maxAsks);
   }
   switch (decision) {
     case 'asked':
@@ -297,7 +284,7 @@ async function redeliverOne(
       return;
     case 'exhausted':
       countError('gave-up');
-      logger.warn({ app, guid: delivery.guid, delivery_id: delivery.id, event: delivery.event, max_asks: maxAsks },
+      logger.warn({ app, guid: delivery.guid, delivery_id: delivery.deliveryId, event: delivery.event, max_asks: maxAsks },
         'delivery still not stored after the most redeliveries the sweeper asks for; redeliver it by hand once the edge is healthy');
       return;
     case 'wait':
@@ -306,23 +293,23 @@ async function redeliverOne(
       break;
   }
   try {
-    await github.redeliver(delivery.id, signal);
+    await github.redeliver(delivery.deliveryId, signal);
   } catch (error) {
     if (error instanceof GitHubApiError && error.failure === 'rejected') {
       // About this delivery only (too old, gone): the sweep goes on.
-      await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.id, 'rejected');
+      await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.deliveryId, 'rejected');
       countError('rejected');
-      logger.warn({ app, guid: delivery.guid, delivery_id: delivery.id, status: error.status }, 'GitHub refused to redeliver a delivery');
+      logger.warn({ app, guid: delivery.guid, delivery_id: delivery.deliveryId, status: error.status }, 'GitHub refused to redeliver a delivery');
       return;
     }
     // The ask may not have got through: a later sweep asks again, from this page.
-    await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.id, 'failed').catch(() => {});
+    await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.deliveryId, 'failed').catch(() => {});
     throw error;
   }
-  await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.id, 'accepted');
+  await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.deliveryId, 'accepted');
   progress.redelivered++;
   options.metrics?.redelivered.inc({ app });
-  logger.info({ app, guid: delivery.guid, delivery_id: delivery.id, event: delivery.event }, 'asked GitHub to redeliver');
+  logger.info({ app, guid: delivery.guid, delivery_id: delivery.deliveryId, event: delivery.event }, 'asked GitHub to redeliver');
 }
 
 function errorClass(kind: string): string {

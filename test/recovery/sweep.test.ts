@@ -117,6 +117,63 @@ describe('an outage window', () => {
   });
 });
 
+/** How many delivery GUIDs the App's sweep under way remembers (what it has not decided yet). */
+async function remembered(r: Rig): Promise<number> {
+  const { rows } = await db.pool.query<{ n: string }>(
+    'SELECT count(*) AS n FROM wharf.redelivery_seen WHERE app_id = $1 AND source = $2', [r.appId, r.config.source]);
+  return Number(rows[0]!.n);
+}
+
+describe('a delivery whose attempts sit on several pages', () => {
+  it('is not asked for when a failed attempt is listed a page before its OK one', async () => {
+    const r = await rig({ maxPerPage: 5 });
+    // Wharf answered it on purpose (202, dropped: nobody subscribes to its repository)...
+    const [answered] = await r.send(1, { unwatched: true });
+    expect(r.answers.at(-1)).toMatchObject({ guid: answered, status: 202 });
+    await r.send(4);
+    // ... and someone redelivered it by hand during an outage: a newer attempt, failed.
+    r.outage = true;
+    const byHand = await r.fake.redeliverByHand(answered!);
+    const [lost] = await r.send(1);
+    r.outage = false;
+    expect(byHand.statusCode).toBe(503);
+    // Newest first, five a page: [lost, its failed redelivery, 3 others] [1 other, its OK original].
+    const result = await sweep(r);
+    await r.fake.settled();
+    expect(result).toMatchObject({ outcome: 'done', pages: 2, failed: 1, redelivered: 1 });
+    const lostId = r.fake.deliveries.find((d) => d.guid === lost)!.id;
+    expect(r.fake.redeliveryAsks).toEqual([lostId]);
+    expect(notStoredOnce(await r.stored([lost!]))).toEqual({});
+    expect(await remembered(r)).toBe(0);
+  });
+
+  it('is not asked for by a resumed sweep when its OK attempt was read before the stop', async () => {
+    const r = await rig({ maxPerPage: 5 });
+    // It failed during an outage, and a redelivery by hand was answered (202, dropped).
+    r.outage = true;
+    const [repaired] = await r.send(1, { unwatched: true });
+    r.outage = false;
+    await r.send(4);
+    const byHand = await r.fake.redeliverByHand(repaired!);
+    expect(byHand.statusCode).toBe(202);
+    // Newest first, five a page: [its OK redelivery, 4 others] [its failed original].
+    const stop = new AbortController();
+    const first = await sweep(r, { signal: stop.signal, onProgress: (p) => { if (p.pages === 1) stop.abort(); } });
+    expect(first).toMatchObject({ outcome: 'stopped', pages: 1, redelivered: 0 });
+    // Another host resumes from the stored cursor, knowing what the first page held.
+    const hostB = new pg.Pool({ connectionString: db.url, max: 2 });
+    try {
+      const second = await sweepApp({ db: hostB, github: createGitHubAppClient(r.config), app: r.app,
+                                      key: { appId: r.appId, source: r.config.source }, holder: 'host-b' });
+      expect(second).toMatchObject({ outcome: 'done', resumed: true, pages: 1, failed: 0, redelivered: 0 });
+    } finally {
+      await hostB.end();
+    }
+    expect(r.fake.redeliveryAsks).toEqual([]);
+    expect(await remembered(r)).toBe(0);
+  });
+});
+
 describe('an ask in flight', () => {
   it('is not asked again by the next sweep while GitHub has not redelivered it yet', async () => {
     const r = await rig();
