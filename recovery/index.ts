@@ -5,6 +5,6 @@
 export { envStem, parseAppList, readGitHubAppConfig, RecoveryConfigError, type GitHubAppConfig, type RecoveryEnv } from './config.js';
 export { createGitHubAppClient, GitHubApiError, type GitHubAppClient, type GitHubClientOptions, type HookDelivery } from './github.js';
 export { redeliveryMetrics, type RedeliveryMetrics } from './metrics.js';
-export { startRedeliverySweeps, type SweepSchedule, type SweepScheduleOptions } from './schedule.js';
+export { defaultSweepEveryMs, startRedeliverySweeps, type SweepSchedule, type SweepScheduleOptions } from './schedule.js';
 export { sweepStatus, type SweepKey, type SweepStatus } from './sql.js';
-export { silentLogger, sweepApp, type RecoveryLogger, type SweepOptions, type SweepProgress, type SweepResult } from './sweep.js';
+export { defaultSweepLeaseMs, silentLogger, sweepApp, type RecoveryLogger, type SweepOptions, type SweepProgress, type SweepResult } from './sweep.js';

@@ -14,6 +14,9 @@ import { redeliveryMetrics } from './metrics.js';
 import { sweepStatus } from './sql.js';
 import { silentLogger, sweepApp, type RecoveryLogger, type SweepOptions, type SweepResult } from './sweep.js';
 
+/** How often a host tries the sweep of each App. */
+export const defaultSweepEveryMs = 5 * 60_000;
+
 export interface SweepScheduleOptions {
   /** The database, as a connection string (a small pool of its own, closed on stop) or a Database. */
   connectionString?: string;
@@ -50,7 +53,7 @@ export function startRedeliverySweeps(options: SweepScheduleOptions): SweepSched
   // Read every App's configuration now: a missing id or key fails the start,
   // not a sweep an hour later.
   const apps = options.apps.map((app) => readGitHubAppConfig(options.env, app));
-  const everyMs = options.everyMs ?? 5 * 60_000;
+  const everyMs = options.everyMs ?? defaultSweepEveryMs;
   const staleAfterMs = options.staleAfterMs ?? Math.max(4 * everyMs, 30 * 60_000);
   const logger = options.logger ?? silentLogger;
   const metrics = redeliveryMetrics(options.registry);

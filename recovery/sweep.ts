@@ -27,6 +27,12 @@ export interface RecoveryLogger {
 
 export const silentLogger: RecoveryLogger = { info() {}, warn() {}, error() {} };
 
+/**
+ * How long a sweep's lease lasts without a renewal (renewed every third of
+ * it): how soon another host takes over the sweep of a host that died.
+ */
+export const defaultSweepLeaseMs = 60_000;
+
 export interface SweepOptions {
   db: Database;
   github: GitHubAppClient;
@@ -37,7 +43,7 @@ export interface SweepOptions {
   holder: string;
   /** An operator's window: sweep back to this time (else: since the last sweep). */
   since?: Date;
-  /** How long the lease lasts without a renewal; renewed every third of it (default 60 s). */
+  /** How long the lease lasts without a renewal; renewed every third of it (default defaultSweepLeaseMs, 1 min). */
   leaseMs?: number;
   /**
    * How long an ask recorded by a host that lost its lease may still be in
@@ -114,7 +120,7 @@ export function errorKind(error: unknown): string {
 export async function sweepApp(options: SweepOptions): Promise<SweepResult> {
   const { db, github, key, app } = options;
   const logger = options.logger ?? silentLogger;
-  const leaseMs = options.leaseMs ?? 60_000;
+  const leaseMs = options.leaseMs ?? defaultSweepLeaseMs;
   const staleMs = options.staleMs ?? 120_000;
   const progress: SweepProgress = {
     since: undefined, resumed: false, pages: 0, deliveries: 0, failed: 0, redelivered: 0,

@@ -6,9 +6,11 @@
 // finish (Ctrl-C, a crash, GitHub unavailable) is resumed by the next one.
 import { hostname } from 'node:os';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { createGitHubAppClient, readGitHubAppConfig, sweepApp, type SweepProgress, type SweepResult } from '../../recovery/index.js';
+import {
+  createGitHubAppClient, defaultSweepLeaseMs, readGitHubAppConfig, sweepApp, type SweepProgress, type SweepResult,
+} from '../../recovery/index.js';
 import { parseDuration } from '../duration.js';
-import { duration } from './option-parsers.js';
+import { durationOption } from './option-parsers.js';
 import { printJson, usageError, withDatabase, type OperatorOptions } from './operator-support.js';
 
 interface RecoverOptions extends OperatorOptions {
@@ -18,17 +20,18 @@ interface RecoverOptions extends OperatorOptions {
   lease: number;
 }
 
-/** An ISO time (`2025-01-31T09:00:00Z`) or how long ago (`90m`, `6h`, `2d`). */
+/** An ISO time (`2025-01-31T09:00:00Z`) or how long ago, as a duration (`90m`, `6h`, `2d`). */
 export function parseSince(text: string, now = Date.now()): Date {
-  const days = /^(\d+(?:\.\d+)?)d$/.exec(text.trim());
-  if (days?.[1]) return new Date(now - Number(days[1]) * 86_400_000);
-  if (/^\d+(?:\.\d+)?(ms|s|m|h)$/.test(text.trim())) return new Date(now - parseDuration(text));
   const time = Date.parse(text);
-  if (Number.isNaN(time) || !/\d{4}-\d{2}-\d{2}/.test(text)) {
+  if (/\d{4}-\d{2}-\d{2}/.test(text) && !Number.isNaN(time)) {
+    if (time > now) throw new InvalidArgumentError(`${text} is in the future`);
+    return new Date(time);
+  }
+  try {
+    return new Date(now - parseDuration(text));
+  } catch {
     throw new InvalidArgumentError(`expected an ISO time (2025-01-31T09:00:00Z) or a duration (90m, 6h, 2d), not ${JSON.stringify(text)}`);
   }
-  if (time > now) throw new InvalidArgumentError(`${text} is in the future`);
-  return new Date(time);
 }
 
 export function recoverCommand(): Command {
@@ -38,8 +41,9 @@ export function recoverCommand(): Command {
     .option('--since <when>', 'sweep back to this ISO time or this long ago (90m, 6h, 2d); default: since the last sweep', (value) => parseSince(value))
     .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL'))
     .option('--json', 'print the result as JSON')
-    .option('--wait <duration>', 'how long to wait for another host\'s sweep of the App to end', duration, 120_000)
-    .option('--lease <duration>', 'how long the sweep stays claimed without a sign of life (another host takes it over after)', duration, 60_000)
+    .addOption(durationOption('--wait <duration>', 'how long to wait for another host\'s sweep of the App to end', 120_000))
+    .addOption(durationOption('--lease <duration>',
+      'how long the sweep stays claimed without a sign of life (another host takes it over after)', defaultSweepLeaseMs))
     .action((options: RecoverOptions) => withDatabase(options, async (db) => {
       let config;
       try {

@@ -73,6 +73,36 @@ describe('wharf worker --sweep-app', () => {
     expect(hosts.every((host) => host.output().includes('"msg":"redelivery sweeps scheduled"'))).toBe(true);
   });
 
+  it('holds the App\'s sweep for --sweep-lease, how long another host waits before taking over a dead one', async () => {
+    const rig = await createRig(db);
+    rigs.push(rig);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let listing!: () => void;
+    const listed = new Promise<void>((resolve) => (listing = resolve));
+    rig.fake.onRequest = async (request) => {
+      if (request.method !== 'GET') return;
+      listing();
+      await held;
+    };
+    const host = spawnWorker({
+      databaseUrl: db.url,
+      args: ['--handlers', fixtureHandlers('by-type.ts'), '--sweep-app', 'test', '--sweep-every', '300ms', '--sweep-lease', '2h'],
+      env: { ...rig.env, HANDLES: 'nothing' },
+    });
+    try {
+      // The host is mid-sweep, waiting for GitHub's first page.
+      await Promise.race([listed, host.exited.then(() => { throw new Error(`the worker exited:\n${host.output()}`); })]);
+      const { rows } = await db.pool.query<{ left_s: number }>(
+        `SELECT extract(epoch FROM leased_until - clock_timestamp())::float8 AS left_s
+           FROM wharf.redelivery_sweep WHERE app_id = $1 AND source = $2`, [rig.appId, rig.config.source]);
+      expect(rows[0]?.left_s).toBeGreaterThan(7_000);
+      expect(rows[0]?.left_s).toBeLessThanOrEqual(7_200);
+    } finally {
+      release();
+    }
+  });
+
   it('refuses to start without the App\'s private key, naming the variable', async () => {
     const rig = await createRig(db);
     rigs.push(rig);
