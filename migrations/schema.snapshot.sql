@@ -1794,6 +1794,9 @@ BEGIN
   IF v_request.outcome = 'asking' AND v_request.asked_by <> p_token THEN
     RETURN 'wait';
   END IF;
+  IF v_request.outcome = 'rejected' THEN
+    RETURN 'refused';
+  END IF;
   RETURN 'asked';
 END $$;
 

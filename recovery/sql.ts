@@ -113,7 +113,7 @@ export async function missingDeliveries(db: Database, source: string, guids: rea
   return rows.map((row) => row.guid);
 }
 
-export type AskDecision = 'ask' | 'asked' | 'wait' | 'exhausted';
+export type AskDecision = 'ask' | 'asked' | 'wait' | 'exhausted' | 'refused';
 
 /** Records an ask for attempt `deliveryId` of `guid` before it is sent; WH412 when the token lost the sweep. */
 export async function requestRedelivery(

@@ -11,6 +11,7 @@
 // the page it was on; the lease is renewed while the sweep runs, and a host
 // whose lease was taken over is fenced out of every later write.
 import type { Database } from '../db/database.js';
+import { RecoveryConfigError } from './config.js';
 import { GitHubApiError, sleep, type DeliveryPage, type GitHubAppClient } from './github.js';
 import type { RedeliveryMetrics } from './metrics.js';
 import {
@@ -82,6 +83,24 @@ export interface SweepProgress {
   errors: number;
   /** The oldest delivery time looked at so far. */
   reachedBack: Date | undefined;
+  /** Failed deliveries not stored that the sweep gave up on, each named. */
+  gaveUp: GaveUp[];
+}
+
+/**
+ * A failed delivery the sweeper asks no more for: it was asked for `asks`
+ * (maxAsks) times and is still not stored (`max-asks`), or GitHub refused to
+ * redeliver it (`rejected`, e.g. too old; its status when this sweep asked).
+ * An operator redelivers it by hand once Wharf can store it.
+ */
+export interface GaveUp {
+  guid: string;
+  /** GitHub's id of its newest failed attempt. */
+  deliveryId: string;
+  event: string | null;
+  reason: 'max-asks' | 'rejected';
+  asks?: number;
+  status?: number;
 }
 
 export type SweepOutcome =
@@ -108,8 +127,14 @@ class LeaseLost extends Error {
   override name = 'LeaseLost';
 }
 
-/** The error class recorded with the sweep and counted in webhook_redelivery_errors_total{kind}. */
+/**
+ * The kind of error, recorded with the sweep (as its class) and counted in
+ * webhook_redelivery_errors_total{kind}: `config` (the App's credentials
+ * cannot be read), one of GitHub's failures (GitHubFailure), `lease-lost` or
+ * `database`.
+ */
 export function errorKind(error: unknown): string {
+  if (error instanceof RecoveryConfigError) return 'config';
   if (error instanceof GitHubApiError) return error.failure;
   if (error instanceof LeaseLost) return 'lease-lost';
   const code = typeof error === 'object' && error !== null && 'code' in error ? (error as { code: unknown }).code : undefined;
@@ -124,7 +149,7 @@ export async function sweepApp(options: SweepOptions): Promise<SweepResult> {
   const staleMs = options.staleMs ?? 120_000;
   const progress: SweepProgress = {
     since: undefined, resumed: false, pages: 0, deliveries: 0, failed: 0, redelivered: 0,
-    alreadyStored: 0, alreadyRequested: 0, errors: 0, reachedBack: undefined,
+    alreadyStored: 0, alreadyRequested: 0, errors: 0, reachedBack: undefined, gaveUp: [],
   };
   const countError = (kind: string): void => {
     progress.errors++;
@@ -175,8 +200,8 @@ export async function sweepApp(options: SweepOptions): Promise<SweepResult> {
     const kind = errorKind(failure);
     countError(kind);
     if (kind !== 'lease-lost') await abandonSweep(db, key, sweep.token, errorClass(kind)).catch(() => false);
-    logger.error({ app, error_kind: kind, status: failure instanceof GitHubApiError ? failure.status : undefined, ...summary(progress) },
-      'redelivery sweep failed; the next one resumes here');
+    logger.error({ app, error_kind: kind, ...failureFields(failure), ...summary(progress) },
+      `redelivery sweep failed${explained(failure) ? `: ${failure.message}` : ''}; the next one resumes here`);
     return { ...progress, outcome: 'failed', error: failure };
   } finally {
     clearInterval(renewal);
@@ -290,8 +315,13 @@ async function redeliverOne(
       return;
     case 'exhausted':
       countError('gave-up');
+      progress.gaveUp.push({ ...delivery, reason: 'max-asks', asks: maxAsks });
       logger.warn({ app, guid: delivery.guid, delivery_id: delivery.deliveryId, event: delivery.event, max_asks: maxAsks },
         'delivery still not stored after the most redeliveries the sweeper asks for; redeliver it by hand once the edge is healthy');
+      return;
+    case 'refused':
+      // GitHub refused this attempt's redelivery on an earlier sweep.
+      progress.gaveUp.push({ ...delivery, reason: 'rejected' });
       return;
     case 'wait':
       throw new GitHubApiError('unavailable', undefined, `an earlier ask for ${delivery.guid} never settled`);
@@ -305,6 +335,7 @@ async function redeliverOne(
       // About this delivery only (too old, gone): the sweep goes on.
       await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.deliveryId, 'rejected');
       countError('rejected');
+      progress.gaveUp.push({ ...delivery, reason: 'rejected', ...(error.status !== undefined ? { status: error.status } : {}) });
       logger.warn({ app, guid: delivery.guid, delivery_id: delivery.deliveryId, status: error.status }, 'GitHub refused to redeliver a delivery');
       return;
     }
@@ -320,14 +351,37 @@ async function redeliverOne(
 
 function errorClass(kind: string): string {
   return {
-    'rate-limited': 'GitHubRateLimited', unavailable: 'GitHubUnavailable', unauthorized: 'GitHubUnauthorized',
-    rejected: 'GitHubRejected', database: 'DatabaseError', 'lease-lost': 'LeaseLost',
+    'rate-limited': 'GitHubRateLimited', unavailable: 'GitHubUnavailable', unreachable: 'GitHubUnreachable',
+    unauthorized: 'GitHubUnauthorized', rejected: 'GitHubRejected', config: 'ConfigurationError', database: 'DatabaseError',
+    'lease-lost': 'LeaseLost',
   }[kind] ?? kind;
+}
+
+/**
+ * Whether the error's message is one this part wrote for the operator (what
+ * to fix, or what happened at which URL), with no secret and no payload in
+ * it; a database error's message is not logged.
+ */
+function explained(error: Error): boolean {
+  return error instanceof GitHubApiError || error instanceof RecoveryConfigError || error instanceof LeaseLost;
+}
+
+/** The fields of a failure worth a log line's structure: GitHub's status, the URL, why no answer, the variable to fix. */
+export function failureFields(error: Error): Record<string, unknown> {
+  if (error instanceof GitHubApiError) {
+    return {
+      ...(error.status !== undefined ? { status: error.status } : {}), ...(error.url ? { url: error.url } : {}),
+      ...(error.noAnswer ? { no_answer: error.noAnswer } : {}),
+    };
+  }
+  if (error instanceof RecoveryConfigError && error.variable) return { variable: error.variable };
+  return {};
 }
 
 function summary(progress: SweepProgress): Record<string, unknown> {
   return {
     pages: progress.pages, deliveries: progress.deliveries, failed: progress.failed, redelivered: progress.redelivered,
     already_stored: progress.alreadyStored, already_requested: progress.alreadyRequested, errors: progress.errors,
+    gave_up: progress.gaveUp.length,
   };
 }

@@ -350,8 +350,9 @@ END $$;
 --               about (that redelivery failed too), or the last ask did not
 --               get through, or a sweep that lost its lease recorded it more
 --               than p_stale ago and never said how it ended;
---   'asked'     an ask for this attempt or a newer one was sent, or GitHub
---               rejected it;
+--   'asked'     an ask for this attempt or a newer one was sent;
+--   'refused'   GitHub refused to redeliver this attempt (or a newer one) when
+--               it was asked: the sweeper gives up on it, and says so;
 --   'wait'      a sweep that lost its lease recorded an ask less than p_stale
 --               ago and may be sending it still: ask again later;
 --   'exhausted' it was asked p_max_asks times already.
@@ -403,6 +404,9 @@ BEGIN
   END IF;
   IF v_request.outcome = 'asking' AND v_request.asked_by <> p_token THEN
     RETURN 'wait';
+  END IF;
+  IF v_request.outcome = 'rejected' THEN
+    RETURN 'refused';
   END IF;
   RETURN 'asked';
 END $$;

@@ -8,6 +8,7 @@ import pg from 'pg';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createGitHubAppClient, redeliveryMetrics, sweepApp, sweepStatus, type SweepOptions } from '../../recovery/index.js';
+import { whyNoAnswer } from '../../recovery/github.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { askedTwice, createRig, notStoredOnce, type Rig } from './rig.js';
 
@@ -341,6 +342,33 @@ describe('GitHub answers', () => {
     expect(r.fake.redeliveryAsks).toHaveLength(1);
   });
 
+  it('says GitHub gave no answer within the request timeout, and at which URL', async () => {
+    const r = await rig();
+    let answer!: () => void;
+    const never = new Promise<void>((resolve) => (answer = resolve));
+    r.fake.onRequest = () => never;
+    try {
+      const result = await sweep(r, { github: createGitHubAppClient(r.config, { requestTimeoutMs: 200, attempts: 2 }) });
+      expect(result.outcome).toBe('failed');
+      expect(result.error).toMatchObject({ failure: 'unreachable', noAnswer: 'timeout', url: `${r.fake.url}/app/hook/deliveries` });
+      expect(result.error?.message).toBe(
+        `could not reach GitHub at ${r.fake.url}/app/hook/deliveries: no answer within 0.2s, after 2 tries`);
+      const status = await sweepStatus(db.pool, { appId: r.appId, source: r.config.source });
+      expect(status?.lastError).toBe('GitHubUnreachable');
+    } finally {
+      answer();
+    }
+  });
+
+  it('names a DNS failure as fetch reports it', () => {
+    // What Node's fetch throws when a name does not resolve (no DNS query is
+    // made here: the tests use loopback only).
+    const lookup = Object.assign(new Error('getaddrinfo ENOTFOUND api.github.invalid'),
+      { code: 'ENOTFOUND', syscall: 'getaddrinfo', hostname: 'api.github.invalid' });
+    expect(whyNoAnswer(new TypeError('fetch failed', { cause: lookup }), 30_000))
+      .toEqual({ cause: 'dns', text: 'the DNS lookup of api.github.invalid failed (ENOTFOUND)' });
+  });
+
   it('is refused with a JWT signed by another key, and says so', async () => {
     const r = await rig();
     r.outage = true;
@@ -353,7 +381,8 @@ describe('GitHub answers', () => {
       github: createGitHubAppClient({ ...r.config, privateKey: other.privateKey }), metrics: redeliveryMetrics(registry),
     });
     expect(result.outcome).toBe('failed');
-    expect(result.error?.message).toMatch(/unauthorized \(401\)/);
+    expect(result.error?.message).toBe('GitHub refused the JWT of GitHub App test (401: A JSON web token could not be decoded): ' +
+      'check GITHUB_APP_TEST_PRIVATE_KEY and GITHUB_APP_TEST_ID');
     expect(r.fake.requests.map((q) => q.status)).toEqual([401]);
     expect(await metricValue(registry, 'webhook_redelivery_errors_total', { kind: 'unauthorized' })).toBe(1);
   });

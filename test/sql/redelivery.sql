@@ -3,7 +3,7 @@
 -- sweep_page's decision per GUID over every page, missing_deliveries, and
 -- request_redelivery's one-ask-per-attempt rule.
 BEGIN;
-SELECT plan(100);
+SELECT plan(101);
 
 CREATE FUNCTION pg_temp.begin(p_holder text, p_lease interval DEFAULT '1 minute', p_since timestamptz DEFAULT NULL)
 RETURNS jsonb LANGUAGE sql AS $$ SELECT wharf.begin_sweep(1001, 'https://github.com', p_holder, p_lease, p_since) $$;
@@ -117,7 +117,9 @@ SELECT is(pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-1', 12), 'ex
           'after p_max_asks asks a GUID is not asked for again');
 SELECT is(pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-3', 30), 'ask', 'another GUID');
 SELECT ok(pg_temp.settle((SELECT token FROM t WHERE name = 'c'), 'guid-3', 30, 'rejected'), 'GitHub refused it');
-SELECT is(pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-3', 30), 'asked', 'a refused attempt is not asked again');
+SELECT is(pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-3', 30), 'refused',
+          'a refused attempt is not asked again, and the sweeper learns it gave up on it');
+SELECT is(pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-3', 29), 'refused', '... nor an older attempt of it');
 SELECT throws_ok($$SELECT pg_temp.settle((SELECT token FROM t WHERE name = 'c'), 'guid-3', 30, 'maybe')$$, '22023', NULL,
                  'settle_redelivery rejects an unknown outcome');
 SELECT throws_ok($$SELECT pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-4', 0)$$, '22023', NULL,

@@ -6,6 +6,7 @@
 --   changed  function wharf.advance_sweep(bigint,text,uuid,text,interval)
 --   changed  function wharf.begin_sweep(bigint,text,text,interval,timestamp with time zone,interval,interval)
 --   changed  function wharf.finish_sweep(bigint,text,uuid)
+--   changed  function wharf.request_redelivery(bigint,text,uuid,text,bigint,interval,integer)
 
 -- ======== sql/85-redelivery.sql ========
 
@@ -220,6 +221,75 @@ BEGIN
      ORDER BY d.failed_id DESC;
 END $$;
 
+-- Before a sweep holding p_token asks GitHub to redeliver the failed attempt
+-- p_delivery_id of delivery p_guid, it records the ask here and learns
+-- whether to send it:
+--   'ask'       send it (then settle_redelivery): nothing was asked for this
+--               GUID yet, or this attempt is newer than the one last asked
+--               about (that redelivery failed too), or the last ask did not
+--               get through, or a sweep that lost its lease recorded it more
+--               than p_stale ago and never said how it ended;
+--   'asked'     an ask for this attempt or a newer one was sent;
+--   'refused'   GitHub refused to redeliver this attempt (or a newer one) when
+--               it was asked: the sweeper gives up on it, and says so;
+--   'wait'      a sweep that lost its lease recorded an ask less than p_stale
+--               ago and may be sending it still: ask again later;
+--   'exhausted' it was asked p_max_asks times already.
+-- WH412 when p_token no longer holds the sweep (so a host that lost its lease
+-- asks nothing), 22004 for a NULL argument, 22023 for a bad id or bound.
+CREATE OR REPLACE FUNCTION wharf.request_redelivery(
+  p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint,
+  p_stale interval DEFAULT '2 minutes', p_max_asks integer DEFAULT 10)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_request wharf.redelivery_request;
+BEGIN
+  IF p_guid IS NULL OR p_delivery_id IS NULL OR p_stale IS NULL OR p_max_asks IS NULL THEN
+    RAISE EXCEPTION 'wharf: request_redelivery needs a guid, a delivery id, a stale bound and a maximum'
+      USING ERRCODE = '22004';
+  END IF;
+  IF p_guid = '' OR p_delivery_id < 1 OR p_stale < interval '0' OR p_max_asks < 1 THEN
+    RAISE EXCEPTION 'wharf: request_redelivery needs a guid, a positive delivery id and bounds'
+      USING ERRCODE = '22023';
+  END IF;
+  -- The sweep row stays locked until commit: the asks of one App are taken
+  -- one at a time, whoever calls.
+  PERFORM wharf.held_sweep(p_app_id, p_source, p_token);
+
+  INSERT INTO wharf.redelivery_request (app_id, source, guid, delivery_id, asked_by)
+  VALUES (p_app_id, p_source, p_guid, p_delivery_id, p_token)
+  ON CONFLICT DO NOTHING;
+  IF FOUND THEN
+    RETURN 'ask';
+  END IF;
+
+  SELECT * INTO v_request
+    FROM wharf.redelivery_request
+   WHERE app_id = p_app_id AND source = p_source AND guid = p_guid
+     FOR UPDATE;
+  IF p_delivery_id > v_request.delivery_id
+     OR v_request.outcome = 'failed'
+     OR (v_request.outcome = 'asking' AND v_request.asked_by <> p_token
+         AND v_request.requested_at < clock_timestamp() - p_stale) THEN
+    IF v_request.asks >= p_max_asks THEN
+      RETURN 'exhausted';
+    END IF;
+    UPDATE wharf.redelivery_request
+       SET delivery_id = greatest(delivery_id, p_delivery_id), asks = asks + 1, outcome = 'asking',
+           asked_by = p_token, requested_at = clock_timestamp()
+     WHERE app_id = p_app_id AND source = p_source AND guid = p_guid;
+    RETURN 'ask';
+  END IF;
+  IF v_request.outcome = 'asking' AND v_request.asked_by <> p_token THEN
+    RETURN 'wait';
+  END IF;
+  IF v_request.outcome = 'rejected' THEN
+    RETURN 'refused';
+  END IF;
+  RETURN 'asked';
+END $$;
+
 REVOKE ALL ON FUNCTION wharf.held_sweep(bigint, text, uuid),
   wharf.begin_sweep(bigint, text, text, interval, timestamptz, interval, interval),
   wharf.renew_sweep(bigint, text, uuid, interval),
@@ -346,3 +416,55 @@ BEGIN
   RETURN v_sweep.swept_until;
 END $function$;
 REVOKE ALL ON FUNCTION wharf.finish_sweep(bigint,text,uuid) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.request_redelivery(p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint, p_stale interval DEFAULT '00:02:00'::interval, p_max_asks integer DEFAULT 10)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+  v_request wharf.redelivery_request;
+BEGIN
+  IF p_guid IS NULL OR p_delivery_id IS NULL OR p_stale IS NULL OR p_max_asks IS NULL THEN
+    RAISE EXCEPTION 'wharf: request_redelivery needs a guid, a delivery id, a stale bound and a maximum'
+      USING ERRCODE = '22004';
+  END IF;
+  IF p_guid = '' OR p_delivery_id < 1 OR p_stale < interval '0' OR p_max_asks < 1 THEN
+    RAISE EXCEPTION 'wharf: request_redelivery needs a guid, a positive delivery id and bounds'
+      USING ERRCODE = '22023';
+  END IF;
+  -- The sweep row stays locked until commit: the asks of one App are taken
+  -- one at a time, whoever calls.
+  PERFORM wharf.held_sweep(p_app_id, p_source, p_token);
+
+  INSERT INTO wharf.redelivery_request (app_id, source, guid, delivery_id, asked_by)
+  VALUES (p_app_id, p_source, p_guid, p_delivery_id, p_token)
+  ON CONFLICT DO NOTHING;
+  IF FOUND THEN
+    RETURN 'ask';
+  END IF;
+
+  SELECT * INTO v_request
+    FROM wharf.redelivery_request
+   WHERE app_id = p_app_id AND source = p_source AND guid = p_guid
+     FOR UPDATE;
+  IF p_delivery_id > v_request.delivery_id
+     OR v_request.outcome = 'failed'
+     OR (v_request.outcome = 'asking' AND v_request.asked_by <> p_token
+         AND v_request.requested_at < clock_timestamp() - p_stale) THEN
+    IF v_request.asks >= p_max_asks THEN
+      RETURN 'exhausted';
+    END IF;
+    UPDATE wharf.redelivery_request
+       SET delivery_id = greatest(delivery_id, p_delivery_id), asks = asks + 1, outcome = 'asking',
+           asked_by = p_token, requested_at = clock_timestamp()
+     WHERE app_id = p_app_id AND source = p_source AND guid = p_guid;
+    RETURN 'ask';
+  END IF;
+  IF v_request.outcome = 'asking' AND v_request.asked_by <> p_token THEN
+    RETURN 'wait';
+  END IF;
+  RETURN 'asked';
+END $function$;
+REVOKE ALL ON FUNCTION wharf.request_redelivery(bigint,text,uuid,text,bigint,interval,integer) FROM PUBLIC;
