@@ -70,6 +70,8 @@ export function readGitHubAppConfig(env: RecoveryEnv, app: string): GitHubAppCon
     .replace(/\/+$/, '');
   for (const [name, url] of [['SOURCE', source], ['API_URL', apiUrl]] as const) {
     if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) fail(name, `${stem}${name} must be an http(s) URL`);
+    // The URL is named in messages (what could not be reached): it holds no secret.
+    if (new URL(url).username || new URL(url).password) fail(name, `${stem}${name} must not hold a user name or password`);
   }
   return { app, appId: appId!, privateKey: privateKey!, source, apiUrl };
 }
@@ -81,8 +83,11 @@ export function readGitHubAppConfig(env: RecoveryEnv, app: string): GitHubAppCon
  * request. `fail` gets what is wrong, never the key.
  */
 function checkPrivateKey(pem: string, fail: (problem: string) => never): void {
-  if (!/-----BEGIN (RSA )?PRIVATE KEY-----/.test(pem)) {
+  if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(pem)) {
     fail('is not a PEM private key (-----BEGIN RSA PRIVATE KEY----- as GitHub hands it out)');
+  }
+  if (pem.includes('-----BEGIN ENCRYPTED PRIVATE KEY-----')) {
+    fail('is encrypted; give the key as GitHub hands it out (-----BEGIN RSA PRIVATE KEY-----)');
   }
   let key: KeyObject;
   try {
@@ -91,7 +96,7 @@ function checkPrivateKey(pem: string, fail: (problem: string) => never): void {
     fail('does not hold a private key that can be read: its PEM body does not decode (download a new key from the App\'s settings)');
   }
   if (key!.asymmetricKeyType !== 'rsa') {
-    fail(`holds a ${key!.asymmetricKeyType ?? 'non-RSA'} key; a GitHub App's private key is RSA`);
+    fail(`holds a key of type ${key!.asymmetricKeyType ?? 'unknown'}; a GitHub App's private key is RSA`);
   }
 }
 

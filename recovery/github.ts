@@ -276,6 +276,8 @@ function requestUrl(error: ErrorLike): string | undefined {
   if (typeof url !== 'string' || !URL.canParse(url)) return undefined;
   const parsed = new URL(url);
   parsed.search = '';
+  parsed.username = '';
+  parsed.password = '';
   return parsed.toString();
 }
 
