@@ -265,7 +265,8 @@ function toApiError(
   }
   if (failure === 'unauthorized') {
     return new GitHubApiError(failure, status,
-      `GitHub refused GitHub App ${config.app} to ${what} (${status}: ${detail}): check ${stem}ID and the App's permissions`, details);
+      `GitHub refused GitHub App ${config.app}'s request to ${what} (${status}: ${detail}): check ${stem}ID and the App's permissions`,
+      details);
   }
   return new GitHubApiError(failure, status, `GitHub ${what}: ${failure}${status ? ` (${status})` : ''}: ${detail}`, details);
 }

@@ -10,4 +10,4 @@ export {
 export { redeliveryMetrics, type RedeliveryMetrics } from './metrics.js';
 export { defaultSweepEveryMs, startRedeliverySweeps, type SweepSchedule, type SweepScheduleOptions } from './schedule.js';
 export { sweepStatus, type SweepKey, type SweepStatus } from './sql.js';
-export { defaultSweepLeaseMs, errorKind, silentLogger, sweepApp, type GaveUp, type RecoveryLogger, type SweepOptions, type SweepProgress, type SweepResult } from './sweep.js';
+export { defaultSweepLeaseMs, errorKind, notSwept, silentLogger, sweepApp, type GaveUp, type RecoveryLogger, type SweepOptions, type SweepProgress, type SweepResult } from './sweep.js';

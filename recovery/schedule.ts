@@ -17,7 +17,7 @@ import { checkAppName, readGitHubAppConfig, RecoveryConfigError, type GitHubAppC
 import { createGitHubAppClient, type GitHubAppClient } from './github.js';
 import { redeliveryMetrics } from './metrics.js';
 import { sweepStatus } from './sql.js';
-import { silentLogger, sweepApp, type RecoveryLogger, type SweepOptions, type SweepResult } from './sweep.js';
+import { notSwept, silentLogger, sweepApp, type RecoveryLogger, type SweepOptions, type SweepResult } from './sweep.js';
 
 /** How often a host tries the sweep of each App. */
 export const defaultSweepEveryMs = 5 * 60_000;
@@ -83,11 +83,6 @@ export function startRedeliverySweeps(options: SweepScheduleOptions): SweepSched
   const stopping = new AbortController();
   let running: Promise<SweepResult[]> | undefined;
   let timer: NodeJS.Timeout | undefined;
-
-  const notSwept = (error: Error): SweepResult => ({
-    outcome: 'failed', error, since: undefined, resumed: false, pages: 0, deliveries: 0, failed: 0,
-    redelivered: 0, alreadyStored: 0, alreadyRequested: 0, errors: 1, reachedBack: undefined, gaveUp: [],
-  });
 
   async function turn(): Promise<SweepResult[]> {
     const results: SweepResult[] = [];

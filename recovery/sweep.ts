@@ -3,9 +3,9 @@
 // first, back to the start of the window, and for every delivery GUID whose
 // attempts in the window failed (none answered 2xx, whatever page each is
 // on) and that the inbox has not stored, record the ask and ask GitHub to
-// redeliver it. Wharf's dedupe
-// makes a redelivery of something already stored harmless; the asks table
-// keeps two sweepers from asking for the same attempt twice.
+// redeliver it. Wharf's dedupe makes a redelivery of something already
+// stored harmless; the asks table keeps two sweepers from asking for the
+// same attempt twice.
 //
 // The cursor moves only once a page is done, so a sweep that dies resumes at
 // the page it was on; the lease is renewed while the sweep runs, and a host
@@ -121,6 +121,14 @@ export interface SweepResult extends SweepProgress {
   error?: Error;
   /** For `done`: how far the App's deliveries are now swept. */
   sweptUntil?: Date | null;
+}
+
+/** The result for an App that was not swept at all: its configuration cannot be read, or the sweep could not start. */
+export function notSwept(error: Error): SweepResult {
+  return {
+    outcome: 'failed', error, since: undefined, resumed: false, pages: 0, deliveries: 0, failed: 0, redelivered: 0,
+    alreadyStored: 0, alreadyRequested: 0, errors: 1, reachedBack: undefined, gaveUp: [],
+  };
 }
 
 class LeaseLost extends Error {

@@ -11,7 +11,8 @@ import { hostname } from 'node:os';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { Database } from '../../db/database.js';
 import {
-  createGitHubAppClient, defaultSweepLeaseMs, errorKind, GitHubApiError, readGitHubAppConfig, RecoveryConfigError, sweepApp,
+  checkAppName, createGitHubAppClient, defaultSweepLeaseMs, errorKind, GitHubApiError, notSwept, readGitHubAppConfig,
+  RecoveryConfigError, sweepApp,
   type GaveUp, type GitHubAppConfig, type SweepProgress, type SweepResult,
 } from '../../recovery/index.js';
 import { formatDuration, parseDuration } from '../duration.js';
@@ -39,16 +40,34 @@ export function parseSince(text: string, now = Date.now()): Date {
   }
 }
 
+function appName(value: string): string {
+  try {
+    checkAppName(value);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+  return value;
+}
+
 export function recoverCommand(): Command {
   return new Command('recover')
     .description('ask GitHub to redeliver the failed deliveries of a GitHub App that the inbox has not stored')
-    .requiredOption('--app <app>', 'the App, as in /hooks/github/<app> (GITHUB_APP_<APP>_ID and _PRIVATE_KEY in the environment)')
+    .requiredOption('--app <app>', 'the App, as in /hooks/github/<app> (GITHUB_APP_<APP>_ID and _PRIVATE_KEY in the environment)',
+      appName)
     .option('--since <when>', 'sweep back to this ISO time or this long ago (90m, 6h, 2d); default: since the last sweep', (value) => parseSince(value))
     .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL'))
     .option('--json', 'print the result as JSON')
     .addOption(durationOption('--wait <duration>', 'how long to wait for another host\'s sweep of the App to end', 120_000))
     .addOption(durationOption('--lease <duration>',
       'how long the sweep stays claimed without a sign of life (another host takes it over after)', defaultSweepLeaseMs))
+    .addHelpText('after', `
+Exit codes:
+  ${recoverExit.done}    swept to the end
+  ${recoverExit.other}    anything else (bad arguments, the database, another host still sweeping after --wait)
+  ${recoverExit.gaveUp}    swept to the end, but deliveries were given up on (each is named)
+  ${recoverExit.config}    the App's configuration: its id or key missing or unreadable, or GitHub refused its JWT
+  ${recoverExit.github}    GitHub or the network failed (no answer, 5xx, a long rate limit); the next sweep resumes
+  ${recoverExit.interrupted}  interrupted (Ctrl-C); the next sweep resumes`)
     .action(async (options: RecoverOptions) => {
       let config: GitHubAppConfig;
       try {
@@ -99,14 +118,6 @@ async function sweep(options: RecoverOptions, db: Database, config: GitHubAppCon
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
-}
-
-/** A result for an App that was not swept at all (its configuration cannot be read). */
-function notSwept(error: Error): SweepResult {
-  return {
-    outcome: 'failed', error, since: undefined, resumed: false, pages: 0, deliveries: 0, failed: 0, redelivered: 0,
-    alreadyStored: 0, alreadyRequested: 0, errors: 1, reachedBack: undefined, gaveUp: [],
-  };
 }
 
 /**
