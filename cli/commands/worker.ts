@@ -67,7 +67,8 @@ export function workerCommand(): Command {
         ...(options.workerId !== undefined ? { workerId: options.workerId } : {}),
         ignoreUnhandled: options.ignoreUnhandled ?? false,
       });
-      // A GitHub App without its id or key fails the start here, not later.
+      // A malformed App name fails the start here; an App whose id or key
+      // cannot be read is logged at every turn while the handlers carry on.
       const sweeps = options.sweepApp?.length
         ? startRedeliverySweeps({
           connectionString: options.databaseUrl, apps: options.sweepApp, env: process.env, registry: workerRegistry, logger,
