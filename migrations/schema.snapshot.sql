@@ -768,6 +768,7 @@ BEGIN
   UPDATE wharf.redelivery_sweep
      SET page_cursor = p_cursor, pages_done = pages_done + 1, leased_until = clock_timestamp() + p_lease
    WHERE app_id = p_app_id AND source = p_source;
+  DELETE FROM wharf.redelivery_seen WHERE app_id = p_app_id AND source = p_source AND decided;
 END $$;
 
 --
@@ -819,6 +820,7 @@ BEGIN
     v_sweep.window_until := clock_timestamp();
     v_sweep.page_cursor := NULL;
     v_sweep.pages_done := 0;
+    DELETE FROM wharf.redelivery_seen WHERE app_id = p_app_id AND source = p_source;
   END IF;
 
   UPDATE wharf.redelivery_sweep
@@ -1509,6 +1511,7 @@ BEGIN
          last_success_at = clock_timestamp()
    WHERE app_id = p_app_id AND source = p_source
   RETURNING swept_until INTO v_sweep.swept_until;
+  DELETE FROM wharf.redelivery_seen WHERE app_id = p_app_id AND source = p_source;
   DELETE FROM wharf.redelivery_request
    WHERE app_id = p_app_id AND source = p_source AND requested_at < clock_timestamp() - interval '7 days';
   RETURN v_sweep.swept_until;
@@ -2357,6 +2360,9 @@ BEGIN
   IF v_request.outcome = 'asking' AND v_request.asked_by <> p_token THEN
     RETURN 'wait';
   END IF;
+  IF v_request.outcome = 'rejected' THEN
+    RETURN 'refused';
+  END IF;
   RETURN 'asked';
 END $$;
 
@@ -2871,6 +2877,80 @@ BEGIN
 END $$;
 
 --
+-- Name: sweep_page(bigint, text, uuid, jsonb, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.sweep_page(p_app_id bigint, p_source text, p_token uuid, p_deliveries jsonb, p_last boolean) RETURNS TABLE(guid text, delivery_id bigint, event text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_sweep wharf.redelivery_sweep;
+BEGIN
+  IF p_deliveries IS NULL OR p_last IS NULL THEN
+    RAISE EXCEPTION 'wharf: sweep_page needs the page''s deliveries and whether it is the last' USING ERRCODE = '22004';
+  END IF;
+  IF jsonb_typeof(p_deliveries) <> 'array' THEN
+    RAISE EXCEPTION 'wharf: sweep_page needs a JSON array of deliveries' USING ERRCODE = '22023';
+  END IF;
+  v_sweep := wharf.held_sweep(p_app_id, p_source, p_token);
+  IF EXISTS (SELECT FROM jsonb_to_recordset(p_deliveries)
+                      AS a(id bigint, guid text, delivered_at timestamptz, redelivery boolean, status_code integer)
+              WHERE a.id IS NULL OR a.guid IS NULL OR a.guid = '' OR a.delivered_at IS NULL OR a.redelivery IS NULL
+                 OR a.status_code IS NULL) THEN
+    RAISE EXCEPTION 'wharf: every delivery needs an id, a guid, delivered_at, redelivery and status_code'
+      USING ERRCODE = '22023';
+  END IF;
+
+  RETURN QUERY
+    WITH page AS MATERIALIZED (
+      SELECT a.guid,
+             max(a.id) FILTER (WHERE a.status_code NOT BETWEEN 200 AND 299
+                                 AND a.delivered_at > v_sweep.window_since) AS failed_id,
+             max(a.event) AS event,
+             bool_or(a.status_code BETWEEN 200 AND 299) AS answered,
+             -- Its original is here: nothing of it is older.
+             bool_or(NOT a.redelivery) OR p_last AS decided
+        FROM jsonb_to_recordset(p_deliveries)
+          AS a(id bigint, guid text, delivered_at timestamptz, redelivery boolean, status_code integer, event text)
+       GROUP BY a.guid
+    ), seen AS (
+      -- A GUID still undecided, or one that earlier pages said something
+      -- of: merged into what the sweep remembers. A GUID decided on its
+      -- first page needs no row: read again, the page decides it again.
+      INSERT INTO wharf.redelivery_seen AS s (app_id, source, guid, failed_id, event, answered, decided)
+      SELECT p_app_id, p_source, pg.guid, pg.failed_id, pg.event, pg.answered, pg.decided
+        FROM page pg
+       WHERE NOT pg.decided
+          OR EXISTS (SELECT FROM wharf.redelivery_seen e
+                      WHERE e.app_id = p_app_id AND e.source = p_source AND e.guid = pg.guid)
+      ON CONFLICT (app_id, source, guid) DO UPDATE
+         SET failed_id = greatest(s.failed_id, excluded.failed_id),
+             event = coalesce(s.event, excluded.event),
+             answered = s.answered OR excluded.answered,
+             decided = s.decided OR excluded.decided
+      RETURNING s.guid, s.failed_id, s.event, s.answered, s.decided
+    ), decided AS (
+      SELECT m.guid, m.failed_id, m.event, m.answered FROM seen m WHERE m.decided
+      UNION ALL
+      SELECT pg.guid, pg.failed_id, pg.event, pg.answered
+        FROM page pg
+       WHERE pg.decided AND NOT EXISTS (SELECT FROM seen m WHERE m.guid = pg.guid)
+      UNION ALL
+      -- The window's end: what earlier pages left undecided is decided now.
+      SELECT e.guid, e.failed_id, e.event, e.answered
+        FROM wharf.redelivery_seen e
+       WHERE p_last AND e.app_id = p_app_id AND e.source = p_source
+         AND NOT EXISTS (SELECT FROM page pg WHERE pg.guid = e.guid)
+    )
+    SELECT d.guid, d.failed_id, d.event
+      FROM decided d
+     WHERE d.failed_id IS NOT NULL AND NOT d.answered
+     ORDER BY d.failed_id DESC;
+END $$;
+
+--
 -- Name: sweep_status(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3227,6 +3307,20 @@ CREATE TABLE wharf.redelivery_request (
 );
 
 --
+-- Name: redelivery_seen; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.redelivery_seen (
+    app_id bigint NOT NULL,
+    source text NOT NULL,
+    guid text NOT NULL,
+    failed_id bigint,
+    event text,
+    answered boolean DEFAULT false NOT NULL,
+    decided boolean DEFAULT false NOT NULL
+);
+
+--
 -- Name: replay_audit; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -3373,6 +3467,13 @@ ALTER TABLE ONLY wharf.provider_event_step
 
 ALTER TABLE ONLY wharf.redelivery_request
     ADD CONSTRAINT redelivery_request_pkey PRIMARY KEY (app_id, source, guid);
+
+--
+-- Name: redelivery_seen redelivery_seen_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.redelivery_seen
+    ADD CONSTRAINT redelivery_seen_pkey PRIMARY KEY (app_id, source, guid);
 
 --
 -- Name: redelivery_sweep redelivery_sweep_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
@@ -3591,6 +3692,13 @@ ALTER TABLE ONLY wharf.provider_event
 
 ALTER TABLE ONLY wharf.redelivery_request
     ADD CONSTRAINT redelivery_request_app_id_source_fkey FOREIGN KEY (app_id, source) REFERENCES wharf.redelivery_sweep(app_id, source) ON DELETE CASCADE;
+
+--
+-- Name: redelivery_seen redelivery_seen_app_id_source_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.redelivery_seen
+    ADD CONSTRAINT redelivery_seen_app_id_source_fkey FOREIGN KEY (app_id, source) REFERENCES wharf.redelivery_sweep(app_id, source) ON DELETE CASCADE;
 
 --
 -- Name: scope scope_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
@@ -3941,6 +4049,12 @@ REVOKE ALL ON FUNCTION wharf.stored_signing_keys() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION wharf.subscribe(p_connection_id bigint, p_subject text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION sweep_page(p_app_id bigint, p_source text, p_token uuid, p_deliveries jsonb, p_last boolean); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.sweep_page(p_app_id bigint, p_source text, p_token uuid, p_deliveries jsonb, p_last boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION sweep_status(p_app_id bigint, p_source text); Type: ACL; Schema: wharf; Owner: -
