@@ -69,8 +69,12 @@ export function operatorApi(deps: OperatorApiDeps) {
   const routes = operatorRoutes(deps);
 
   // The description is public: it holds no data, and a client needs it before it has a token.
-  app.doc31(openApiDocumentPath, {
+  app.doc31(openApiDocumentPath, (c) => ({
     openapi: '3.1.0',
+    // The paths are relative to where the API is mounted (/api in `wharf
+    // serve`), which is where this document was asked for, less its own name:
+    // a generic client or Swagger UI then calls them there, not at the host's root.
+    servers: [{ url: c.req.path.slice(0, -openApiDocumentPath.length) || '/', description: 'this API' }],
     info: {
       title: 'Wharf operator API',
       version: '0.2.0',
@@ -78,7 +82,7 @@ export function operatorApi(deps: OperatorApiDeps) {
         + 'Bearer tokens: the instance admin token (WHARF_ADMIN_TOKEN) or a workspace token.',
     },
     security: [{ bearer: [] }],
-  });
+  }));
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
   return app.route('/', routes);
 }
