@@ -25,10 +25,10 @@ export interface AuthenticatorOptions {
   tokenTable?: TokenTableOptions;
   /**
    * The client whose failures are counted together. Default: the address
-   * the runtime tells (client-address.ts), through `trustedProxyHops`
-   * reverse proxies (WHARF_TRUSTED_PROXY_HOPS).
+   * the runtime tells (client-address.ts), through `trustedProxyHops`.
    */
   clientKey?: ClientKey;
+  /** Reverse proxies in front of the server whose X-Forwarded-For entries are trusted (WHARF_TRUSTED_PROXY_HOPS); default 0. */
   trustedProxyHops?: number;
 }
 
@@ -64,14 +64,14 @@ export class Authenticator {
    * (503) when the database cannot say; that counts as no failure.
    */
   async authenticate(c: Context, token: string, admin: AdminIdentity): Promise<Authentication> {
-    const principal = await this.identify(token, admin);
+    const principal = await this.#identify(token, admin);
     if (principal) return { principal };
     const retryAfterSeconds = await this.throttle.refuse(this.clientKey(c) ?? unknownClient);
     return retryAfterSeconds === undefined ? { principal } : { principal, retryAfterSeconds };
   }
 
   /** The principal a token stands for (the admin token, or a live workspace token), or undefined. */
-  async identify(token: string, admin: AdminIdentity): Promise<Principal | undefined> {
+  async #identify(token: string, admin: AdminIdentity): Promise<Principal | undefined> {
     // An empty admin token (unset variable) must never let anyone in.
     if (admin.token && sameSecret(token, admin.token)) return { kind: 'admin', account: admin.account ?? 'admin' };
     // Anything that cannot be a workspace token costs no lookup at all.
