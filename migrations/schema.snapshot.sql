@@ -1792,6 +1792,17 @@ CREATE FUNCTION wharf.list_workspaces() RETURNS jsonb
 $$;
 
 --
+-- Name: live_token_hashes(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.live_token_hashes() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT coalesce(jsonb_agg(encode(t.token_hash, 'hex')), '[]') FROM wharf.api_token t WHERE t.revoked_at IS NULL
+$$;
+
+--
 -- Name: lock_connection_for_change(bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3869,6 +3880,12 @@ REVOKE ALL ON FUNCTION wharf.list_tokens(p_workspace_id bigint) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION wharf.list_workspaces() FROM PUBLIC;
+
+--
+-- Name: FUNCTION live_token_hashes(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.live_token_hashes() FROM PUBLIC;
 
 --
 -- Name: FUNCTION mark_busy(p_listener text); Type: ACL; Schema: wharf; Owner: -
