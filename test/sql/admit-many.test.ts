@@ -1,0 +1,272 @@
+// wharf.admit_many admits an array as wharf.admit would admit its elements
+// one after another (sql/80-admission.sql): random batches go into one
+// database through admit_many and, element by element, into a twin through
+// admit, and everything admission writes must come out the same. Then
+// overlapping batches race from eight sessions while a workspace is
+// suspended and resumed: no deadlock, the suspension is never starved, and
+// no row is stored for the workspace after its suspension committed.
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+const github = 'https://github.com';
+const hooks = 'https://hooks.example.test';
+
+interface Fixture {
+  /** Connection ids by name; the same in both twins (made in one order). */
+  connections: Record<string, number>;
+}
+
+/**
+ * Workspaces 1-4: two GitHub App installations (one in a paused workspace),
+ * a PAT that also subscribes (fan-out), a suspended connection, a
+ * suspended workspace, and two connection-signed connections (one with
+ * subject prefixes).
+ */
+async function makeFixture(db: pg.Pool): Promise<Fixture> {
+  const one = async (sql: string, params: unknown[] = []) => Number(Object.values((await db.query(sql, params)).rows[0])[0]);
+  for (const ws of [1, 2, 3, 4]) await db.query('SELECT wharf.upsert_workspace($1)', [ws]);
+  const connections: Record<string, number> = {
+    app1: await one(`SELECT wharf.upsert_connection(1, 'github', $1, 'app_installation', '100')`, [github]),
+    app2: await one(`SELECT wharf.upsert_connection(2, 'github', $1, 'app_installation', '200')`, [github]),
+    pat3: await one(`SELECT wharf.upsert_connection(3, 'github', $1, 'pat', 'p3')`, [github]),
+    off1: await one(`SELECT wharf.upsert_connection(3, 'github', $1, 'pat', 'off')`, [github]),
+    app4: await one(`SELECT wharf.upsert_connection(4, 'github', $1, 'app_installation', '400')`, [github]),
+    gen1: await one(`SELECT wharf.upsert_connection(1, 'generic', $1, 'webhook', 'g1', '{"subject_prefixes": ["customer:"]}')`, [hooks]),
+    gen2: await one(`SELECT wharf.upsert_connection(2, 'generic', $1, 'webhook', 'g2')`, [hooks]),
+  };
+  const subscribe = (name: string, subject: string) => db.query('SELECT wharf.subscribe($1, $2)', [connections[name], subject]);
+  for (const subject of ['repo:acme/a', 'repo:acme/b', 'org:acme']) await subscribe('app1', subject);
+  for (const subject of ['repo:acme/a', 'repo:beta/c']) await subscribe('app2', subject);
+  await subscribe('pat3', 'repo:acme/b');
+  await subscribe('off1', 'repo:acme/a');
+  await subscribe('app4', 'repo:acme/a');
+  for (const subject of ['customer:1', 'customer:2']) await subscribe('gen1', subject);
+  for (const subject of ['customer:1', 'order:9']) await subscribe('gen2', subject);
+  await db.query(`SELECT wharf.set_connection_state($1, 'SUSPENDED')`, [connections.off1]);
+  await db.query(`SELECT wharf.set_workspace_state(2, 'PAUSED')`);
+  await db.query(`SELECT wharf.set_workspace_state(4, 'SUSPENDED')`);
+  return { connections };
+}
+
+interface Delivery {
+  provider: string | null;
+  source: string;
+  delivery_key: string | null;
+  event_type: string | null;
+  route: unknown;
+  subjects: string[];
+  payload: unknown;
+  headers: Record<string, string>;
+  body_sha256: string | null;
+}
+
+/** A small deterministic generator, so that a failure can be replayed. */
+function random(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state * 1664525 + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+}
+
+/** Random deliveries over the fixture: duplicates by key and by body, refusals, drops, control events and bad elements. */
+function deliveries(fixture: Fixture, rand: () => number, count: number): Delivery[] {
+  const pick = <T>(items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
+  const c = fixture.connections;
+  // Each body comes with the route and subjects it was signed with, as a
+  // provider's redelivery of one body does.
+  const bodies: Omit<Delivery, 'delivery_key' | 'event_type' | 'headers'>[] = [
+    { provider: 'github', source: github, route: { installation_id: '100' }, subjects: ['repo:acme/a', 'org:acme'], payload: { n: 1 }, body_sha256: null },
+    { provider: 'github', source: github, route: { installation_id: '100' }, subjects: ['repo:acme/b', 'org:acme'], payload: { n: 2 }, body_sha256: null },
+    { provider: 'github', source: github, route: { installation_id: '200' }, subjects: ['repo:beta/c'], payload: { n: 3 }, body_sha256: null },
+    { provider: 'github', source: github, route: { installation_id: '400' }, subjects: ['repo:acme/a'], payload: { n: 4 }, body_sha256: null },
+    { provider: 'github', source: github, route: { installation_id: '999' }, subjects: ['repo:acme/a'], payload: { n: 5 }, body_sha256: null },
+    { provider: 'github', source: github, route: { installation_id: '100' }, subjects: ['repo:nobody/x'], payload: { n: 6 }, body_sha256: null },
+    { provider: 'github', source: github, route: {}, subjects: ['repo:acme/a'], payload: { n: 7 }, body_sha256: null },
+    { provider: 'github', source: github, route: { installation_id: '100' }, subjects: [], payload: { n: 8 }, body_sha256: null },
+    { provider: 'github', source: github, route: { installation_id: '100', control: true },
+      subjects: ['org:acme'], payload: { action: 'created', installation: { id: 100 } }, body_sha256: null },
+    { provider: 'github', source: github, route: { installation_id: '100', control: true },
+      subjects: ['org:acme'], payload: { installation: { id: 100 } }, body_sha256: null },
+    { provider: 'generic', source: hooks, route: { connection_id: c.gen1 }, subjects: ['customer:1'], payload: { n: 11 }, body_sha256: null },
+    { provider: 'generic', source: hooks, route: { connection_id: c.gen1 }, subjects: ['order:9'], payload: { n: 12 }, body_sha256: null },
+    { provider: 'generic', source: hooks, route: { connection_id: c.gen2 }, subjects: ['customer:1'], payload: { n: 13 }, body_sha256: null },
+    { provider: 'generic', source: hooks, route: { connection_id: 987654 }, subjects: ['customer:1'], payload: { n: 14 }, body_sha256: null },
+  ];
+  for (const body of bodies) {
+    // GitHub signs the body alone: about half of its deliveries carry the digest.
+    if (body.provider === 'github' && (body.payload as { n?: number }).n! % 2 === 1) {
+      body.body_sha256 = createHash('sha256').update(JSON.stringify(body.payload)).digest('hex');
+    }
+  }
+  return Array.from({ length: count }, () => {
+    const body = pick(bodies);
+    const delivery: Delivery = {
+      ...body, delivery_key: `key-${Math.floor(rand() * 40)}`, event_type: body.route && (body.route as { control?: boolean }).control ? 'installation' : 'push',
+      headers: { 'x-request-id': `r-${Math.floor(rand() * 1000)}`, authorization: 'Bearer secret' },
+    };
+    const flaw = rand();
+    if (flaw < 0.04) return { ...delivery, event_type: null };
+    if (flaw < 0.07) return { ...delivery, provider: 'bitbucket' };
+    if (flaw < 0.1) return { ...delivery, route: ['not', 'an', 'object'] };
+    if (flaw < 0.12) return { ...delivery, body_sha256: 'NOT-HEX' };
+    if (flaw < 0.14) return { ...delivery, delivery_key: 'k'.repeat(300) };
+    return delivery;
+  });
+}
+
+/** What admission wrote, comparable across the twins (times left out). */
+async function written(db: pg.Pool) {
+  const events = (await db.query(
+    `SELECT id, workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+            payload, headers, encode(body_sha256, 'hex') AS body_sha256, state
+       FROM wharf.provider_event ORDER BY id`)).rows;
+  const scopes = (await db.query(
+    'SELECT scope_key, workspace_id, head_id, leased_id, active FROM wharf.scope ORDER BY scope_key')).rows;
+  const log = (await db.query(
+    `SELECT provider, source, delivery_key, connection_id, workspace_id, reason FROM wharf.admission_log
+      ORDER BY delivery_key, reason, provider, source, connection_id NULLS FIRST, workspace_id NULLS FIRST`)).rows;
+  return { events, scopes, log };
+}
+
+describe('admit_many against admit, one element after another', () => {
+  let many: TestDatabase;
+  let single: TestDatabase;
+  let fixture: Fixture;
+  beforeAll(async () => {
+    [many, single] = await Promise.all([createTestDatabase(), createTestDatabase()]);
+    fixture = await makeFixture(many.pool);
+    expect(await makeFixture(single.pool)).toEqual(fixture);
+  });
+  afterAll(async () => {
+    await Promise.all([many?.drop(), single?.drop()]);
+  });
+
+  it('writes the same rows, receipts and admission log for random batches', async () => {
+    const rand = random(20261204);
+    const seen = new Set<string>();
+    for (let batch = 0; batch < 12; batch += 1) {
+      const items = deliveries(fixture, rand, 4 + Math.floor(rand() * 20));
+      const { rows } = await many.pool.query<{ receipts: unknown[] }>('SELECT wharf.admit_many($1) AS receipts',
+        [JSON.stringify(items)]);
+      const receipts: unknown[] = [];
+      for (const item of items) {
+        try {
+          const { rows: one } = await single.pool.query<{ receipt: unknown }>(
+            'SELECT wharf.admit($1, $2, $3, $4, $5, $6, $7, $8, $9) AS receipt',
+            [item.provider, item.source, item.delivery_key, item.event_type, JSON.stringify(item.route), item.subjects,
+             JSON.stringify(item.payload), JSON.stringify(item.headers), item.body_sha256]);
+          receipts.push(one[0]!.receipt);
+        } catch (error) {
+          const { code, message } = error as { code: string; message: string };
+          receipts.push({ error: { code, message } });
+        }
+      }
+      expect(rows[0]!.receipts).toEqual(receipts);
+      for (const receipt of receipts as Array<{ error?: { code: string }; events?: Array<{ outcome: string }> }>) {
+        if (receipt.error) seen.add(receipt.error.code);
+        for (const event of receipt.events ?? []) seen.add(event.outcome);
+      }
+      expect(await written(many.pool)).toEqual(await written(single.pool));
+    }
+    // The batches did meet every case.
+    const { events, log } = await written(many.pool);
+    expect(seen).toEqual(new Set(['stored', 'duplicate', '22004', '22023']));
+    expect(events.some((e) => e.workspace_id === null)).toBe(true);
+    expect(new Set(log.map((row) => row.reason))).toEqual(new Set([
+      'unknown-source', 'no-subscriber', 'work-event-without-source', 'work-event-without-subject',
+      'invalid-event-route', 'route-mismatch', 'connection-inactive', 'workspace-inactive',
+    ]));
+    expect(events.every((e) => !('authorization' in (e.headers as object)))).toBe(true);
+  });
+
+  it('answers a repeated delivery and a repeated body within one array as duplicates of the first', async () => {
+    const body = { action: 'opened', n: 'twice' };
+    const digest = createHash('sha256').update(JSON.stringify(body)).digest('hex');
+    const delivery = (key: string) => ({
+      provider: 'github', source: github, delivery_key: key, event_type: 'issues', route: { installation_id: '100' },
+      subjects: ['repo:acme/a'], payload: body, headers: {}, body_sha256: digest,
+    });
+    const { rows } = await many.pool.query<{ receipts: Array<{ events: Array<{ event_id: number; outcome: string }> }> }>(
+      'SELECT wharf.admit_many($1) AS receipts', [JSON.stringify([delivery('twice-1'), delivery('twice-1'), delivery('twice-2')])]);
+    const [first, second, third] = rows[0]!.receipts;
+    // Workspaces 1 and 2 (paused: it stores and holds) receive it.
+    expect(first!.events.map((e) => e.outcome)).toEqual(['stored', 'stored']);
+    const duplicates = first!.events.map((e) => ({ ...e, outcome: 'duplicate' }));
+    expect(second!.events).toEqual(duplicates);
+    expect(third!.events).toEqual(duplicates);
+  });
+});
+
+describe('admit_many racing', () => {
+  let db: TestDatabase;
+  let fixture: Fixture;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    fixture = await makeFixture(db.pool);
+    await db.pool.query(`SELECT wharf.set_workspace_state(2, 'ACTIVE')`);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  it('overlapping batches from 8 sessions neither deadlock nor starve a suspension, which no row passes', async () => {
+    const subjects = ['repo:acme/a', 'repo:acme/b', 'repo:beta/c', 'org:acme'];
+    const sessions = await Promise.all(Array.from({ length: 8 }, () => db.connect()));
+    const suspender = await db.connect();
+    let running = true;
+    let batches = 0;
+    const errors: string[] = [];
+    try {
+      const admitters = sessions.map(async (session, s) => {
+        for (let n = 0; running; n += 1) {
+          // Each batch names its scopes in an order of its own: the locks must not follow it.
+          const items = Array.from({ length: 16 }, (_, k) => ({
+            provider: 'github', source: github, delivery_key: `race-${s}-${n}-${k}`, event_type: 'push',
+            route: { installation_id: (k + s) % 2 === 0 ? '100' : '200' },
+            subjects: [subjects[(k * 7 + s * 3 + n) % subjects.length]!], payload: { s, n, k }, headers: {},
+            body_sha256: null,
+          }));
+          try {
+            await session.query('SELECT wharf.admit_many($1)', [JSON.stringify(items)]);
+            batches += 1;
+          } catch (error) {
+            errors.push((error as { code?: string }).code ?? String(error));
+          }
+        }
+      });
+      // Suspend and resume workspace 1 a few times while they run; after
+      // each suspension commits, no row of workspace 1 may be stored.
+      const violations: number[] = [];
+      for (let round = 0; round < 5; round += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        await suspender.query(`SELECT wharf.set_workspace_state(1, 'SUSPENDED')`);
+        const { rows } = await suspender.query<{ max: string }>('SELECT coalesce(max(id), 0) AS max FROM wharf.provider_event');
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const { rows: late } = await suspender.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM wharf.provider_event WHERE workspace_id = 1 AND id > $1', [rows[0]!.max]);
+        violations.push(late[0]!.n);
+        await suspender.query(`SELECT wharf.set_workspace_state(1, 'ACTIVE')`);
+      }
+      running = false;
+      await Promise.all(admitters);
+      expect(errors).toEqual([]);
+      expect(violations).toEqual([0, 0, 0, 0, 0]);
+      expect(batches).toBeGreaterThan(8);
+      // Workspace 1's deliveries while suspended were refused and logged.
+      const { rows: refused } = await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM wharf.admission_log WHERE workspace_id = 1 AND reason = 'workspace-inactive'`);
+      expect(refused[0]!.n).toBeGreaterThan(0);
+      // Every scope's head is its oldest queued row.
+      const { rows: drift } = await db.pool.query(
+        `SELECT s.scope_key FROM wharf.scope s
+          WHERE s.head_id IS DISTINCT FROM (SELECT min(id) FROM wharf.provider_event e WHERE e.scope_key = s.scope_key AND e.state = 'QUEUED')`);
+      expect(drift).toEqual([]);
+    } finally {
+      running = false;
+      await Promise.all([...sessions, suspender].map((client) => client.end()));
+    }
+  });
+});
