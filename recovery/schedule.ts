@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import pg from 'pg';
 import type { Registry } from 'prom-client';
 import type { Database } from '../db/database.js';
+import { environment } from '../db/environment.js';
 import { readGitHubAppConfig, type GitHubAppConfig, type RecoveryEnv } from './config.js';
 import { createGitHubAppClient, type GitHubAppClient } from './github.js';
 import { redeliveryMetrics } from './metrics.js';
@@ -50,7 +51,7 @@ export function startRedeliverySweeps(options: SweepScheduleOptions): SweepSched
   // Read every App's configuration now: a missing id or key fails the start,
   // not a sweep an hour later.
   const apps = options.apps.map((app) => readGitHubAppConfig(options.env, app));
-  const everyMs = options.everyMs ?? 5 * 60_000;
+  const everyMs = options.everyMs ?? environment.WHARF_SWEEP_EVERY.default;
   const staleAfterMs = options.staleAfterMs ?? Math.max(4 * everyMs, 30 * 60_000);
   const logger = options.logger ?? silentLogger;
   const metrics = redeliveryMetrics(options.registry);

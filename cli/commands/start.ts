@@ -16,6 +16,7 @@ import { checkAdminToken } from '../../operator/api/auth.js';
 import { startNodeServer } from '../../server/node.js';
 import { createWorker } from '../../worker/create-worker.js';
 import { databaseUrlFor } from '../../db/database-url.js';
+import { appVariable } from '../../db/environment.js';
 import { generateKeyRingEntry } from '../../db/secret-box.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresServer } from '../embedded-postgres.js';
 import { freePort } from '../free-port.js';
@@ -214,7 +215,7 @@ async function startEverything(
   const pool = new pg.Pool({ connectionString: databaseUrl, max: options.concurrency + 6 });
   pool.on('error', () => {});
   started.push(() => pool.end());
-  const githubSecretName = `GITHUB_APP_${demo.app.toUpperCase()}_WEBHOOK_SECRET`;
+  const githubSecretName = appVariable('GITHUB_APP_<APP>_WEBHOOK_SECRET', demo.app);
   const githubSecret = process.env[githubSecretName] || secrets.githubWebhookSecret;
   if (embedded) await setUpDemo(pool);
 
