@@ -1,5 +1,5 @@
 // The sweeper runs on worker hosts as the worker's role: with the GRANT that
-// README.md ("Provider retries") gives, read from there so the two cannot
+// docs/sql.md ("Roles") gives, read from there so the two cannot
 // drift, a sweep works; without it, PUBLIC may call none of the sweeper's
 // functions; and the role reads none of the sweeper's tables.
 import { randomBytes } from 'node:crypto';
@@ -18,10 +18,10 @@ const bare = `wharf_bare_${suffix}`;
 let db: TestDatabase;
 const pools: pg.Pool[] = [];
 
-async function readmeGrant(): Promise<string> {
-  const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
-  const block = /<!-- redelivery-grants:begin -->\s*```sql\n([\s\S]*?)```\s*<!-- redelivery-grants:end -->/.exec(readme);
-  if (!block) throw new Error('README.md has no block between <!-- redelivery-grants:begin --> and <!-- redelivery-grants:end -->');
+async function documentedGrant(): Promise<string> {
+  const guide = await readFile(new URL('../../docs/sql.md', import.meta.url), 'utf8');
+  const block = /<!-- redelivery-grants:begin -->\s*```sql\n([\s\S]*?)```\s*<!-- redelivery-grants:end -->/.exec(guide);
+  if (!block) throw new Error('docs/sql.md has no block between <!-- redelivery-grants:begin --> and <!-- redelivery-grants:end -->');
   return block[1]!;
 }
 
@@ -45,7 +45,7 @@ beforeAll(async () => {
     await db.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
     await db.pool.query(`GRANT USAGE ON SCHEMA wharf TO ${role}`);
   }
-  await db.pool.query((await readmeGrant()).replaceAll(/\bwharf_worker\b/g, granted));
+  await db.pool.query((await documentedGrant()).replaceAll(/\bwharf_worker\b/g, granted));
 });
 
 afterAll(async () => {
@@ -56,7 +56,7 @@ afterAll(async () => {
   });
 });
 
-it('sweeps as the worker\'s role with the README\'s grant, and reads none of the tables', async () => {
+it('sweeps as the worker\'s role with the documented grant, and reads none of the tables', async () => {
   const rig = await createRig(db);
   try {
     rig.outage = true;
