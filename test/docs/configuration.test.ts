@@ -1,14 +1,16 @@
 // The configuration reference cannot drift from the code: docs/configuration.md
 // is what `npm run docs:config` renders now; every environment variable the
 // code reads (process.env, a Worker binding, a commander option's .env()) is
-// declared in db/environment.ts, and every declaration is read.
+// declared in db/environment.ts, and every declaration is read; and the policy
+// settings the operating guide lists are exactly those of wharf.setting.
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { commandsOf, renderConfigurationReference, wranglerVars } from '../../cli/configuration-reference.js';
 import { createProgram } from '../../cli/program.js';
 import { environment } from '../../db/environment.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const read = (path: string) => readFile(join(root, path), 'utf8');
@@ -44,6 +46,14 @@ function environmentReads(file: string, text: string): Reads {
   const computed = [...text.matchAll(/\benv\[\s*`[^`]*`\s*\]/g)].map((match) => `${file}: ${match[0]}`);
   return { names, computed };
 }
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db?.drop();
+});
 
 it('docs/configuration.md is what `npm run docs:config` renders from the code now', async () => {
   const rendered = renderConfigurationReference({ program: createProgram(), wranglerToml: await read('wrangler.toml') });
@@ -92,4 +102,13 @@ it('finds a variable read by name, by a commander option and by a name built in 
   const reads = environmentReads('x.ts', text);
   expect([...reads.names].sort()).toEqual(['HYPERDRIVE', 'WHARF_NEW_THING', 'WHARF_OPTION']);
   expect(reads.computed).toEqual(['x.ts: env[`GITHUB_APP_${stem}_ID`]']);
+});
+
+it('the policy settings of docs/operating.md are those of wharf.setting, with their defaults', async () => {
+  const guide = await read('docs/operating.md');
+  const table = /<!-- settings:begin -->([\s\S]*?)<!-- settings:end -->/.exec(guide)?.[1];
+  expect(table, 'docs/operating.md has no table between <!-- settings:begin --> and <!-- settings:end -->').toBeDefined();
+  const documented = [...table!.matchAll(/^\| `([a-z_]+)` \| ([^|]+?) \|/gm)].map((match) => [match[1]!, match[2]!.trim()]);
+  const { rows } = await db.pool.query<{ key: string; value: string }>('SELECT key, value FROM wharf.setting ORDER BY key');
+  expect(Object.fromEntries(documented)).toEqual(Object.fromEntries(rows.map((row) => [row.key, row.value])));
 });
