@@ -12,6 +12,7 @@
 // test sends each a signed GitHub App delivery and a signed Standard Webhooks
 // delivery, which must be answered 202 and stored.
 import { readdir, readFile } from 'node:fs/promises';
+import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -21,6 +22,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { DocSession } from '../support/doc-session.js';
 import { countEvents, freshId, newDeliveryKey, scenario, seedConnection, testSecretKeys } from '../support/edge-fixtures.js';
 import { runnableBlocks, type RunnableBlock } from '../support/runnable-blocks.js';
+import { waitFor } from '../support/worker-inbox.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -78,6 +80,18 @@ function guide(options: {
   };
 }
 
+/** Whether something accepts connections on 127.0.0.1:`port`. */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
 /**
  * docs/deploy-edge.md: once a recipe's Worker is ready on 8790, a signed
  * delivery for a GitHub App (the demo App the recipe is given the secret of)
@@ -123,6 +137,8 @@ function localWorkerRecipes(): DocumentRun {
     }
     expect([await countEvents(pool, pushKey), await countEvents(pool, genericKey)]).toEqual([1, 1]);
     await session.stop(block);
+    // workerd may outlive wrangler by a moment: the next recipe needs the port.
+    await waitFor(async () => !(await listening(8790)), 15_000, 'port 8790 to be free');
   };
 
   return { env: run.env, after: { neon: deliverAndStop, hyperdrive: deliverAndStop } };
