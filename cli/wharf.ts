@@ -1,21 +1,8 @@
-// The `wharf` command. Each verb lives in its own module under commands/;
-// this file only assembles them.
-import { Command } from 'commander';
-import { operatorCommands } from './commands/operator.js';
-import { runtimeCommands } from './commands/runtime.js';
-import { serveCommand } from './commands/serve.js';
-import { startCommand } from './commands/start.js';
-
-const program = new Command('wharf')
-  .description('Wharf: a durable webhook inbox in PostgreSQL')
-  .showHelpAfterError()
-  .configureOutput({ outputError: (text, write) => write(text) });
-
-program.addCommand(startCommand()).addCommand(serveCommand());
-for (const command of [...runtimeCommands(), ...operatorCommands()]) program.addCommand(command);
+// The `wharf` command: its verbs are assembled in program.ts; this file runs it.
+import { createProgram } from './program.js';
 
 try {
-  await program.parseAsync(process.argv);
+  await createProgram().parseAsync(process.argv);
 } catch (error) {
   // A clear line, not a stack: verbs throw errors meant for the operator.
   process.stderr.write(`wharf: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -2,8 +2,6 @@
 // that PostgreSQL's jsonb accepts (no NUL, no unpaired surrogate escape).
 import type { Bytes } from './crypto.js';
 
-export const defaultMaxBodyBytes = 25 * 1024 * 1024;
-
 /**
  * How many body bytes a receiver holds at once, across its requests, before
  * they are verified: past it a request is turned away (503) instead of

@@ -1,22 +1,11 @@
 // The edge's configuration, read from the Worker's bindings or process.env.
-//
-//   GITHUB_APP_<APP>_WEBHOOK_SECRET  secret of the GitHub App posting to /hooks/github/<app>
-//   GITHUB_APP_<APP>_WEBHOOK_SECRET_PREVIOUS  the secret it replaced, still accepted while
-//                                    the App's settings are being changed (remove it after)
-//   GITHUB_APP_<APP>_SOURCE          its server (default https://github.com; GHES: its URL)
-//   SLACK_APP_<APP>_SIGNING_SECRET   signing secret of the Slack app posting to /hooks/slack/<app>
-//   SLACK_APP_<APP>_SIGNING_SECRET_PREVIOUS  likewise
-//   SLACK_APP_<APP>_SOURCE           default https://slack.com
-//   WHARF_MAX_BODY_BYTES             body size limit (default 25 MiB, GitHub's cap)
-//   WHARF_MAX_INFLIGHT_BYTES         body bytes read at once before verification, across
-//                                    requests (default 64 MiB); past it: 503 + Retry-After
-//   WHARF_SECRET_CACHE_SECONDS       how long an isolate keeps a connection's secret (default 30)
-//   WHARF_SECRET_KEYS                the key ring that decrypts connections' signing keys
-//                                    (db/secret-box.ts)
-//
-// <APP> is the route's :app upper-cased, every character outside [A-Z0-9] as `_`.
+// The variables, their defaults and meanings are declared in
+// db/environment.ts (docs/configuration.md): the app secrets
+// GITHUB_APP_<APP>_WEBHOOK_SECRET[_PREVIOUS], SLACK_APP_<APP>_SIGNING_SECRET[_PREVIOUS]
+// and their _SOURCE, WHARF_MAX_BODY_BYTES, WHARF_MAX_INFLIGHT_BYTES,
+// WHARF_SECRET_CACHE_SECONDS and WHARF_SECRET_KEYS.
 import { parseKeyRing, type KeyRing } from '../db/secret-box.js';
-import { defaultMaxBodyBytes } from './request-body.js';
+import { appNamePattern, appVariable, environment } from '../db/environment.js';
 
 export type EdgeEnv = Record<string, unknown>;
 
@@ -32,32 +21,37 @@ export function readEdgeSettings(env: EdgeEnv): EdgeSettings {
   const keyRing = parseKeyRing(env.WHARF_SECRET_KEYS);
   keyRing.catch(() => {});
   return {
-    maxBodyBytes: positiveInteger(env.WHARF_MAX_BODY_BYTES) ?? defaultMaxBodyBytes,
-    maxInflightBytes: positiveInteger(env.WHARF_MAX_INFLIGHT_BYTES) ?? 64 * 1024 * 1024,
-    secretCacheMs: (positiveInteger(env.WHARF_SECRET_CACHE_SECONDS) ?? 30) * 1000,
+    maxBodyBytes: positiveInteger(env.WHARF_MAX_BODY_BYTES) ?? environment.WHARF_MAX_BODY_BYTES.default,
+    maxInflightBytes: positiveInteger(env.WHARF_MAX_INFLIGHT_BYTES) ?? environment.WHARF_MAX_INFLIGHT_BYTES.default,
+    secretCacheMs: (positiveInteger(env.WHARF_SECRET_CACHE_SECONDS) ?? environment.WHARF_SECRET_CACHE_SECONDS.default) * 1000,
     keyRing,
   };
 }
 
-const appName = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
-
-const appSecretNames = {
-  github: { secret: 'WEBHOOK_SECRET', prefix: 'GITHUB_APP_', defaultSource: 'https://github.com' },
-  slack: { secret: 'SIGNING_SECRET', prefix: 'SLACK_APP_', defaultSource: 'https://slack.com' },
+const appVariables = {
+  github: {
+    secret: 'GITHUB_APP_<APP>_WEBHOOK_SECRET',
+    previous: 'GITHUB_APP_<APP>_WEBHOOK_SECRET_PREVIOUS',
+    source: 'GITHUB_APP_<APP>_SOURCE',
+  },
+  slack: {
+    secret: 'SLACK_APP_<APP>_SIGNING_SECRET',
+    previous: 'SLACK_APP_<APP>_SIGNING_SECRET_PREVIOUS',
+    source: 'SLACK_APP_<APP>_SOURCE',
+  },
 } as const;
 
 /** The app's secrets (current, then previous) and source, or undefined when no such app is configured. */
 export function readAppSecrets(
-  env: EdgeEnv, provider: keyof typeof appSecretNames, app: string,
+  env: EdgeEnv, provider: keyof typeof appVariables, app: string,
 ): { secrets: string[]; source: string } | undefined {
-  if (!appName.test(app)) return undefined;
-  const names = appSecretNames[provider];
-  const stem = `${names.prefix}${app.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`;
-  const [secret, previous] = [env[`${stem}${names.secret}`], env[`${stem}${names.secret}_PREVIOUS`]];
+  if (!appNamePattern.test(app)) return undefined;
+  const names = appVariables[provider];
+  const [secret, previous] = [env[appVariable(names.secret, app)], env[appVariable(names.previous, app)]];
   if (typeof secret !== 'string' || secret === '') return undefined;
   const secrets = typeof previous === 'string' && previous !== '' ? [secret, previous] : [secret];
-  const source = env[`${stem}SOURCE`];
-  return { secrets, source: typeof source === 'string' && source !== '' ? source : names.defaultSource };
+  const source = env[appVariable(names.source, app)];
+  return { secrets, source: typeof source === 'string' && source !== '' ? source : environment[names.source].default };
 }
 
 function positiveInteger(value: unknown): number | undefined {

@@ -1,17 +1,10 @@
 // A GitHub App's sweeper configuration, read from the environment (the App's
 // secrets live in the process's configuration, never in the database):
-//
-//   GITHUB_APP_<APP>_ID           the App's id (GitHub's App settings page, "App ID")
-//   GITHUB_APP_<APP>_PRIVATE_KEY  the App's private key (PEM; `\n` escapes are accepted,
-//                                 as a one-line environment value needs them)
-//   GITHUB_APP_<APP>_SOURCE       its server, as the edge stores it (default https://github.com)
-//   GITHUB_APP_<APP>_API_URL      its REST API (default https://api.github.com for github.com,
-//                                 <source>/api/v3 for GitHub Enterprise Server)
-//
-// <APP> is named as in edge/settings.ts: the route's :app upper-cased, every
-// character outside [A-Z0-9] as `_`, so one App's edge secret and sweeper
-// credentials sit side by side.
-
+// GITHUB_APP_<APP>_ID, _PRIVATE_KEY, _SOURCE and _API_URL, declared with
+// their meanings and defaults in db/environment.ts (docs/configuration.md).
+// <APP> is named as for the edge's secrets, so one App's edge secret and
+// sweeper credentials sit side by side.
+import { appNamePattern, appVariable, environment, type AppVariable } from '../db/environment.js';
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 
 export type RecoveryEnv = Record<string, string | undefined>;
@@ -37,7 +30,6 @@ export class RecoveryConfigError extends Error {
   }
 }
 
-const appName = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
 
 export function envStem(app: string): string {
   return `GITHUB_APP_${app.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`;
@@ -45,33 +37,38 @@ export function envStem(app: string): string {
 
 /** Refuses a name that cannot be an App's (the :app of /hooks/github/:app). */
 export function checkAppName(app: string): void {
-  if (!appName.test(app)) throw new RecoveryConfigError(`not an app name: ${JSON.stringify(app)}`);
+  if (!appNamePattern.test(app)) throw new RecoveryConfigError(`not an app name: ${JSON.stringify(app)}`);
 }
 
 export function readGitHubAppConfig(env: RecoveryEnv, app: string): GitHubAppConfig {
   checkAppName(app);
-  const stem = envStem(app);
-  const fail = (name: string, problem: string): never => {
-    throw new RecoveryConfigError(`GitHub App ${app}: ${problem}`, app, `${stem}${name}`);
+  const patterns = {
+    ID: 'GITHUB_APP_<APP>_ID', PRIVATE_KEY: 'GITHUB_APP_<APP>_PRIVATE_KEY',
+    SOURCE: 'GITHUB_APP_<APP>_SOURCE', API_URL: 'GITHUB_APP_<APP>_API_URL',
+  } as const satisfies Record<string, AppVariable>;
+  type Part = keyof typeof patterns;
+  const variable = (part: Part): string => appVariable(patterns[part], app);
+  const fail = (name: Part, problem: string): never => {
+    throw new RecoveryConfigError(`GitHub App ${app}: ${problem}`, app, variable(name));
   };
-  const value = (name: string): string | undefined => {
-    const text = env[`${stem}${name}`]?.trim();
+  const value = (name: Part): string | undefined => {
+    const text = env[variable(name)]?.trim();
     return text ? text : undefined;
   };
   const appId = value('ID');
-  if (!appId) fail('ID', `set ${stem}ID to the GitHub App's id`);
-  if (!/^[1-9]\d{0,17}$/.test(appId!)) fail('ID', `${stem}ID must be the App's numeric id`);
+  if (!appId) fail('ID', `set ${variable('ID')} to the GitHub App's id`);
+  if (!/^[1-9]\d{0,17}$/.test(appId!)) fail('ID', `${variable('ID')} must be the App's numeric id`);
   const privateKey = value('PRIVATE_KEY')?.replace(/\\n/g, '\n');
-  if (!privateKey) fail('PRIVATE_KEY', `set ${stem}PRIVATE_KEY to the GitHub App's private key (PEM)`);
-  checkPrivateKey(privateKey!, (problem) => fail('PRIVATE_KEY', `${stem}PRIVATE_KEY ${problem}`));
+  if (!privateKey) fail('PRIVATE_KEY', `set ${variable('PRIVATE_KEY')} to the GitHub App's private key (PEM)`);
+  checkPrivateKey(privateKey!, (problem) => fail('PRIVATE_KEY', `${variable('PRIVATE_KEY')} ${problem}`));
   // Exactly as the edge reads it: it is the key the inbox stores deliveries under.
-  const source = env[`${stem}SOURCE`] || 'https://github.com';
+  const source = env[variable('SOURCE')] || environment['GITHUB_APP_<APP>_SOURCE'].default;
   const apiUrl = (value('API_URL') ?? (source === 'https://github.com' ? 'https://api.github.com' : `${source}/api/v3`))
     .replace(/\/+$/, '');
   for (const [name, url] of [['SOURCE', source], ['API_URL', apiUrl]] as const) {
-    if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) fail(name, `${stem}${name} must be an http(s) URL`);
+    if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) fail(name, `${variable(name)} must be an http(s) URL`);
     // The URL is named in messages (what could not be reached): it holds no secret.
-    if (new URL(url).username || new URL(url).password) fail(name, `${stem}${name} must not hold a user name or password`);
+    if (new URL(url).username || new URL(url).password) fail(name, `${variable(name)} must not hold a user name or password`);
   }
   return { app, appId: appId!, privateKey: privateKey!, source, apiUrl };
 }

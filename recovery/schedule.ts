@@ -13,6 +13,7 @@ import { hostname } from 'node:os';
 import pg from 'pg';
 import type { Registry } from 'prom-client';
 import type { Database } from '../db/database.js';
+import { environment } from '../db/environment.js';
 import { checkAppName, readGitHubAppConfig, RecoveryConfigError, type GitHubAppConfig, type RecoveryEnv } from './config.js';
 import { createGitHubAppClient, type GitHubAppClient } from './github.js';
 import { redeliveryMetrics } from './metrics.js';
@@ -20,7 +21,7 @@ import { sweepStatus } from './sql.js';
 import { notSwept, silentLogger, sweepApp, type RecoveryLogger, type SweepOptions, type SweepResult } from './sweep.js';
 
 /** How often a host tries the sweep of each App. */
-export const defaultSweepEveryMs = 5 * 60_000;
+export const defaultSweepEveryMs = environment.WHARF_SWEEP_EVERY.default;
 
 export interface SweepScheduleOptions {
   /** The database, as a connection string (a small pool of its own, closed on stop) or a Database. */

@@ -11,6 +11,7 @@
 // the page it was on; the lease is renewed while the sweep runs, and a host
 // whose lease was taken over is fenced out of every later write.
 import type { Database } from '../db/database.js';
+import { environment } from '../db/environment.js';
 import { RecoveryConfigError } from './config.js';
 import { GitHubApiError, sleep, type DeliveryPage, type GitHubAppClient } from './github.js';
 import type { RedeliveryMetrics } from './metrics.js';
@@ -32,7 +33,7 @@ export const silentLogger: RecoveryLogger = { info() {}, warn() {}, error() {} }
  * How long a sweep's lease lasts without a renewal (renewed every third of
  * it): how soon another host takes over the sweep of a host that died.
  */
-export const defaultSweepLeaseMs = 60_000;
+export const defaultSweepLeaseMs = environment.WHARF_SWEEP_LEASE.default;
 
 export interface SweepOptions {
   db: Database;

@@ -3,6 +3,7 @@
 // in time instead rejects with an error that carries no SQLSTATE, which
 // classifyDatabaseError (db/database.ts) answers as "unavailable" (503 with
 // Retry-After), and the provider retries.
+import { environment } from '../db/environment.js';
 
 /** The database could not be reached, or did not answer in time. Deliberately has no `code`. */
 export class DatabaseUnavailableError extends Error {
@@ -10,7 +11,7 @@ export class DatabaseUnavailableError extends Error {
 }
 
 /** What the Worker waits for one statement, connection included, unless WHARF_DATABASE_TIMEOUT_MS says otherwise. */
-export const defaultDatabaseTimeoutMs = 5_000;
+export const defaultDatabaseTimeoutMs = environment.WHARF_DATABASE_TIMEOUT_MS.default;
 
 /** A positive whole number of milliseconds from a binding, else the default. */
 export function readTimeoutMs(value: unknown): number {

@@ -7,6 +7,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { Counter, register, type Registry } from 'prom-client';
 import { createServerApp } from './app.js';
+import { environment } from '../db/environment.js';
 import type { EdgeLogger, EdgeMetrics } from '../edge/telemetry.js';
 
 export interface NodeServerOptions {
@@ -63,7 +64,6 @@ function ownPool(connectionString: string): pg.Pool {
 const timeouts = {
   headersTimeout: 10_000, requestTimeout: 60_000, keepAliveTimeout: 5_000, connectionsCheckingInterval: 1_000,
 };
-const defaultMaxConnections = 1024;
 
 export async function startNodeServer(options: NodeServerOptions): Promise<NodeServer> {
   if (!options.pool && !options.databaseUrl) throw new Error('startNodeServer needs databaseUrl or pool');
@@ -92,7 +92,7 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
         resolve({ server, address }));
       // A busy port is the caller's to report (EADDRINUSE), not a crash.
       server.once('error', reject);
-      server.maxConnections = Number(env.WHARF_MAX_CONNECTIONS) || defaultMaxConnections;
+      server.maxConnections = Number(env.WHARF_MAX_CONNECTIONS) || environment.WHARF_MAX_CONNECTIONS.default;
     });
   } catch (error) {
     await Promise.all(owned.map((owner) => owner.end()));

@@ -18,19 +18,9 @@
 --
 -- The functions a sweeping host calls are SECURITY DEFINER with a fixed
 -- search_path and not executable by PUBLIC (sql/README.md, "Roles and
--- GRANTs"). A worker host that sweeps needs this GRANT besides its own (the
--- README shows it; test/recovery/roles.test.ts runs a sweep under it):
---
--- redelivery-grants:begin
--- GRANT EXECUTE ON FUNCTION wharf.begin_sweep(bigint, text, text, interval, timestamptz, interval, interval),
---   wharf.renew_sweep(bigint, text, uuid, interval), wharf.advance_sweep(bigint, text, uuid, text, interval),
---   wharf.finish_sweep(bigint, text, uuid), wharf.abandon_sweep(bigint, text, uuid, text),
---   wharf.sweep_page(bigint, text, uuid, jsonb, boolean),
---   wharf.missing_deliveries(text, text, text[]),
---   wharf.request_redelivery(bigint, text, uuid, text, bigint, interval, integer),
---   wharf.settle_redelivery(bigint, text, uuid, text, bigint, text),
---   wharf.sweep_status(bigint, text) TO wharf_worker;
--- redelivery-grants:end
+-- GRANTs"). A worker host that sweeps needs a GRANT besides its own:
+-- docs/sql.md ("Roles") gives it, and test/recovery/roles.test.ts runs a
+-- sweep under exactly those lines.
 
 -- The sweep row of App p_app_id on p_source, locked, when p_token holds its
 -- lease (an expired lease that nobody took over still holds). Raises WH412

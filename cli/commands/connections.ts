@@ -1,5 +1,6 @@
 // `wharf connections add|list|suspend|pause|resume|activate|rotate-secret`.
 import { Command, Option } from 'commander';
+import { environment } from '../../db/environment.js';
 import { adapters } from '../../edge/adapters/index.js';
 import { answerOf, type OperatorApiClient } from '../../operator/api/client.js';
 import type { Connection } from '../../operator/sql/operator.js';
@@ -96,7 +97,7 @@ export function connectionsCommand(): Command {
     .option('--secret <secret>', 'use this secret instead of a random one')
     .option('--no-overlap', 'stop accepting the previous secret at once (it leaked), instead of after secret_overlap')
     .addOption(new Option('--public-url <url>', "the edge's public base URL, for the endpoint it prints")
-      .env('WHARF_PUBLIC_URL').default('http://127.0.0.1:8787'))
+      .env('WHARF_PUBLIC_URL').default(environment.WHARF_PUBLIC_URL.default))
     .action((id: string, options: OperatorOptions & { secret?: string; overlap: boolean; publicUrl: string }) =>
       withApi(options, async (api) => {
         const rotated = await answerOf(api.connections[':id']['rotate-secret'].$post({

@@ -36,7 +36,7 @@ export function serveCommand(): Command {
       });
       logger.info({ url: server.url, operator_api: Boolean(process.env.WHARF_ADMIN_TOKEN) }, 'listening');
       if (process.env.WHARF_ADMIN_TOKEN && !options.operatorDatabaseUrl) {
-        logger.warn('the operator API uses the edge\'s database role: give it its own with WHARF_OPERATOR_DATABASE_URL (README, "Roles")');
+        logger.warn('the operator API uses the edge\'s database role: give it its own with WHARF_OPERATOR_DATABASE_URL (docs/sql.md, "Roles")');
       }
       stopOnSignals(logger, () => server.close());
     });

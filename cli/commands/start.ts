@@ -1,11 +1,13 @@
 // `wharf start` (npm start): the whole system in one process. Without
 // DATABASE_URL it runs an embedded PostgreSQL whose data stays in
 // <state-dir>/pg between runs, and sets up a demo GitHub App connection so
-// that the printed curl delivers a correctly signed event at once.
+// that the printed curl delivers a correctly signed event at once. For a
+// second terminal it writes <state-dir>/dev.env (what it generated, as
+// `export` lines) and <state-dir>/sample-delivery.sh (the printed curl).
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -16,6 +18,7 @@ import { checkAdminToken } from '../../operator/api/auth.js';
 import { startNodeServer } from '../../server/node.js';
 import { createWorker } from '../../worker/create-worker.js';
 import { databaseUrlFor } from '../../db/database-url.js';
+import { appVariable } from '../../db/environment.js';
 import { generateKeyRingEntry } from '../../db/secret-box.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresServer } from '../embedded-postgres.js';
 import { freePort } from '../free-port.js';
@@ -108,6 +111,9 @@ async function setUpDemo(pool: pg.Pool): Promise<void> {
 async function sampleCurl(edgeUrl: string, secret: string): Promise<string> {
   const body = JSON.stringify({
     ref: 'refs/heads/main',
+    // A commit of its own: GitHub signs the body alone, and a body stored
+    // within replay_window is a duplicate, so each start's curl is news.
+    after: randomBytes(20).toString('hex'),
     repository: { full_name: 'acme/api', name: 'api', owner: { login: 'acme' } },
     organization: { login: 'acme' },
     installation: { id: Number(demo.installationId) },
@@ -115,12 +121,41 @@ async function sampleCurl(edgeUrl: string, secret: string): Promise<string> {
   });
   const signature = await signGitHubBody(secret, body);
   return [
-    `curl -sS -X POST ${edgeUrl}/hooks/github/${demo.app} \\`,
+    `curl -sS -i -X POST ${edgeUrl}/hooks/github/${demo.app} \\`,
     `  -H 'Content-Type: application/json' -H 'X-GitHub-Event: push' \\`,
     `  -H 'X-GitHub-Delivery: ${randomUUID()}' \\`,
     `  -H 'X-Hub-Signature-256: ${signature}' \\`,
     `  --data '${body}'`,
   ].join('\n');
+}
+
+/** A value as one single-quoted shell word. */
+const shellQuoted = (value: string): string => `'${value.replace(/'/g, `'\\''`)}'`;
+
+/** `path` as a user in the current directory types it. */
+function shown(path: string): string {
+  const fromHere = relative(process.cwd(), path);
+  return fromHere === '' || fromHere.startsWith('..') || isAbsolute(fromHere) ? path : fromHere;
+}
+
+/**
+ * What another terminal needs, written where `wharf start` keeps its
+ * secrets (0600): the variables it generated itself, never one it was
+ * given, and the sample delivery. Returns the names dev.env sets.
+ */
+async function writeSecondTerminalFiles(
+  stateDir: string, generated: Record<string, string | undefined>, curl: string | undefined,
+): Promise<string[]> {
+  const set = Object.entries(generated).filter((entry): entry is [string, string] => entry[1] !== undefined);
+  await writeFile(join(stateDir, 'dev.env'), [
+    '# Written by `wharf start` for this development instance; `. <this file>` in another terminal.',
+    ...set.map(([name, value]) => `export ${name}=${shellQuoted(value)}`),
+    '',
+  ].join('\n'), { mode: 0o600 });
+  const sample = join(stateDir, 'sample-delivery.sh');
+  if (curl) await writeFile(sample, `# Written by \`wharf start\`: the signed sample delivery it printed.\n${curl}\n`, { mode: 0o600 });
+  else await rm(sample, { force: true });
+  return set.map(([name]) => name);
 }
 
 /** A start of this state directory still running: its pid, else undefined. */
@@ -193,6 +228,7 @@ async function startEverything(
 ): Promise<void> {
 
   const secrets = await loadDevSecrets(stateDir);
+  const given = { adminToken: process.env.WHARF_ADMIN_TOKEN, secretKeys: process.env.WHARF_SECRET_KEYS };
   const adminToken = process.env.WHARF_ADMIN_TOKEN || secrets.adminToken;
   const weakness = checkAdminToken(adminToken);
   if (weakness) throw new Error(weakness);
@@ -214,7 +250,7 @@ async function startEverything(
   const pool = new pg.Pool({ connectionString: databaseUrl, max: options.concurrency + 6 });
   pool.on('error', () => {});
   started.push(() => pool.end());
-  const githubSecretName = `GITHUB_APP_${demo.app.toUpperCase()}_WEBHOOK_SECRET`;
+  const githubSecretName = appVariable('GITHUB_APP_<APP>_WEBHOOK_SECRET', demo.app);
   const githubSecret = process.env[githubSecretName] || secrets.githubWebhookSecret;
   if (embedded) await setUpDemo(pool);
 
@@ -239,6 +275,14 @@ async function startEverything(
   // Stopped first: the worker drains and releases while the database still runs.
   started.push(() => worker.stop());
 
+  const curl = embedded ? await sampleCurl(edge.url, githubSecret) : undefined;
+  const devEnv = await writeSecondTerminalFiles(stateDir, {
+    ...(embedded ? { DATABASE_URL: databaseUrl } : {}),
+    WHARF_ADMIN_TOKEN: given.adminToken ? undefined : adminToken,
+    WHARF_SECRET_KEYS: given.secretKeys ? undefined : secrets.secretKeys,
+    [githubSecretName]: process.env[githubSecretName] ? undefined : githubSecret,
+  }, curl);
+
   process.stdout.write(
     [
       '',
@@ -251,11 +295,15 @@ async function startEverything(
       `  admin token     ${adminToken}`,
       '',
       ...(embedded ? ['For psql and the CLI in another terminal:', '', `  export DATABASE_URL='${databaseUrl}'`, ''] : []),
-      ...(embedded
+      ...(devEnv.length > 0
+        ? [`${embedded ? 'Or, to set everything this start generated' : 'To set what this start generated'} (${devEnv.join(', ')}):`, '', `  . ${shown(join(stateDir, 'dev.env'))}`, '']
+        : []),
+      ...(curl
         ? [
-            `Deliver a signed sample GitHub push (demo App "${demo.app}", workspace ${demo.workspaceId}):`,
+            `Deliver a signed sample GitHub push (demo App "${demo.app}", workspace ${demo.workspaceId}; `
+              + `the same curl is in ${shown(join(stateDir, 'sample-delivery.sh'))}):`,
             '',
-            await sampleCurl(edge.url, githubSecret),
+            curl,
             '',
             `Then: curl -sS -H 'Authorization: Bearer ${adminToken}' ${edge.url}/api/workspaces/${demo.workspaceId}/events`,
             '',

@@ -79,7 +79,7 @@ export async function planRelease(client: pg.ClientBase): Promise<ReleasePlan> {
 
   // DROP FUNCTION takes its grants with it: the roles that could execute a
   // dropped function may execute the functions of the same name this
-  // migration creates (README, "Roles").
+  // migration creates (docs/sql.md, "Roles").
   const droppedFunctions = drops.filter((object) => object.kind === 'function');
   const regranted = droppedFunctions.length === 0 ? [] : [...new Set([...added, ...recreated])]
     .map((key) => target.get(key)!)

@@ -3,6 +3,7 @@
 // handlers, the `wharf` CLI next to it, and Ctrl-C that leaves nothing behind.
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { signGitHubBody } from '../../edge/adapters/github.js';
@@ -99,6 +100,18 @@ it('admits a signed GitHub push and the example handler completes it', async () 
   expect(JSON.stringify(done.headers)).not.toContain('sha256=');
   // The log line is written asynchronously (pino): it may trail the commit.
   await waitFor(async () => start!.output().includes('example handler received an event'), 10_000, 'the handler\'s log line');
+});
+
+it('writes dev.env for a second terminal with what it generated, never what it was given, and the sample curl', async () => {
+  const file = join(start!.stateDir, 'dev.env');
+  expect((await stat(file)).mode & 0o777).toBe(0o600);
+  const lines = (await readFile(file, 'utf8')).split('\n').filter((line) => line.startsWith('export '));
+  expect(lines.map((line) => /^export (\w+)=/.exec(line)?.[1])).toEqual(['DATABASE_URL', 'WHARF_SECRET_KEYS']);
+  expect(lines[0]).toBe(`export DATABASE_URL='${banner.databaseUrl}'`);
+  expect(start!.output()).toContain(`. ${file}`);
+  const sample = await readFile(join(start!.stateDir, 'sample-delivery.sh'), 'utf8');
+  expect(start!.output()).toContain(sample.split('\n').slice(1).join('\n').trim());
+  expect(sample).toContain(`${banner.edgeUrl}/hooks/github/demo`);
 });
 
 it('a failing payload ends DEAD, and replays through the API and the CLI end DEAD again, each recorded', async () => {

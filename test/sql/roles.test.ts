@@ -1,5 +1,5 @@
 // Least privilege: the edge, a worker, a handler and the operator surface
-// each run as their own role, with exactly the GRANTs that README.md
+// each run as their own role, with exactly the GRANTs that docs/sql.md
 // documents (read from it, so the two cannot drift), and every path works;
 // and each role is refused what is not its job.
 import { randomBytes } from 'node:crypto';
@@ -22,11 +22,11 @@ import { waitFor } from '../support/worker-inbox.js';
 const roleNames = ['wharf_edge', 'wharf_worker', 'wharf_handler', 'wharf_operator'] as const;
 type Role = (typeof roleNames)[number];
 
-/** The GRANT block of README.md, between its roles markers. */
-async function readmeGrants(): Promise<string> {
-  const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
-  const block = /<!-- roles:begin -->\s*```sql\n([\s\S]*?)```\s*<!-- roles:end -->/.exec(readme);
-  if (!block) throw new Error('README.md has no roles block between <!-- roles:begin --> and <!-- roles:end -->');
+/** The GRANT block of docs/sql.md, between its roles markers. */
+async function documentedGrants(): Promise<string> {
+  const guide = await readFile(new URL('../../docs/sql.md', import.meta.url), 'utf8');
+  const block = /<!-- roles:begin -->\s*```sql\n([\s\S]*?)```\s*<!-- roles:end -->/.exec(guide);
+  if (!block) throw new Error('docs/sql.md has no roles block between <!-- roles:begin --> and <!-- roles:end -->');
   return block[1]!;
 }
 
@@ -40,8 +40,8 @@ const poolOf = (name: Role) => pools.get(name)!;
 beforeAll(async () => {
   db = await createTestDatabase();
   for (const name of roleNames) await db.pool.query(`CREATE ROLE ${role(name)} LOGIN PASSWORD '${password}'`);
-  // The README's lines, with this run's role names (roles are per server).
-  let grants = await readmeGrants();
+  // The guide's lines, with this run's role names (roles are per server).
+  let grants = await documentedGrants();
   for (const name of roleNames) grants = grants.replaceAll(new RegExp(`\\b${name}\\b`, 'g'), role(name));
   await db.pool.query(grants);
   for (const name of roleNames) {

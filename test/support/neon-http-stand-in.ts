@@ -8,11 +8,14 @@
 // SQLSTATE in `code`), as Neon does; a target it cannot reach answers 503 with a
 // message only. Batches (`queries`) are not supported. Only loopback targets.
 //
-//   npm run neon-http-stand-in     listens on 127.0.0.1:4444 (NEON_HTTP_STAND_IN_PORT to change)
+//   npm run neon-http-stand-in     listens on 127.0.0.1:4444 (NEON_HTTP_STAND_IN_PORT to change;
+//                                  db/environment.ts, docs/configuration.md)
+import { realpathSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
+import { environment } from '../../db/environment.js';
 
 export interface NeonHttpStandIn {
   /** What NEON_HTTP_ENDPOINT (neonConfig.fetchEndpoint) is set to. */
@@ -141,9 +144,20 @@ export async function startNeonHttpStandIn(options: { port?: number; host?: stri
   return stand;
 }
 
+/** Whether this module is the program node was started with (its real path: a checkout may be reached through a link). */
+function isMain(): boolean {
+  const started = process.argv[1];
+  if (!started) return false;
+  try {
+    return import.meta.url === pathToFileURL(realpathSync(started)).href;
+  } catch {
+    return false;
+  }
+}
+
 // `npm run neon-http-stand-in`: the stand-in on its own, for `wrangler dev`.
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const port = Number(process.env.NEON_HTTP_STAND_IN_PORT ?? 4444);
+if (isMain()) {
+  const port = Number(process.env.NEON_HTTP_STAND_IN_PORT || environment.NEON_HTTP_STAND_IN_PORT.default);
   const stand = await startNeonHttpStandIn({ port });
   console.log(`Neon HTTP stand-in (a local fake of Neon's /sql endpoint) at ${stand.endpoint}`);
   const stop = () => void stand.close().then(() => process.exit(0));

@@ -55,7 +55,7 @@ export async function runPgtapSuite(client: pg.Client, name: string): Promise<Ta
   if (!(await pgtapAvailable(client))) {
     throw new Error(
       'pgTAP is not installed on the test PostgreSQL server. On Debian: ' +
-        'apt-get install -y postgresql-15-pgtap (see README.md, "Tests").',
+        'apt-get install -y postgresql-15-pgtap (see docs/contributing.md, "The tests").',
     );
   }
   await client.query('CREATE EXTENSION IF NOT EXISTS pgtap');

@@ -1,0 +1,223 @@
+// Every environment variable (and Worker binding) Wharf reads: its name, the
+// value used when it is unset, what it means and who reads it. The code takes
+// its defaults and the names of the per-app variables from here, a test
+// checks that every variable the code reads is declared here and every
+// declaration is read, and docs/configuration.md is generated from it
+// (`npm run docs:config`). Runtime-neutral: the Worker imports it too.
+//
+// To add a variable: declare it below, read it (defaults from here), run
+// `npm run docs:config`.
+
+/** Who reads a variable; the reference groups them so. */
+export const readers = {
+  edge: 'the edge receiver, on Node (`wharf serve`, `wharf start`) and in the Worker',
+  'node-server': 'the Node server (`wharf serve`, `wharf start`)',
+  'cloudflare-worker': 'the Cloudflare Worker (a var, a secret or a binding of `wrangler.toml`)',
+  cli: 'the `wharf` command',
+  'worker-host': 'a worker host (`wharf worker`)',
+  sweeper: 'the GitHub redelivery sweeper (`wharf worker --sweep-app`, `wharf recover`)',
+  development: 'development tools: the tests, `npm run bench`, `npm run sql:release`, the Neon HTTP stand-in',
+} as const;
+
+export type Reader = keyof typeof readers;
+
+/** How a value is written, and how its default is shown. */
+export type ValueKind = 'text' | 'url' | 'secret' | 'integer' | 'bytes' | 'seconds' | 'milliseconds' | 'duration' | 'port' | 'list' | 'binding';
+
+export interface Declaration {
+  kind: ValueKind;
+  /** The value the code uses when the variable is unset; absent when there is none. */
+  default?: string | number;
+  /** When the default is not a constant: what it is, in words. */
+  defaultText?: string;
+  readBy: readonly Reader[];
+  description: string;
+}
+
+export const environment = {
+  DATABASE_URL: {
+    kind: 'secret',
+    defaultText: '`wharf start`: an embedded PostgreSQL in `.wharf/`',
+    readBy: ['cli', 'cloudflare-worker', 'development'],
+    description: 'PostgreSQL connection string (the `--database-url` of every verb). In the Worker: Neon\'s connection string, a secret (the Neon HTTP path). For the tests, the benchmark and `sql:release`: a server where they may create databases.',
+  },
+  WHARF_OPERATOR_DATABASE_URL: {
+    kind: 'secret',
+    defaultText: 'the edge\'s `DATABASE_URL`',
+    readBy: ['node-server'],
+    description: 'The operator API\'s connection string, as the `wharf_operator` role (`wharf serve --operator-database-url`).',
+  },
+  WHARF_TRUSTED_PROXY_HOPS: {
+    kind: 'integer',
+    default: 0,
+    readBy: ['node-server'],
+    description: 'How many reverse proxies stand in front of `wharf serve`. 0: the client whose failed sign-ins are counted is the socket\'s address, and X-Forwarded-For is never read (any client can write it). N: the Nth X-Forwarded-For entry from the end, the one the nearest trusted proxy wrote. Whole numbers 0-10; anything else is logged and read as 0. On Workers the client is `CF-Connecting-IP`.',
+  },
+  WHARF_ADMIN_TOKEN: {
+    kind: 'secret',
+    defaultText: '`wharf serve`: no operator API; `wharf start`: generated, kept in `.wharf/`',
+    readBy: ['node-server'],
+    description: 'The instance admin\'s bearer token. When set, `wharf serve` also serves the operator API at `/api` and the console at `/console`. At least 32 printable characters, 16 of them distinct (`openssl rand -base64 32`).',
+  },
+  WHARF_SECRET_KEYS: {
+    kind: 'secret',
+    defaultText: '`wharf start`: a development ring, kept in `.wharf/`',
+    readBy: ['edge', 'node-server', 'cli'],
+    description: 'The key ring connections\' signing keys are stored under (AES-256-GCM): comma-separated `<key id>:<base64 of 32 random bytes>`, newest first. The newest encrypts, every key decrypts. Without it, Outline, Forgejo and Standard Webhooks connections answer 503 `secret-unreadable`.',
+  },
+  WHARF_MAX_BODY_BYTES: {
+    kind: 'bytes',
+    default: 25 * 1024 * 1024,
+    readBy: ['edge'],
+    description: 'The largest body the edge accepts (GitHub\'s own cap); past it, 413.',
+  },
+  WHARF_MAX_INFLIGHT_BYTES: {
+    kind: 'bytes',
+    default: 64 * 1024 * 1024,
+    readBy: ['edge'],
+    description: 'Body bytes read at once, across requests, before their signatures are verified; past it, 503 `edge-busy` with `Retry-After`.',
+  },
+  WHARF_SECRET_CACHE_SECONDS: {
+    kind: 'seconds',
+    default: 30,
+    readBy: ['edge'],
+    description: 'How long a process or isolate keeps what it read of a connection (provider, source, secrets), or that there is none: a rotated secret, or a connection created after a delivery found none, takes effect within it.',
+  },
+  WHARF_MAX_CONNECTIONS: {
+    kind: 'integer',
+    default: 1024,
+    readBy: ['node-server'],
+    description: 'Sockets the Node server holds at once.',
+  },
+  WHARF_DATABASE_TIMEOUT_MS: {
+    kind: 'milliseconds',
+    default: 5_000,
+    readBy: ['cloudflare-worker'],
+    description: 'How long one statement may take in the Worker, connection included; past it the delivery answers 503 with `Retry-After`.',
+  },
+  NEON_HTTP_ENDPOINT: {
+    kind: 'url',
+    defaultText: 'Neon\'s own endpoint',
+    readBy: ['cloudflare-worker'],
+    description: 'Where the Neon HTTP path sends its statements instead of Neon\'s endpoint: the local stand-in (`npm run neon-http-stand-in`) for `wrangler dev`.',
+  },
+  HYPERDRIVE: {
+    kind: 'binding',
+    defaultText: 'unbound: the Neon HTTP path, on `DATABASE_URL`',
+    readBy: ['cloudflare-worker'],
+    description: 'A Hyperdrive binding: the Worker reaches PostgreSQL through Hyperdrive with `pg`. It wins over `DATABASE_URL`.',
+  },
+  WHARF_API_URL: {
+    kind: 'url',
+    defaultText: 'none: the verbs run the API in process on `DATABASE_URL`',
+    readBy: ['cli'],
+    description: 'A running `wharf serve` that the operator verbs call (their `--api`), with `WHARF_TOKEN`.',
+  },
+  WHARF_TOKEN: {
+    kind: 'secret',
+    readBy: ['cli'],
+    description: 'The bearer token the operator verbs send with `--api`: the admin token or a workspace token.',
+  },
+  WHARF_PUBLIC_URL: {
+    kind: 'url',
+    default: 'http://127.0.0.1:8787',
+    readBy: ['cli'],
+    description: 'The edge\'s public base URL, for the endpoint `wharf connections rotate-secret` prints (its `--public-url`).',
+  },
+  WHARF_SWEEP_APPS: {
+    kind: 'list',
+    readBy: ['worker-host'],
+    description: 'GitHub Apps, comma-separated, whose failed deliveries this host sweeps (`wharf worker --sweep-app`).',
+  },
+  WHARF_SWEEP_EVERY: {
+    kind: 'duration',
+    default: 5 * 60_000,
+    readBy: ['worker-host'],
+    description: 'How often a host tries the redelivery sweep, spread by a quarter either way (`wharf worker --sweep-every`); one host at a time sweeps an App.',
+  },
+  WHARF_SWEEP_LEASE: {
+    kind: 'duration',
+    default: 60_000,
+    readBy: ['worker-host'],
+    description: 'How long a sweep stays claimed without a sign of life; another host takes over the sweep of a host that died after that long (`wharf worker --sweep-lease`).',
+  },
+  PGHOST: {
+    kind: 'text',
+    default: 'localhost',
+    readBy: ['worker-host'],
+    description: 'Read by node-postgres for a connection without a host; a worker waiting for its database names it.',
+  },
+  PGPORT: {
+    kind: 'port',
+    default: 5432,
+    readBy: ['worker-host'],
+    description: 'Read by node-postgres for a connection without a port; a worker waiting for its database names it.',
+  },
+  NEON_HTTP_STAND_IN_PORT: {
+    kind: 'port',
+    default: 4444,
+    readBy: ['development'],
+    description: 'The port of `npm run neon-http-stand-in`, the local fake of Neon\'s HTTP query endpoint for `wrangler dev`.',
+  },
+  'GITHUB_APP_<APP>_WEBHOOK_SECRET': {
+    kind: 'secret',
+    readBy: ['edge'],
+    description: 'The webhook secret of the GitHub App that posts to `/hooks/github/<app>`. Unset: that route answers 404 `unknown-app`.',
+  },
+  'GITHUB_APP_<APP>_WEBHOOK_SECRET_PREVIOUS': {
+    kind: 'secret',
+    readBy: ['edge'],
+    description: 'The secret it replaced, still accepted while the App\'s settings are changed; remove it after.',
+  },
+  'GITHUB_APP_<APP>_SOURCE': {
+    kind: 'url',
+    default: 'https://github.com',
+    readBy: ['edge', 'sweeper'],
+    description: 'The App\'s server (GitHub Enterprise Server: its URL): the source its deliveries are stored under.',
+  },
+  'GITHUB_APP_<APP>_ID': {
+    kind: 'text',
+    readBy: ['sweeper'],
+    description: 'The App\'s numeric id (its settings page, "App ID").',
+  },
+  'GITHUB_APP_<APP>_PRIVATE_KEY': {
+    kind: 'secret',
+    readBy: ['sweeper'],
+    description: 'The App\'s private key, PEM (`\\n` escapes accepted, for a one-line value).',
+  },
+  'GITHUB_APP_<APP>_API_URL': {
+    kind: 'url',
+    defaultText: '`https://api.github.com` for github.com, else `<source>/api/v3`',
+    readBy: ['sweeper'],
+    description: 'The App\'s REST API.',
+  },
+  'SLACK_APP_<APP>_SIGNING_SECRET': {
+    kind: 'secret',
+    readBy: ['edge'],
+    description: 'The signing secret of the Slack app that posts to `/hooks/slack/<app>`. Unset: that route answers 404 `unknown-app`.',
+  },
+  'SLACK_APP_<APP>_SIGNING_SECRET_PREVIOUS': {
+    kind: 'secret',
+    readBy: ['edge'],
+    description: 'The signing secret it replaced, still accepted while the app\'s settings are changed; remove it after.',
+  },
+  'SLACK_APP_<APP>_SOURCE': {
+    kind: 'url',
+    default: 'https://slack.com',
+    readBy: ['edge'],
+    description: 'The source the app\'s deliveries are stored under.',
+  },
+} as const satisfies Record<string, Declaration>;
+
+export type VariableName = keyof typeof environment;
+
+/** The per-app variables: `<APP>` stands for an app's name. */
+export type AppVariable = Extract<VariableName, `${string}<APP>${string}`>;
+
+/** An app name (the `:app` of `/hooks/github/:app`) as it appears in its variables. */
+export const appNamePattern = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
+
+/** The name of an app's variable: `<APP>` is the app's name upper-cased, every character outside [A-Z0-9] as `_`. */
+export function appVariable(pattern: AppVariable, app: string): string {
+  return pattern.replace('<APP>', app.toUpperCase().replace(/[^A-Z0-9]/g, '_'));
+}
