@@ -88,15 +88,18 @@ export function heldSnapshot(kind: SnapshotKind): Fault {
             await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
             await client.query(`SELECT count(*) FROM ${context.surface.mainTable}`);
           }
-          const { rows } = await client.query<{ xmin: string | null }>(
-            'SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()');
+          // What holds the horizon back: the open transaction's id (idle in
+          // transaction; its snapshot ended with its statement) or the
+          // snapshot's xmin (REPEATABLE READ).
+          const { rows } = await client.query<{ horizon: string | null }>(
+            `SELECT coalesce(backend_xmin, backend_xid)::text AS horizon FROM pg_stat_activity WHERE pid = pg_backend_pid()`);
           context.mark('snapshot taken');
           return {
             async end() {
               await client.query('ROLLBACK');
               await client.end();
               context.mark('snapshot released');
-              return { 'held xmin': rows[0]?.xmin ?? 'none' };
+              return { 'horizon held at xid': rows[0]?.horizon ?? 'none' };
             },
           };
         },
