@@ -13,8 +13,9 @@ export interface AnswerFigures {
   otherRefusals: Record<string, number>;
   /** No answer within the hang limit. */
   hangs: number;
-  /** The connection failed (the receiver's process gone). */
+  /** The connection failed (the receiver's process gone), by error code. */
   transportErrors: number;
+  transportCodes: Record<string, number>;
   p99Ms: number;
   maxMs: number;
   /** Answers slower than the receiver's database deadline plus one second. */
@@ -66,8 +67,12 @@ function secondsIn(series: number[], fromMs: number, toMs: number): number[] {
   return out;
 }
 
+/**
+ * Claims are placed by when they began: one that waited out a lock belongs to
+ * the lock, though it answered after the release.
+ */
 function claimPercentile(run: CellRun, fromMs: number, toMs: number, p = 99): number {
-  const durations = run.claims.filter(([at]) => at >= fromMs && at < toMs).map(([, ms]) => ms).sort((a, b) => a - b);
+  const durations = run.claims.filter(([at, ms]) => at - ms >= fromMs && at - ms < toMs).map(([, ms]) => ms).sort((a, b) => a - b);
   return percentile(durations, p);
 }
 
@@ -80,14 +85,19 @@ const autovacuums = (sample: MonitorSample): number => sample.tables.reduce((sum
 
 export function answerFigures(run: CellRun, deadlineMs: number): AnswerFigures {
   const figures: AnswerFigures = {
-    accepted: 0, refusedWithRetryAfter: 0, otherRefusals: {}, hangs: 0, transportErrors: 0, p99Ms: 0, maxMs: 0, overDeadline: 0,
+    accepted: 0, refusedWithRetryAfter: 0, otherRefusals: {}, hangs: 0, transportErrors: 0, transportCodes: {}, p99Ms: 0, maxMs: 0,
+    overDeadline: 0,
   };
   for (const answer of run.answers) {
     const { outcome } = answer;
     if (outcome.kind === 'accepted') figures.accepted += 1;
     else if (outcome.kind === 'no-answer') {
       if (outcome.reason === 'timeout') figures.hangs += 1;
-      else figures.transportErrors += 1;
+      else {
+        figures.transportErrors += 1;
+        const code = `${outcome.code ?? 'error'}${outcome.reused ? ' on a reused socket' : ''}`;
+        figures.transportCodes[code] = (figures.transportCodes[code] ?? 0) + 1;
+      }
     } else if (outcome.status === 503 && outcome.retryAfter !== null) figures.refusedWithRetryAfter += 1;
     else {
       const key = outcome.status === 503 ? '503 without Retry-After' : String(outcome.status);
@@ -145,7 +155,7 @@ export function cellFigures(run: CellRun, deadlineMs: number): CellFigures {
     claimP99Baseline: claimPercentile(run, b0, b1),
     claimP99Fault: claimPercentile(run, f0, f1),
     claimP99After: claimPercentile(run, f1, run.after[1]),
-    claimsPerSecond: run.claims.filter(([at]) => at >= b0 && at < b1).length / Math.max(1, (b1 - b0) / 1000),
+    claimsPerSecond: run.claims.filter(([at, ms]) => at - ms >= b0 && at - ms < b1).length / Math.max(1, (b1 - b0) / 1000),
     recoveryS,
     acceptedShareDuringFault: offered === 0 ? Number.NaN : acceptedDuring / offered,
     answers: answerFigures(run, deadlineMs),

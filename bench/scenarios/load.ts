@@ -20,7 +20,7 @@ export interface Delivery {
 export type Outcome =
   | { kind: 'accepted'; status: number; eventId?: string }
   | { kind: 'refused'; status: number; retryAfter: string | null }
-  | { kind: 'no-answer'; reason: 'timeout' | 'transport' };
+  | { kind: 'no-answer'; reason: 'timeout' | 'transport'; code?: string; reused?: boolean };
 
 export interface Answer extends Delivery {
   /** When the answer came, ms since the load started. */
@@ -125,11 +125,15 @@ export const sleep = (ms: number): Promise<void> => new Promise((resolve) => set
 
 /**
  * Signed GitHub push deliveries to the Node receiver's app endpoint
- * (`/hooks/github/<app>`), over keep-alive HTTP. A request the receiver has
- * not answered after `hangMs` is a hang: given up and retried.
+ * (`/hooks/github/<app>`), each on a connection of its own, as a provider
+ * sends them: a kept-alive socket that the server closes as a request goes
+ * out on it fails with ECONNRESET (Node's documented keep-alive race), a
+ * client's artefact that the reduced run saw a dozen times and that would
+ * pass for the receiver failing. A request the receiver has not answered
+ * after `hangMs` is a hang: given up and retried.
  */
 export function receiverSender(options: { url: string; app: string; secret: string; hangMs: number }): { send: Send; close(): void } {
-  const agent = new Agent({ keepAlive: true, maxSockets: 512 });
+  const agent = new Agent({ keepAlive: false });
   const endpoint = new URL(`/hooks/github/${options.app}`, options.url);
   const send: Send = async ({ scope, seq }) => {
     const body = JSON.stringify(makePayload(subjectOf(scope), seq));
@@ -155,7 +159,7 @@ export function receiverSender(options: { url: string; app: string; secret: stri
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => (text += chunk));
-        res.on('error', () => settle({ kind: 'no-answer', reason: 'transport' }));
+        res.on('error', (error: NodeJS.ErrnoException) => settle({ kind: 'no-answer', reason: 'transport', code: error.code ?? error.name }));
         res.on('end', () => {
           const status = res.statusCode ?? 0;
           if (status === 202) {
@@ -179,7 +183,10 @@ export function receiverSender(options: { url: string; app: string; secret: stri
         req.destroy();
       }, options.hangMs);
       req.on('close', () => clearTimeout(timer));
-      req.on('error', () => settle({ kind: 'no-answer', reason: 'transport' }));
+      // `reused`: sent on a kept-alive socket, which the server may have closed just before.
+      req.on('error', (error: NodeJS.ErrnoException) => settle({
+        kind: 'no-answer', reason: 'transport', code: error.code ?? error.name, reused: req.reusedSocket,
+      }));
       req.end(body);
     });
   };

@@ -65,7 +65,8 @@ export function renderCharts(run: ScenarioRun): Map<string, string> {
       const step = 2;
       const buckets = new Map<number, number[]>();
       for (const [at, ms] of cell.claims) {
-        const bucket = Math.floor(at / 1000 / step);
+        // By when the claim began, as the figures place it.
+        const bucket = Math.floor((at - ms) / 1000 / step);
         buckets.set(bucket, [...(buckets.get(bucket) ?? []), ms]);
       }
       const claimPoints: Array<[number, number | null]> = [...buckets.entries()].sort(([a], [b]) => a - b).map(([bucket, values]) => {
@@ -89,7 +90,7 @@ export function renderCharts(run: ScenarioRun): Map<string, string> {
       bandLabel: 'fault',
       panels: [
         { title: 'Events handled per second (last step written)', lines: handled },
-        { title: 'Claim statement p99 per 2 s, ms (log scale)', log: true, lines: claims },
+        { title: 'Claim statement p99 per 2 s (by when it began), ms, log scale', log: true, lines: claims },
         { title: 'Dead tuples in the system\'s tables (pg_stat_user_tables)', lines: dead },
         { title: 'Deliveries refused or unanswered per second (retried)', lines: refused },
       ],
@@ -117,7 +118,8 @@ function correctnessEvidence(cell: Cell): { ok: boolean; text: string } {
     checks.receiverAlive === false ? 'the receiver exited' : '',
     others ? `answers ${others}` : '',
     answers.hangs ? `${answers.hangs} requests hung` : '',
-    answers.transportErrors ? `${answers.transportErrors} connections failed` : '',
+    answers.transportErrors
+      ? `${answers.transportErrors} connections failed (${Object.entries(answers.transportCodes).map(([code, n]) => `${n} × ${code}`).join(', ')})` : '',
     answers.overDeadline ? `${answers.overDeadline} answers slower than the deadline + 1 s` : '',
   ].filter(Boolean);
   return problems.length === 0
@@ -197,8 +199,9 @@ function figureRows(cells: Cell[], settings: ScenarioSettings, naptimeS: number)
     ['claim statements per second before', (f) => num(f.claimsPerSecond)],
     ['throughput back to ≥ 0.9× after the fault', (f) => (f.recoveryS === null ? 'not in the run' : f.recoveryS === 0 ? 'never below' : `${num(f.recoveryS)} s`)],
     ['deliveries acknowledged during the fault / offered', (f) => `${num(f.acceptedShareDuringFault * 100)} %`],
-    ['answers: 202 / 503 + Retry-After / other / hung', (f) => `${num(f.answers.accepted)} / ${num(f.answers.refusedWithRetryAfter)} / ` +
-      `${Object.entries(f.answers.otherRefusals).map(([k, n]) => `${n} × ${k}`).join(', ') || '0'} / ${num(f.answers.hangs)}`],
+    ['answers: 202 / 503 + Retry-After / other / hung / connection failed', (f) => `${num(f.answers.accepted)} / ` +
+      `${num(f.answers.refusedWithRetryAfter)} / ${Object.entries(f.answers.otherRefusals).map(([k, n]) => `${n} × ${k}`).join(', ') || '0'} / ` +
+      `${num(f.answers.hangs)} / ${num(f.answers.transportErrors)}`],
     ['answer time p99 / max (ms)', (f) => `${num(f.answers.p99Ms)} / ${num(f.answers.maxMs)}`],
     ['dead tuples: baseline max / peak / at release / end', (f) => `${num(f.dead.baselineMax)} / ${num(f.dead.peak)} / ${num(f.dead.atRelease)} / ${num(f.dead.end)}`],
     [`dead tuples back after the fault (autovacuum_naptime ${naptimeS} s)`, (f) => (f.dead.backAfterMs === null ? 'not in the run' : `${num(f.dead.backAfterMs / 1000)} s, ${f.dead.autovacuumsUntilBack} autovacuum runs`)],
@@ -220,7 +223,13 @@ function describeScale(settings: ScenarioSettings): string {
     `recovery ${seconds(settings.afterMs)} (after a snapshot: until dead tuples are back, at most ${seconds(Math.max(settings.afterMs, settings.snapshotAfterMs))})`;
 }
 
-export function renderMarkdown(run: ScenarioRun, environment: Environment, server: { description: string; settings: Record<string, string> }, command: string): string {
+export function renderMarkdown(
+  run: ScenarioRun,
+  environment: Environment,
+  server: { description: string; settings: Record<string, string> },
+  command: string,
+  notes: readonly string[] = [],
+): string {
   const { settings } = run;
   const naptimeS = Number.parseFloat(server.settings.autovacuum_naptime ?? '60') || 60;
   const out: string[] = [];
@@ -268,6 +277,12 @@ export function renderMarkdown(run: ScenarioRun, environment: Environment, serve
     if (diagnostics.length > 0) {
       out.push('What the processes said:', '', '```', ...diagnostics.map((text) => text.slice(0, 1_500)), '```', '');
     }
+  }
+
+  if (notes.length > 0) {
+    out.push('## Notes', '');
+    for (const note of notes) out.push(`- ${note}`);
+    out.push('');
   }
 
   out.push('## How to run', '');

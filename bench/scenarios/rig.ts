@@ -166,7 +166,13 @@ export async function runCell(
     const diagnostics = workers.filter((worker) => !worker.alive())
       .map((worker) => `worker ${worker.pid} exited by itself: ${worker.stderrTail().slice(-2_000)}`);
     const receiverAlive = admission.receiver?.alive();
-    const exits = await Promise.all(workers.filter((worker) => worker.alive()).map((worker) => worker.stop()));
+    const live = workers.filter((worker) => worker.alive());
+    const exits = await Promise.all(live.map((worker) => worker.stop()));
+    live.forEach((worker, i) => {
+      if (exits[i]?.code !== 0) {
+        diagnostics.push(`worker ${worker.pid} did not stop cleanly (${JSON.stringify(exits[i])}): ${worker.stderrTail().slice(-2_000)}`);
+      }
+    });
     const receiverErrors = admission.receiver?.stderrTail().trim();
     if (receiverErrors) diagnostics.push(`receiver stderr: ${receiverErrors.slice(-2_000)}`);
 
@@ -185,6 +191,10 @@ export async function runCell(
       unacknowledgedAtEnd,
     };
     const perSecond = await handledPerSecond(db.pool, t0);
+    // Something went wrong: what every worker said last explains it.
+    if (checks.unhandled > 0 || checks.duplicateSteps > 0 || checks.orderViolations > 0 || (checks.missingRows ?? 0) > 0) {
+      for (const worker of live) diagnostics.push(`worker ${worker.pid} said last: ${worker.stderrTail().slice(-1_500)}`);
+    }
     const seconds = Math.ceil(now() / 1000);
     return {
       scenario: plan.scenario,

@@ -13,6 +13,7 @@ import { parseDuration } from '../../cli/duration.js';
 import { positiveInteger } from '../../cli/commands/option-parsers.js';
 import { describeEnvironment } from '../environment.js';
 import type { SnapshotKind } from './faults.js';
+import { cellFigures } from './figures.js';
 import { renderCharts, renderMarkdown } from './report.js';
 import { runScenarios, type ScenarioRun } from './run-scenarios.js';
 import { scales, scenarioNames, systemNames, type ScenarioSettings } from './settings.js';
@@ -47,7 +48,8 @@ const program = new Command('scenarios')
   .option('--out <file>', 'where to write the report (the charts go next to it)', fileURLToPath(new URL('../SCENARIOS.md', import.meta.url)))
   .option('--no-write', 'print only, write no report')
   .option('--save <file>', 'also write what was measured as JSON (large: every answer and claim)')
-  .option('--render <file>', 'run nothing: write the report from a file --save wrote');
+  .option('--render <file>', 'run nothing: write the report from a file --save wrote')
+  .option('--note <text>', 'a line for the report\'s notes (repeatable; kept by --save)', (text: string, previous: string[] = []) => [...previous, text]);
 for (const [flag, key] of Object.entries(durations)) {
   program.addOption(new Option(`--${flag} <duration>`, `override ${key} (e.g. 500ms, 30s, 10m)`).argParser(parseDuration));
 }
@@ -74,6 +76,7 @@ interface Saved {
   environment: Awaited<ReturnType<typeof describeEnvironment>>;
   server: { description: string; settings: Record<string, string> };
   command: string;
+  notes?: string[];
 }
 
 async function measure(): Promise<Saved> {
@@ -93,12 +96,19 @@ async function measure(): Promise<Saved> {
   }
 }
 
-const saved: Saved = typeof flags.render === 'string'
-  ? (JSON.parse(await readFile(flags.render, 'utf8'), (key, value: unknown) =>
-      (key === 'startedAt' || key === 'finishedAt') && typeof value === 'string' ? new Date(value) : value) as Saved)
-  : await measure();
+/** A saved run, its figures computed again from what was measured (as this version computes them). */
+async function load(file: string): Promise<Saved> {
+  const saved = JSON.parse(await readFile(file, 'utf8'), (key, value: unknown) =>
+    (key === 'startedAt' || key === 'finishedAt') && typeof value === 'string' ? new Date(value) : value) as Saved;
+  const { settings: measured } = saved.run;
+  saved.run.cells = saved.run.cells.map(({ run }) => ({ run, figures: cellFigures(run, measured.receiverDeadlineMs) }));
+  return saved;
+}
+
+const saved: Saved = typeof flags.render === 'string' ? await load(flags.render) : await measure();
+if (Array.isArray(flags.note)) saved.notes = [...(saved.notes ?? []), ...(flags.note as string[])];
 if (typeof flags.save === 'string') await writeFile(flags.save, JSON.stringify(saved));
-const markdown = renderMarkdown(saved.run, saved.environment, saved.server, saved.command);
+const markdown = renderMarkdown(saved.run, saved.environment, saved.server, saved.command, saved.notes);
 if (flags.write !== false && typeof flags.out === 'string') {
   await writeFile(flags.out, markdown);
   for (const [name, svg] of renderCharts(saved.run)) await writeFile(join(dirname(flags.out), name), svg);

@@ -65,6 +65,14 @@ async function startGraphile(url: string): Promise<() => Promise<void>> {
     connectionString: url,
     concurrency,
     localQueue: true,
+    // Its warnings and errors to stderr, as Wharf's worker's, for the report.
+    onLog: (level, message) => process.stderr.write(`${JSON.stringify({ level, msg: message.slice(0, 300) })}\n`),
+    // A runner that stopped by itself handles nothing more: the process ends,
+    // as graphile-worker's own CLI does, and the rig sees a worker gone.
+    onStopped: (reason) => {
+      process.stderr.write(`${JSON.stringify({ level: 'fatal', msg: `runner stopped by itself: ${reason instanceof Error ? reason.message : String(reason)}` })}\n`);
+      process.exit(1);
+    },
     handle: async (payload) => {
       const mark = readMark(payload);
       for (const step of effectSteps) {
