@@ -154,7 +154,8 @@ export async function runCell(
     const unacknowledgedAtEnd = await load.stop(settings.drainTimeoutMs);
     const drainDeadline = Date.now() + settings.drainTimeoutMs;
     const acknowledged = load.acknowledged.map((a) => ({ scope: subjectOf(a.scope), seq: a.seq }));
-    while (Date.now() < drainDeadline) {
+    // Until every acknowledged event is handled, or no worker is left to handle it.
+    while (Date.now() < drainDeadline && workers.some((worker) => worker.alive())) {
       const { rows } = await db.pool.query<{ n: string }>(
         `SELECT count(DISTINCT (scope, seq)) AS n FROM public.scenario_effect WHERE step = 'second'`);
       if (Number(rows[0]!.n) >= acknowledged.length) break;
