@@ -70,7 +70,8 @@ async function startGraphile(url: string): Promise<() => Promise<void>> {
     // A runner that stopped by itself handles nothing more: the process ends,
     // as graphile-worker's own CLI does, and the rig sees a worker gone.
     onStopped: (reason) => {
-      process.stderr.write(`${JSON.stringify({ level: 'fatal', msg: `runner stopped by itself: ${reason instanceof Error ? reason.message : String(reason)}` })}\n`);
+      const why = reason === undefined ? 'without an error' : reason instanceof Error ? reason.message : String(reason);
+      process.stderr.write(`${JSON.stringify({ level: 'fatal', msg: `runner stopped by itself, ${why}` })}\n`);
       process.exit(1);
     },
     handle: async (payload) => {
