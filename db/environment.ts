@@ -92,8 +92,8 @@ export const environment = {
   WHARF_DATABASE_TIMEOUT_MS: {
     kind: 'milliseconds',
     default: 5_000,
-    readBy: ['cloudflare-worker'],
-    description: 'How long one statement may take in the Worker, connection included; past it the delivery answers 503 with `Retry-After`.',
+    readBy: ['cloudflare-worker', 'node-server'],
+    description: 'How long one statement of the edge may take, connection included, in the Worker and on Node (there also its pool\'s `statement_timeout`); past it the delivery answers 503 with `Retry-After`, behind a long lock as when the database is down.',
   },
   NEON_HTTP_ENDPOINT: {
     kind: 'url',

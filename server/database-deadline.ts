@@ -1,16 +1,18 @@
-// Bounded database calls for the Worker. A Worker whose query never settles
-// is cancelled by workerd with a 500 and no Retry-After; a call that gives up
+// Bounded database calls for the edge, on Workers and on Node. A Worker whose
+// query never settles is cancelled by workerd with a 500 and no Retry-After;
+// a Node request waits as long as the database makes it. A call that gives up
 // in time instead rejects with an error that carries no SQLSTATE, which
 // classifyDatabaseError (db/database.ts) answers as "unavailable" (503 with
 // Retry-After), and the provider retries.
 import { environment } from '../db/environment.js';
+import type { Database } from '../db/database.js';
 
 /** The database could not be reached, or did not answer in time. Deliberately has no `code`. */
 export class DatabaseUnavailableError extends Error {
   override readonly name = 'DatabaseUnavailableError';
 }
 
-/** What the Worker waits for one statement, connection included, unless WHARF_DATABASE_TIMEOUT_MS says otherwise. */
+/** What the edge waits for one statement, connection included, unless WHARF_DATABASE_TIMEOUT_MS says otherwise. */
 export const defaultDatabaseTimeoutMs = environment.WHARF_DATABASE_TIMEOUT_MS.default;
 
 /** A positive whole number of milliseconds from a binding, else the default. */
@@ -44,4 +46,16 @@ export async function withDeadline<T>(timeoutMs: number, work: (signal: AbortSig
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * `db` with every call bounded by `timeoutMs`: the Node edge's receiver
+ * answers 503 with Retry-After when the database does not answer in time (a
+ * migration's ACCESS EXCLUSIVE lock, a full pool), as the Worker does, never
+ * a request that hangs until the database frees up.
+ */
+export function withDatabaseDeadline(db: Database, timeoutMs: number): Database {
+  return {
+    query: (text, params) => withDeadline(timeoutMs, () => db.query(text, params)),
+  };
 }

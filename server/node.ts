@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { Counter, register, type Registry } from 'prom-client';
 import { createServerApp } from './app.js';
 import { environment } from '../db/environment.js';
+import { readTimeoutMs, withDatabaseDeadline } from './database-deadline.js';
 import type { EdgeLogger, EdgeMetrics } from '../edge/telemetry.js';
 
 export interface NodeServerOptions {
@@ -49,8 +50,18 @@ export function rejectionCounter(registry: Registry): EdgeMetrics {
   return { rejected: (reason) => counter.inc({ reason }) };
 }
 
-function ownPool(connectionString: string): pg.Pool {
-  const pool = new pg.Pool({ connectionString, connectionTimeoutMillis: 5_000 });
+/**
+ * With `deadlineMs` (the edge's own pool), the server gives up a statement
+ * past the deadline too (statement_timeout): one that waited behind a lock
+ * after its request was answered 503 would hold its connection slot, and
+ * commit late, until the lock went away.
+ */
+function ownPool(connectionString: string, deadlineMs?: number): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString,
+    connectionTimeoutMillis: deadlineMs ?? 5_000,
+    ...(deadlineMs !== undefined ? { statement_timeout: deadlineMs } : {}),
+  });
   // An idle client's error (server restart) must not crash the process.
   pool.on('error', () => {});
   return pool;
@@ -69,17 +80,19 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   if (!options.pool && !options.databaseUrl) throw new Error('startNodeServer needs databaseUrl or pool');
   const env = options.env ?? process.env;
   const owned: pg.Pool[] = [];
-  const own = (url: string) => {
-    const pool = ownPool(url);
+  const own = (url: string, deadlineMs?: number) => {
+    const pool = ownPool(url, deadlineMs);
     owned.push(pool);
     return pool;
   };
-  const pool = options.pool ?? own(options.databaseUrl!);
+  // The receiver's bound on each database call (WHARF_DATABASE_TIMEOUT_MS, as on Workers).
+  const deadlineMs = readTimeoutMs(env.WHARF_DATABASE_TIMEOUT_MS);
+  const pool = options.pool ?? own(options.databaseUrl!, deadlineMs);
   const operatorPool = options.operatorPool ?? (options.operatorDatabaseUrl ? own(options.operatorDatabaseUrl) : pool);
   const logger = options.logger ?? pino({ name: 'wharf-edge' });
   const app = createServerApp({
     ...(env.WHARF_ADMIN_TOKEN ? { operator: { database: operatorPool } } : {}),
-    database: pool,
+    database: withDatabaseDeadline(pool, deadlineMs),
     env,
     logger,
     metrics: rejectionCounter(options.registry ?? register),

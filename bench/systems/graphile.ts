@@ -92,6 +92,10 @@ export async function startGraphileWorker(options: {
   /** Use the local queue preset (`graphileLocalQueuePreset`). */
   localQueue: boolean;
   handle(payload: unknown): void | Promise<void>;
+  /** Hears its warnings and errors (the fault scenarios keep them); silent without. */
+  onLog?: (level: string, message: string) => void;
+  /** Told when the runner stops by itself (not through stop()), with why. */
+  onStopped?: (reason: unknown) => void;
 }): Promise<RunningConsumer> {
   // Our pool, not one run() makes: the benchmark drops the database with
   // FORCE right after stop(), and a connection graphile-worker had not closed
@@ -109,7 +113,11 @@ export async function startGraphileWorker(options: {
       concurrency: options.concurrency,
       ...(options.localQueue ? { preset: graphileLocalQueuePreset } : {}),
       noHandleSignals: true,
-      logger: silent,
+      logger: options.onLog
+        ? new Logger(() => (level, message) => {
+          if (level === 'error' || level === 'warning') options.onLog!(level, message);
+        })
+        : silent,
       taskList: {
         bench: async (payload) => {
           await options.handle(payload);
@@ -120,8 +128,14 @@ export async function startGraphileWorker(options: {
     await pgPool.end();
     throw error;
   }
+  let stopping = false;
+  runner.promise.then(
+    () => !stopping && options.onStopped?.(undefined),
+    (error: unknown) => !stopping && options.onStopped?.(error),
+  );
   return {
     async stop() {
+      stopping = true;
       await runner.stop();
       await pgPool.end();
     },

@@ -4,10 +4,12 @@ import { request as httpRequest } from 'node:http';
 import { connect, createServer as createNetServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
+import { classifyDatabaseError } from '../../db/database.js';
 import { signGitHubBody } from '../../edge/adapters/index.js';
 import { startNodeServer, type NodeServer } from '../../server/node.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { countEvents, edgeEnv, freshId, githubSecret, newDeliveryKey, recorder, seedConnection } from '../support/edge-fixtures.js';
+import { waitFor } from '../support/worker-inbox.js';
 
 let db: TestDatabase;
 let server: NodeServer;
@@ -22,12 +24,14 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function deliver(body: string, secret: string, key = newDeliveryKey()) {
-  return fetch(`${server.url}/hooks/github/test`, {
+async function deliver(body: string, secret: string, key = newDeliveryKey(), url = server.url) {
+  return fetch(`${url}/hooks/github/test`, {
     method: 'POST',
     body,
     headers: { 'content-type': 'application/json', 'x-github-event': 'issues', 'x-github-delivery': key,
                'x-hub-signature-256': await signGitHubBody(secret, body) },
+    // A hung request fails the test here, not at vitest's timeout.
+    signal: AbortSignal.timeout(20_000),
   });
 }
 
@@ -201,6 +205,53 @@ describe('bounded reading on Node', () => {
     });
     expect(closedAfter).toBeLessThan(15_000);
   }, 30_000);
+});
+
+describe('the database deadline (WHARF_DATABASE_TIMEOUT_MS)', () => {
+  it('answers 503 with Retry-After while a migration holds the inbox locked, and leaves no statement queued behind the lock', async () => {
+    const installation = freshId();
+    await seedConnection(db.pool, { workspace: freshId(), provider: 'github', source: 'https://github.com', kind: 'app_installation',
+                                    externalId: String(installation), subjects: ['repo:acme/locked'] });
+    const body = JSON.stringify({ action: 'opened', installation: { id: installation }, repository: { full_name: 'acme/locked' } });
+    const bounded = await startNodeServer({
+      databaseUrl: db.url, env: { ...edgeEnv, WHARF_DATABASE_TIMEOUT_MS: '500' }, registry, logger: recorder().logger,
+    });
+    const migration = await db.connect();
+    try {
+      await migration.query('BEGIN');
+      await migration.query('LOCK TABLE wharf.provider_event IN ACCESS EXCLUSIVE MODE');
+      const key = newDeliveryKey();
+      const refused = await deliver(body, githubSecret, key, bounded.url);
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).not.toBeNull();
+      // Given up on the server too: no admission of the receiver's still waits
+      // for the lock (each would hold a connection slot until the migration ends).
+      await waitFor(async () => {
+        const { rows } = await db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = 'wharf.provider_event'::regclass`);
+        return rows[0]!.n === 0;
+      }, 10_000, 'the refused admission to stop waiting for the lock');
+      await migration.query('COMMIT');
+      // The provider's retry after the migration goes through.
+      expect((await deliver(body, githubSecret, key, bounded.url)).status).toBe(202);
+      expect(await countEvents(db.pool, key)).toBe(1);
+    } finally {
+      await migration.query('ROLLBACK').catch(() => {});
+      await bounded.close();
+    }
+  });
+
+  it('counts a statement the server cancelled (57014, statement_timeout) as unavailable: nothing was stored, retry', async () => {
+    const client = await db.connect();
+    try {
+      await client.query(`SET statement_timeout = '50ms'`);
+      const cancelled = await client.query('SELECT pg_sleep(5)').then(() => undefined, (error: unknown) => error);
+      expect(cancelled).toMatchObject({ code: '57014' });
+      expect(classifyDatabaseError(cancelled)).toBe('database-unavailable');
+    } finally {
+      await client.end();
+    }
+  });
 });
 
 describe('health', () => {
