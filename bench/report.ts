@@ -66,7 +66,7 @@ function rowsOf(run: BenchRun, workload: WorkloadName): Row[] {
   return run.results.series.filter((s) => s.workload === workload).map((series) => {
     const referenceMedian = medianOf(referenceOf(run, workload, series));
     const summary = summarize(series.samples);
-    const digits = series.unit === 'ms' ? 2 : 0;
+    const digits = series.unit === 'ms' ? 2 : series.unit === '%' ? 1 : 0;
     const integrity = series.integrity;
     return {
       label: series.label,
