@@ -15,6 +15,7 @@ const titles: Record<WorkloadName, string> = {
   unordered: '3. Unordered drain',
   latency: '4. Latency (admit commit → handler start)',
   growth: '5. Growth',
+  'queue-history': '6. Queue history at scale',
 };
 
 /**
@@ -33,7 +34,8 @@ function referenceOf(run: BenchRun, workload: WorkloadName, series?: Series): Se
       if (concurrency) return results.get(`ordered.graphile_lq.c${concurrency}`);
       return results.series.find((s) => s.id.startsWith('ordered.graphile_lq.'));
     }
-    case 'latency': return undefined;
+    case 'latency':
+    case 'queue-history': return undefined;
   }
 }
 
