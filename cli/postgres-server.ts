@@ -44,8 +44,20 @@ async function tryTestcontainers(): Promise<PostgresServer | undefined> {
 // The system's PostgreSQL 15 packages work in the embedded server too, when
 // the system has them: pgTAP is plain SQL, plpgsql_check one library built
 // for the same major version.
-const systemExtensionDirectory = '/usr/share/postgresql/15/extension';
+export const systemExtensionDirectory = '/usr/share/postgresql/15/extension';
 const systemLibraryDirectory = '/usr/lib/postgresql/15/lib';
+
+/**
+ * Copies the files of `from` whose names start with one of `names` (an
+ * extension's control file, its SQL scripts, its library) into `to`, and
+ * returns the names of the files copied: none when `from` is missing.
+ */
+export async function copyExtensionFiles(from: string, to: string, names: string[]): Promise<string[]> {
+  const files = (await readdir(from).catch(() => [] as string[]))
+    .filter((file) => names.some((name) => file.startsWith(name)));
+  await Promise.all(files.map((file) => copyFile(join(from, file), join(to, file))));
+  return files;
+}
 
 async function addSystemExtensions(): Promise<void> {
   const require = createRequire(import.meta.url);
@@ -56,16 +68,8 @@ async function addSystemExtensions(): Promise<void> {
   } catch {
     return;
   }
-  const copies = async (from: string, to: string, names: string[]) => {
-    const files = await readdir(from).catch(() => [] as string[]);
-    await Promise.all(
-      files
-        .filter((file) => names.some((name) => file.startsWith(name)))
-        .map((file) => copyFile(join(from, file), join(to, file))),
-    );
-  };
-  await copies(systemExtensionDirectory, join(nativeDirectory, 'share', 'postgresql', 'extension'), ['pgtap', 'plpgsql_check']);
-  await copies(systemLibraryDirectory, join(nativeDirectory, 'lib', 'postgresql'), ['plpgsql_check']);
+  await copyExtensionFiles(systemExtensionDirectory, join(nativeDirectory, 'share', 'postgresql', 'extension'), ['pgtap', 'plpgsql_check']);
+  await copyExtensionFiles(systemLibraryDirectory, join(nativeDirectory, 'lib', 'postgresql'), ['plpgsql_check']);
 }
 
 async function startEmbeddedServer(): Promise<PostgresServer> {

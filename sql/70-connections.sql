@@ -101,10 +101,21 @@ BEGIN
   END IF;
 
   PERFORM wharf.lock_lifecycle('source', wharf.source_lock_id(p_provider, p_source));
-  SELECT id, route INTO v_id, v_route
-    FROM wharf.connection
-   WHERE workspace_id = p_workspace_id AND provider = p_provider AND source = p_source
-     AND kind = p_kind AND external_id IS NOT DISTINCT FROM p_external_id;
+  -- Two statements, not `external_id IS NOT DISTINCT FROM p_external_id`,
+  -- which no index can serve: that walked every connection of the workspace
+  -- with this provider, source and kind (uq_connection_natural_key's prefix),
+  -- an entry per repository of a PAT's workspace on every upsert.
+  IF p_external_id IS NULL THEN
+    SELECT id, route INTO v_id, v_route
+      FROM wharf.connection
+     WHERE workspace_id = p_workspace_id AND provider = p_provider AND source = p_source
+       AND kind = p_kind AND external_id IS NULL;
+  ELSE
+    SELECT id, route INTO v_id, v_route
+      FROM wharf.connection
+     WHERE workspace_id = p_workspace_id AND provider = p_provider AND source = p_source
+       AND kind = p_kind AND external_id = p_external_id;
+  END IF;
   IF NOT FOUND THEN
     INSERT INTO wharf.connection (workspace_id, provider, source, kind, external_id, route)
     VALUES (p_workspace_id, p_provider, p_source, p_kind, p_external_id, p_route)

@@ -3,20 +3,40 @@
 // entry (contract v4; sql/20-scope-heads.sql). An index added later on state,
 // handled_at or a lease column would make every one of them a full update
 // again: this drain fails then.
+import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { migrate } from '../../db/migrate.js';
+import { createOwnPostgres, type OwnPostgres } from '../support/own-postgres.js';
 import { flushStatistics } from '../support/statistics.js';
 import { admitEvents } from '../support/worker-inbox.js';
 
 const scopes = 60;
 const perScope = 50;
 
-let db: TestDatabase;
+// A server of the test's own: a snapshot held by any session of the server,
+// in any database (another test file's open transaction), makes the versions
+// written after it look needed to the pruning's quick test, so that fewer
+// updates find room on their page. The state under test is one claimer
+// alone on its server.
+let own: OwnPostgres;
+let db: { pool: pg.Pool; connect(): Promise<pg.Client> };
 beforeAll(async () => {
-  db = await createTestDatabase();
+  own = await createOwnPostgres();
+  await own.start();
+  await migrate({ databaseUrl: own.url });
+  const pool = new pg.Pool({ connectionString: own.url, max: 4 });
+  db = {
+    pool,
+    connect: async () => {
+      const client = new pg.Client({ connectionString: own.url });
+      await client.connect();
+      return client;
+    },
+  };
 });
 afterAll(async () => {
-  await db?.drop();
+  await db?.pool.end();
+  await own?.stop();
 });
 
 interface Lease {
@@ -52,12 +72,13 @@ async function drain(worker: string): Promise<number> {
 }
 
 it('drains with at least 90 % of the inbox updates heap-only', async () => {
-  // The state under test, pinned: one claimer, and no autovacuum or
-  // autoanalyze of any inbox table meanwhile (an analyze of the scope table
-  // holds a snapshot). Either keeps the versions an update leaves from being
-  // pruned while it lasts, so that how many of the next updates find room on
-  // their page would depend on what else runs. (Claimers racing over one
-  // page are the benchmark's: bench/ prints the HOT share of its drains.)
+  // The state under test, pinned: one claimer on a server of its own, and no
+  // autovacuum or autoanalyze of any inbox table meanwhile (an analyze of the
+  // scope table holds a snapshot). Either keeps the versions an update leaves
+  // from being pruned while it lasts, so that how many of the next updates
+  // find room on their page would depend on what else runs. (Claimers racing
+  // over one page are the benchmark's: bench/ prints the HOT share of its
+  // drains.)
   await db.pool.query(`DO $$ DECLARE t regclass; BEGIN
     FOR t IN SELECT c.oid FROM pg_class c WHERE c.relnamespace = 'wharf'::regnamespace AND c.relkind = 'r' LOOP
       EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = false)', t);

