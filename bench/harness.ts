@@ -6,6 +6,7 @@ import { runAdmission } from './workloads/admission.js';
 import { runGrowth } from './workloads/growth.js';
 import { runLatency } from './workloads/latency.js';
 import { runOrderedDrain } from './workloads/ordered-drain.js';
+import { runQueueHistory } from './workloads/queue-history.js';
 import { runUnorderedDrain } from './workloads/unordered-drain.js';
 
 const workloads: Record<WorkloadName, (settings: BenchSettings, results: BenchResults, log: Log) => Promise<void>> = {
@@ -14,6 +15,7 @@ const workloads: Record<WorkloadName, (settings: BenchSettings, results: BenchRe
   unordered: runUnorderedDrain,
   latency: runLatency,
   growth: runGrowth,
+  'queue-history': runQueueHistory,
 };
 
 export interface BenchRun {

@@ -15,6 +15,7 @@ const titles: Record<WorkloadName, string> = {
   unordered: '3. Unordered drain',
   latency: '4. Latency (admit commit → handler start)',
   growth: '5. Growth',
+  'queue-history': '6. Queue history at scale',
 };
 
 /**
@@ -33,7 +34,8 @@ function referenceOf(run: BenchRun, workload: WorkloadName, series?: Series): Se
       if (concurrency) return results.get(`ordered.graphile_lq.c${concurrency}`);
       return results.series.find((s) => s.id.startsWith('ordered.graphile_lq.'));
     }
-    case 'latency': return undefined;
+    case 'latency':
+    case 'queue-history': return undefined;
   }
 }
 
@@ -66,7 +68,7 @@ function rowsOf(run: BenchRun, workload: WorkloadName): Row[] {
   return run.results.series.filter((s) => s.workload === workload).map((series) => {
     const referenceMedian = medianOf(referenceOf(run, workload, series));
     const summary = summarize(series.samples);
-    const digits = series.unit === 'ms' ? 2 : 0;
+    const digits = series.unit === 'ms' ? 2 : series.unit === '%' ? 1 : 0;
     const integrity = series.integrity;
     return {
       label: series.label,
@@ -123,6 +125,15 @@ export function renderMarkdown(run: BenchRun, environment: Environment): string 
     '(`useListenNotify: true`). Admission calls `send` from the same number of clients as `wharf.admit`, and graphile-worker\'s ' +
     '`graphile_worker.add_job` likewise.');
   out.push('- Payload: a GitHub-push-shaped JSON object of about 2 KB; handlers are no-ops that record key and sequence.');
+  out.push("- HOT share of a Wharf drain: `n_tup_hot_upd / n_tup_upd` of `wharf.provider_event` (pg_stat_user_tables), the " +
+    "difference between before the consumer started and after every one of its sessions had left pg_stat_activity (a backend " +
+    'flushes its statistics as it exits), so every claim and completion of the drain is counted. CPU per event: the database\'s ' +
+    'backends (from /proc) and this process, over the timed drain.');
+  out.push(`- Queue history: ${settings.queueHistoryWorkspaces.toLocaleString('en-US')} workspaces with ` +
+    `${settings.queueHistoryRows.toLocaleString('en-US')} rows handled (DONE) in the last hour between them, loaded set-based into ` +
+    '`wharf.provider_event` in arrival order with the workspaces taking turns (plus one DEAD row in 1,001 and two QUEUED rows per ' +
+    'workspace), vacuumed and analyzed; `wharf.queue_history(<one workspace>, 1)` timed warm from one session, the median of ' +
+    `${settings.queueHistoryCalls} calls; the rows it read from its plan (auto_explain, ANALYZE, BUFFERS).`);
   out.push(`- Settings: ${Object.entries(settings).filter(([k]) => k !== 'serverUrl')
     .map(([k, v]) => `${k}=${Array.isArray(v) ? v.join('/') : String(v)}`).join(', ')}`);
   out.push('- Each system runs in a database of its own, created and dropped per repetition, on the same server in the same run. ' +

@@ -2,7 +2,7 @@
 // `smokeSettings` is the few-hundred-event run that `npm test` makes so the
 // harness cannot rot. Flags and BENCH_* variables override either (bench/run.ts).
 
-export const workloadNames = ['admission', 'ordered', 'unordered', 'latency', 'growth'] as const;
+export const workloadNames = ['admission', 'ordered', 'unordered', 'latency', 'growth', 'queue-history'] as const;
 export type WorkloadName = (typeof workloadNames)[number];
 
 export interface BenchSettings {
@@ -34,6 +34,12 @@ export interface BenchSettings {
   sustainedSeconds: number;
   /** Admissions per second during the sustained period, below the drain rate so the backlog holds. */
   sustainedRate: number;
+  /** Workspaces whose handled rows fill the queue-history window (bench/workloads/queue-history.ts). */
+  queueHistoryWorkspaces: number;
+  /** Rows handled (DONE) within the last hour, across all those workspaces. */
+  queueHistoryRows: number;
+  /** Timed calls of wharf.queue_history, after the warm-up; their median is the figure. */
+  queueHistoryCalls: number;
   /** Longest wait for a drain to finish before the run fails. */
   drainTimeoutMs: number;
 }
@@ -56,6 +62,9 @@ export const fullSettings: Omit<BenchSettings, 'serverUrl'> = {
   growthMeasuredEvents: 8_000,
   sustainedSeconds: 600,
   sustainedRate: 500,
+  queueHistoryWorkspaces: 1_000,
+  queueHistoryRows: 1_000_000,
+  queueHistoryCalls: 15,
   drainTimeoutMs: 600_000,
 };
 
@@ -77,5 +86,8 @@ export const smokeSettings: Omit<BenchSettings, 'serverUrl'> = {
   growthMeasuredEvents: 100,
   sustainedSeconds: 3,
   sustainedRate: 100,
+  queueHistoryWorkspaces: 10,
+  queueHistoryRows: 1_000,
+  queueHistoryCalls: 3,
   drainTimeoutMs: 20_000,
 };

@@ -2,17 +2,23 @@
 // claims sized to the free handlers, and with a local queue of 100) at
 // each concurrency against graphile-worker 0.18 with one named queue per key
 // (with its local queue, and without) and pg-boss 12's key_strict_fifo policy
-// keyed by scope.
-import { drainGraphile, drainPgBoss, drainWharf, type DrainSample } from '../drains.js';
+// keyed by scope. Beside the rates: the CPU per event of Wharf and of its
+// strongest rival, and the HOT share of Wharf's event-table updates (issue 32).
+import { drainDetails, drainGraphile, drainPgBoss, drainWharf, recordDrainDetails, type DrainSample } from '../drains.js';
 import type { BenchResults, Log } from '../results.js';
 import type { BenchSettings } from '../settings.js';
 import { pgBossDescription } from '../systems/pgboss.js';
 
+/** The systems whose CPU per event the results show: Wharf and graphile-worker with their local queues. */
+const cpuShown = /^ordered\.(wharf_lq|graphile_lq)\.c\d+$/;
+
 function record(results: BenchResults, id: string, label: string, sample: DrainSample, log: Log): void {
   results.add('ordered', id, label, 'events/s', sample.eventsPerSecond, sample);
+  recordDrainDetails(results, 'ordered', id, label, sample, cpuShown.test(id));
   log(`  ${label}: ${sample.eventsPerSecond.toFixed(0)} events/s, ${sample.orderViolations} order violations, ` +
       `${sample.duplicates} duplicates, ${sample.errors} errors` +
-      (sample.unfinished ? `, STALLED with ${sample.unfinished} events unhandled` : ''));
+      (sample.unfinished ? `, STALLED with ${sample.unfinished} events unhandled` : '') +
+      drainDetails(sample, cpuShown.test(id)));
 }
 
 export async function runOrderedDrain(settings: BenchSettings, results: BenchResults, log: Log): Promise<void> {

@@ -1,7 +1,7 @@
 // Workload 3: every event in its own scope, so nothing waits on order: Wharf
 // against graphile-worker 0.18 (with its local queue, and without), pg-boss
 // 12's standard queue and the plain SKIP LOCKED loop.
-import { drainGraphile, drainPgBoss, drainPlain, drainWharf, type DrainSample } from '../drains.js';
+import { drainDetails, drainGraphile, drainPgBoss, drainPlain, drainWharf, recordDrainDetails, type DrainSample } from '../drains.js';
 import type { BenchResults, Log } from '../results.js';
 import type { BenchSettings } from '../settings.js';
 import { pgBossDescription } from '../systems/pgboss.js';
@@ -11,13 +11,9 @@ const cpuShown = new Set(['unordered.wharf_lq', 'unordered.graphile_lq', 'unorde
 
 function record(results: BenchResults, id: string, label: string, sample: DrainSample, log: Log): void {
   results.add('unordered', id, label, 'events/s', sample.eventsPerSecond, { duplicates: sample.duplicates, errors: sample.errors });
-  const { node, postgres } = sample.cpu;
-  if (cpuShown.has(id)) {
-    results.add('unordered', `${id}.cpu_node`, `${label}: Node CPU per event`, 'µs CPU', node);
-    if (postgres !== undefined) results.add('unordered', `${id}.cpu_postgres`, `${label}: PostgreSQL CPU per event`, 'µs CPU', postgres);
-  }
-  log(`  ${label}: ${sample.eventsPerSecond.toFixed(0)} events/s, ${sample.duplicates} duplicates; CPU per event ` +
-      `Node ${node.toFixed(0)} µs, PostgreSQL ${postgres === undefined ? '?' : postgres.toFixed(0)} µs`);
+  recordDrainDetails(results, 'unordered', id, label, sample, cpuShown.has(id));
+  log(`  ${label}: ${sample.eventsPerSecond.toFixed(0)} events/s, ${sample.duplicates} duplicates` +
+      drainDetails(sample, cpuShown.has(id)));
 }
 
 export async function runUnorderedDrain(settings: BenchSettings, results: BenchResults, log: Log): Promise<void> {
