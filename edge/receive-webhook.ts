@@ -9,12 +9,15 @@ import { SecretKeyError } from '../db/secret-box.js';
 import { InflightBudget, parseJsonBody, readBodyWithin } from './request-body.js';
 import { sha256, toHex, type Bytes } from './crypto.js';
 import { readAppSecrets, type EdgeEnv, type EdgeSettings } from './settings.js';
-import { admit, type Receipt } from './sql/admission.js';
+import type { Receipt } from './sql/admission.js';
+import type { Admit } from './coalesced-admission.js';
 import type { Reject } from './rejection.js';
 import type { EdgeLogger, EdgeMetrics } from './telemetry.js';
 
 export interface ReceiverDeps {
   database: Database;
+  /** How a verified delivery is admitted: one wharf.admit per request, or coalesced (edge/coalesced-admission.ts). */
+  admit: Admit;
   connections: ConnectionCache;
   env: EdgeEnv;
   settings: EdgeSettings;
@@ -165,7 +168,7 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
 
     let receipt: Receipt;
     try {
-      receipt = await admit(deps.database, {
+      receipt = await deps.admit({
         provider: adapter.provider,
         source: endpoint.kind === 'app' ? endpoint.source : endpoint.connection.source,
         deliveryKey: reading.deliveryKey,

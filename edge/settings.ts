@@ -13,6 +13,11 @@
 //   WHARF_SECRET_CACHE_SECONDS       how long an isolate keeps a connection's secret (default 30)
 //   WHARF_SECRET_KEYS                the key ring that decrypts connections' signing keys
 //                                    (db/secret-box.ts)
+//   WHARF_ADMIT_BATCH                Node only: how many deliveries one admission batch takes
+//                                    while requests coalesce, `<deliveries>[,<bytes>]`, bytes
+//                                    with an optional kB or MB (1024-based): default 64,1MB;
+//                                    `off` (or a bound of 1 delivery): every request calls
+//                                    wharf.admit itself, as the Worker does
 //
 // <APP> is the route's :app upper-cased, every character outside [A-Z0-9] as `_`.
 import { parseKeyRing, type KeyRing } from '../db/secret-box.js';
@@ -37,6 +42,35 @@ export function readEdgeSettings(env: EdgeEnv): EdgeSettings {
     secretCacheMs: (positiveInteger(env.WHARF_SECRET_CACHE_SECONDS) ?? 30) * 1000,
     keyRing,
   };
+}
+
+/** The bound of one admission batch: deliveries, and bytes of their bodies (one larger body goes alone). */
+export interface AdmitBatchBound {
+  deliveries: number;
+  bytes: number;
+}
+
+export const defaultAdmitBatch: AdmitBatchBound = { deliveries: 64, bytes: 1024 * 1024 };
+
+const admitBatchPattern = /^\s*([0-9]+)\s*(?:,\s*([0-9]+)\s*(kb|mb)?\s*)?$/i;
+
+/**
+ * WHARF_ADMIT_BATCH: the batch bound, or undefined when coalescing is off.
+ * Throws on a value it cannot read, so that a server does not start on a
+ * bound its operator did not mean.
+ */
+export function readAdmitBatch(env: EdgeEnv): AdmitBatchBound | undefined {
+  const text = env.WHARF_ADMIT_BATCH;
+  if (text === undefined || text === '') return defaultAdmitBatch;
+  if (typeof text === 'string' && text.trim().toLowerCase() === 'off') return undefined;
+  const match = typeof text === 'string' ? admitBatchPattern.exec(text) : null;
+  const deliveries = Number(match?.[1]);
+  const unit = { kb: 1024, mb: 1024 * 1024 }[match?.[3]?.toLowerCase() ?? ''] ?? 1;
+  const bytes = match?.[2] === undefined ? defaultAdmitBatch.bytes : Number(match[2]) * unit;
+  if (!match || !Number.isSafeInteger(deliveries) || deliveries < 1 || !Number.isSafeInteger(bytes) || bytes < 1) {
+    throw new Error(`WHARF_ADMIT_BATCH must be off or <deliveries>[,<bytes>[kB|MB]], e.g. 64,1MB; not ${JSON.stringify(text)}`);
+  }
+  return deliveries === 1 ? undefined : { deliveries, bytes };
 }
 
 const appName = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
