@@ -20,18 +20,63 @@ SET row_security = off;
 CREATE SCHEMA wharf;
 
 --
--- Name: scope_move; Type: TYPE; Schema: wharf; Owner: -
+-- Name: admission_item; Type: TYPE; Schema: wharf; Owner: -
 --
 
-CREATE TYPE wharf.scope_move AS (
-	id bigint,
-	scope_key text,
+CREATE TYPE wharf.admission_item AS (
+	provider text,
+	source text,
+	delivery_key text,
+	event_type text,
+	route jsonb,
+	subjects text[],
+	payload jsonb,
+	headers jsonb,
+	body_sha256 bytea,
+	error_code text,
+	error_message text
+);
+
+--
+-- Name: admission_recipient; Type: TYPE; Schema: wharf; Owner: -
+--
+
+CREATE TYPE wharf.admission_recipient AS (
+	n integer,
+	is_source boolean,
+	connection_id bigint,
+	generation bigint,
+	state text,
 	workspace_id bigint,
-	due_at timestamp with time zone,
-	left_queue boolean,
-	took_lease boolean,
-	ended_lease boolean,
-	queued boolean
+	workspace_state text
+);
+
+--
+-- Name: admission_route; Type: TYPE; Schema: wharf; Owner: -
+--
+
+CREATE TYPE wharf.admission_route AS (
+	n integer,
+	provider text,
+	source text,
+	subjects text[],
+	connection_signed boolean,
+	body_events jsonb,
+	control boolean,
+	drop_reason text,
+	source_id bigint
+);
+
+--
+-- Name: admission_row; Type: TYPE; Schema: wharf; Owner: -
+--
+
+CREATE TYPE wharf.admission_row AS (
+	n integer,
+	workspace_id bigint,
+	connection_id bigint,
+	scope_key text,
+	scope_active boolean
 );
 
 --
@@ -53,6 +98,59 @@ BEGIN
    WHERE app_id = p_app_id AND source = p_source AND lease_token = p_token;
   RETURN FOUND;
 END $$;
+
+--
+-- Name: admission_item(text, text, text, text, jsonb, text[], jsonb, jsonb, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.admission_item(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text) RETURNS wharf.admission_item
+    LANGUAGE sql STABLE
+    AS $_$
+  SELECT ROW(p_provider, p_source, p_delivery_key, p_event_type, coalesce(p_route, '{}'),
+             coalesce(array_remove(array_remove(p_subjects, NULL), ''), '{}'), p_payload,
+             wharf.safe_headers(p_headers),
+             CASE WHEN p_body_sha256 ~ '^[0-9a-f]{64}$' THEN decode(p_body_sha256, 'hex') END,
+             (ARRAY['22004', '22023', '22023', '22023', '22023'])
+               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256)],
+             (ARRAY['wharf.admit: provider, source, delivery_key, event_type and payload are required',
+                    format('wharf: unknown provider %s', quote_literal(p_provider)),
+                    'wharf.admit: route must be a JSON object',
+                    'wharf.admit: body_sha256 is a SHA-256 in lower-case hex',
+                    'wharf.admit: delivery_key and event_type are at most 255 characters'])
+               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256)]
+             )::wharf.admission_item
+$_$;
+
+--
+-- Name: admission_items(jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.admission_items(p_deliveries jsonb) RETURNS wharf.admission_item[]
+    LANGUAGE plpgsql STABLE
+    AS $_$
+BEGIN
+  IF p_deliveries IS NULL OR jsonb_typeof(p_deliveries) <> 'array' THEN
+    RAISE EXCEPTION 'wharf.admit_many: deliveries must be a JSON array' USING ERRCODE = '22023';
+  END IF;
+  RETURN (
+    SELECT coalesce(array_agg(
+             CASE WHEN jsonb_typeof(d) <> 'object'
+                    THEN ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '22023',
+                             'wharf.admit_many: each delivery is a JSON object')::wharf.admission_item
+                  WHEN jsonb_typeof(coalesce(d->'subjects', '[]')) NOT IN ('array', 'null')
+                       OR jsonb_path_exists(d, '$.subjects[*] ? (@.type() != "string" && @.type() != "null")')
+                    THEN ROW(d->>'provider', d->>'source', d->>'delivery_key', d->>'event_type', NULL, NULL, NULL,
+                             NULL, NULL, '22023', 'wharf.admit_many: subjects must be an array of strings')::wharf.admission_item
+                  ELSE wharf.admission_item(
+                         d->>'provider', d->>'source', d->>'delivery_key', d->>'event_type',
+                         CASE WHEN d ? 'route' AND d->'route' <> 'null' THEN d->'route' END,
+                         ARRAY(SELECT jsonb_array_elements_text(CASE jsonb_typeof(d->'subjects') WHEN 'array'
+                                                                     THEN d->'subjects' ELSE '[]' END)),
+                         CASE WHEN d->'payload' <> 'null' THEN d->'payload' END,
+                         d->'headers', d->>'body_sha256')
+             END ORDER BY n), '{}')
+      FROM jsonb_array_elements(p_deliveries) WITH ORDINALITY AS a(d, n));
+END $_$;
 
 --
 -- Name: admission_page(bigint, boolean, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
@@ -87,10 +185,10 @@ BEGIN
 END $$;
 
 --
--- Name: admission_snapshot(bigint, text, text, text[], boolean); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: admission_recipients(wharf.admission_route[]); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.admission_snapshot(p_source_id bigint, p_provider text, p_source text, p_subjects text[], p_connection_signed boolean, OUT source_state text, OUT source_generation bigint, OUT recipient_ids bigint[], OUT recipient_generations bigint[], OUT recipient_states text[], OUT recipient_workspace_ids bigint[], OUT recipient_workspace_states text[]) RETURNS record
+CREATE FUNCTION wharf.admission_recipients(p_routes wharf.admission_route[]) RETURNS wharf.admission_recipient[]
     LANGUAGE plpgsql STABLE
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
@@ -98,29 +196,46 @@ CREATE FUNCTION wharf.admission_snapshot(p_source_id bigint, p_provider text, p_
     SET enable_mergejoin TO 'off'
     SET join_collapse_limit TO '1'
     SET plan_cache_mode TO 'force_generic_plan'
+    SET jit TO 'off'
     AS $$
 BEGIN
-  SELECT s.state, s.generation,
-         coalesce(r.ids, '{}'), coalesce(r.generations, '{}'), coalesce(r.states, '{}'),
-         coalesce(r.workspace_ids, '{}'), coalesce(r.workspace_states, '{}')
-    INTO source_state, source_generation,
-         recipient_ids, recipient_generations, recipient_states, recipient_workspace_ids, recipient_workspace_states
-    FROM (SELECT array_agg(c.id ORDER BY c.id) AS ids, array_agg(c.generation ORDER BY c.id) AS generations,
-                 array_agg(c.state ORDER BY c.id) AS states,
-                 array_agg(c.workspace_id ORDER BY c.id) AS workspace_ids,
-                 array_agg(w.state ORDER BY c.id) AS workspace_states
-            FROM (SELECT DISTINCT sub.connection_id FROM wharf.subscription sub
-                   WHERE sub.subject = ANY (p_subjects)) subscribed
-            -- LIMIT: a subquery of its own, which only the primary key can
-            -- serve; joined plainly, the conditions below let the planner
-            -- walk every connection of the source for each subscriber.
-            CROSS JOIN LATERAL (SELECT c.id, c.provider, c.source, c.state, c.generation, c.workspace_id
-                                  FROM wharf.connection c WHERE c.id = subscribed.connection_id LIMIT 1) c
-            JOIN wharf.workspace w ON w.id = c.workspace_id
-           WHERE c.provider = p_provider AND c.source = p_source
-             AND (c.id = p_source_id OR NOT p_connection_signed)) r
-    LEFT JOIN wharf.connection s ON s.id = p_source_id;
+  RETURN ARRAY(
+    SELECT ROW(r.n, true, s.id, s.generation, s.state, s.workspace_id, NULL)::wharf.admission_recipient
+      FROM unnest(p_routes) r
+      JOIN wharf.connection s ON s.id = r.source_id
+     WHERE r.drop_reason IS NULL AND NOT r.control AND r.body_events IS NULL
+    UNION ALL
+    SELECT ROW(r.n, false, c.id, c.generation, c.state, c.workspace_id, w.state)::wharf.admission_recipient
+      FROM unnest(p_routes) r
+      CROSS JOIN LATERAL (SELECT DISTINCT sub.connection_id FROM wharf.subscription sub
+                           WHERE sub.subject = ANY (r.subjects)) subscribed
+      -- LIMIT: a subquery of its own, which only the primary key can serve;
+      -- joined plainly, the conditions below let the planner walk every
+      -- connection of the source for each subscriber.
+      CROSS JOIN LATERAL (SELECT c.id, c.provider, c.source, c.state, c.generation, c.workspace_id
+                            FROM wharf.connection c WHERE c.id = subscribed.connection_id LIMIT 1) c
+      JOIN wharf.workspace w ON w.id = c.workspace_id
+     WHERE r.drop_reason IS NULL AND NOT r.control AND r.body_events IS NULL
+       AND c.provider = r.provider AND c.source = r.source
+       AND (c.id = r.source_id OR NOT r.connection_signed));
 END $$;
+
+--
+-- Name: admission_rule_broken(text, text, text, text, jsonb, jsonb, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.admission_rule_broken(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_payload jsonb, p_body_sha256 text) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+  SELECT CASE
+    WHEN p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL
+         OR p_delivery_key = '' OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN 1
+    WHEN p_provider NOT IN ('github', 'gitlab', 'slack', 'outline', 'forgejo', 'generic') THEN 2
+    WHEN jsonb_typeof(coalesce(p_route, '{}')) <> 'object' THEN 3
+    WHEN p_body_sha256 !~ '^[0-9a-f]{64}$' THEN 4
+    WHEN length(p_delivery_key) > 255 OR length(p_event_type) > 255 THEN 5
+  END
+$_$;
 
 --
 -- Name: admit(text, text, text, text, jsonb, text[], jsonb, jsonb, text); Type: FUNCTION; Schema: wharf; Owner: -
@@ -131,59 +246,42 @@ CREATE FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text,
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
-  v_route      jsonb := coalesce(p_route, '{}');
-  v_headers    jsonb := wharf.safe_headers(p_headers);
-  v_subjects   text[] := coalesce(array_remove(array_remove(p_subjects, NULL), ''), '{}');
-  v_subject    text;
-  v_source     wharf.connection;
-  v_first      record;  -- admission_snapshot before the lifecycle locks
-  v_locked     record;  -- ... and under them
-  v_events     jsonb := '[]'::jsonb;
-  v_refused    jsonb := '[]'::jsonb;
-  v_drop       text;
-  v_ws         record;
-  v_rec        record;
-  v_stored     boolean := false;
+  v_item     wharf.admission_item := wharf.admission_item(p_provider, p_source, p_delivery_key, p_event_type,
+                                                           p_route, p_subjects, p_payload, p_headers, p_body_sha256);
+  v_route    jsonb := v_item.route;
+  v_subject  text := v_item.subjects[1];
+  v_source   wharf.connection;
+  v_routes   wharf.admission_route[];
+  v_first    wharf.admission_recipient[];  -- before the lifecycle locks
+  v_locked   wharf.admission_recipient[];  -- ... and under them
+  v_events   jsonb := '[]'::jsonb;
+  v_refused  jsonb := '[]'::jsonb;
+  v_drop     text;
+  v_ws       record;
+  v_stored   boolean := false;
   -- Signed with a secret one workspace shares with the provider (GitLab,
   -- Outline, Forgejo, Standard Webhooks): the body is only as trusted as that
   -- workspace, so it reaches that connection alone, whatever it names.
-  v_connection_signed boolean := coalesce(p_route ? 'connection_id', false);
-  v_body_sha256 bytea;
+  v_connection_signed boolean := v_route ? 'connection_id';
 BEGIN
-  IF p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL OR p_delivery_key = ''
-     OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN
-    RAISE EXCEPTION 'wharf.admit: provider, source, delivery_key, event_type and payload are required'
-      USING ERRCODE = '22004';
+  IF v_item.error_code IS NOT NULL THEN
+    RAISE EXCEPTION '%', v_item.error_message USING ERRCODE = v_item.error_code;
   END IF;
-  PERFORM wharf.check_provider(p_provider);
-  IF jsonb_typeof(v_route) <> 'object' THEN
-    RAISE EXCEPTION 'wharf.admit: route must be a JSON object' USING ERRCODE = '22023';
-  END IF;
-  IF p_body_sha256 IS NOT NULL AND p_body_sha256 !~ '^[0-9a-f]{64}$' THEN
-    RAISE EXCEPTION 'wharf.admit: body_sha256 is a SHA-256 in lower-case hex' USING ERRCODE = '22023';
-  END IF;
-  v_subject := v_subjects[1];
-  v_body_sha256 := decode(p_body_sha256, 'hex');
 
   -- Held to commit: a claimer going idle (mark_idle) waits for this
-  -- admission, so that the claim it makes next sees the row (see rule 6).
+  -- admission, so that the claim it makes next sees the row (rule 6).
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
 
-  -- 0. A body signed alone, stored before from this source (a redelivery
-  -- under another delivery id, or a captured body relabelled by its
-  -- unsigned headers): the rows already stored answer. A connection-signed
-  -- body (Forgejo) only ever answers with its own connection's rows: two
-  -- workspaces' webhooks on one repository receive identical bodies, and
-  -- neither may see, or pre-empt, the other's. The lock makes concurrent
-  -- admissions of one body take turns.
-  IF v_body_sha256 IS NOT NULL THEN
+  -- 0. A body signed alone, stored before from this source: the rows already
+  -- stored answer (see admit_items).
+  IF v_item.body_sha256 IS NOT NULL THEN
     PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('body',
       p_source || ' ' || coalesce(v_route->>'connection_id', '') || ' ' || p_body_sha256));
     v_events := coalesce((
       SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
                        ORDER BY e.workspace_id NULLS FIRST)
         FROM wharf.provider_event e
-       WHERE e.source = p_source AND e.body_sha256 = v_body_sha256
+       WHERE e.source = p_source AND e.body_sha256 = v_item.body_sha256
          AND (NOT v_connection_signed OR e.connection_id::text = v_route->>'connection_id')
          AND e.received_at > now() - wharf.setting_interval('replay_window')), '[]'::jsonb);
     IF jsonb_array_length(v_events) > 0 THEN
@@ -199,9 +297,7 @@ BEGIN
        AND v_route->>'installation_id' IS NOT NULL
        AND p_payload->'installation'->>'id' = v_route->>'installation_id'
        AND coalesce(p_payload->>'action', '') <> '' THEN
-      v_events := jsonb_build_array(wharf.store_event(
-        NULL, p_provider, p_source, NULL, p_delivery_key, p_event_type, v_subject,
-        'system:' || p_provider || ':' || p_source, p_payload, v_headers, v_body_sha256));
+      v_events := jsonb_build_array(wharf.store_event(v_item, NULL, NULL, 'system:' || p_provider || ':' || p_source));
       v_stored := v_events->0->>'outcome' = 'stored';
     ELSE
       v_drop := 'invalid-event-route';
@@ -239,76 +335,66 @@ BEGIN
   END IF;
 
   IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
-    -- 3. Lifecycle lock: read the recipients (a provider-signed delivery fans
-    -- out to every subscribed connection of its source; a connection-signed
-    -- one reaches its own connection only), lock source, connections (id
-    -- order) and workspaces (id order) in shared mode, read them again. The
-    -- locks are taken by one statement, in the order its subquery sorts them
-    -- (a sorted subquery is scanned in order, never pulled up). The reads
-    -- are expressions, not SELECT … FROM: a function in FROM pays for a plan,
-    -- an executor start and a tuplestore around the row it returns.
-    v_first := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
+    -- 3. Lifecycle lock: read the source and recipients, lock them shared
+    -- (source, connections by id, workspaces by id), read them again.
+    v_routes := ARRAY[ROW(1, p_provider, p_source, v_item.subjects, v_connection_signed, NULL, false, NULL,
+                          v_source.id)::wharf.admission_route];
+    v_first := wharf.admission_recipients(v_routes);
     PERFORM pg_advisory_xact_lock_shared(l.key)
        FROM (SELECT 0 AS rank, 0::bigint AS id,
                     wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)) AS key
              UNION
-             SELECT 1, c.id, wharf.lifecycle_key('connection', c.id::text)
-               FROM unnest(v_source.id || v_first.recipient_ids) AS c(id)
+             SELECT 1, f.connection_id, wharf.lifecycle_key('connection', f.connection_id::text) FROM unnest(v_first) f
              UNION
-             SELECT 2, w.id, wharf.lifecycle_key('workspace', w.id::text)
-               FROM unnest(v_first.recipient_workspace_ids) AS w(id)
+             SELECT 2, f.workspace_id, wharf.lifecycle_key('workspace', f.workspace_id::text)
+               FROM unnest(v_first) f WHERE NOT f.is_source
              ORDER BY rank, id) l;
-    v_locked := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
-    IF (v_locked.source_generation, v_locked.recipient_ids, v_locked.recipient_generations)
-       IS DISTINCT FROM (v_first.source_generation, v_first.recipient_ids, v_first.recipient_generations) THEN
+    v_locked := wharf.admission_recipients(v_routes);
+    IF (SELECT array_agg(ARRAY[f.connection_id, f.generation] ORDER BY f.is_source DESC, f.connection_id) FROM unnest(v_first) f)
+       IS DISTINCT FROM
+       (SELECT array_agg(ARRAY[f.connection_id, f.generation] ORDER BY f.is_source DESC, f.connection_id) FROM unnest(v_locked) f) THEN
       RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
         USING ERRCODE = 'WH409';
     END IF;
 
     -- 4. Activity: the source itself must be ACTIVE (or PAUSED: a paused
     -- workspace or connection stores and holds); then per workspace.
-    IF v_locked.source_state NOT IN ('ACTIVE', 'PAUSED') THEN
+    IF NOT EXISTS (SELECT FROM unnest(v_locked) f WHERE f.is_source AND f.state IN ('ACTIVE', 'PAUSED')) THEN
       v_drop := 'source-inactive';
-    ELSIF cardinality(v_locked.recipient_ids) = 0 THEN
+    ELSIF NOT EXISTS (SELECT FROM unnest(v_locked) f WHERE NOT f.is_source) THEN
       v_drop := 'no-subscriber';
     ELSE
       FOR v_ws IN
-        SELECT r.workspace_id,
-               bool_or(r.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
-               min(r.id) FILTER (WHERE r.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id
-          FROM unnest(v_locked.recipient_ids, v_locked.recipient_states,
-                      v_locked.recipient_workspace_ids, v_locked.recipient_workspace_states)
-               AS r(id, state, workspace_id, workspace_state)
+        SELECT f.workspace_id,
+               bool_or(f.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+               min(f.connection_id) FILTER (WHERE f.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id,
+               jsonb_agg(f.connection_id ORDER BY f.connection_id) AS connection_ids
+          FROM unnest(v_locked) f WHERE NOT f.is_source
          GROUP BY 1 ORDER BY 1
       LOOP
         IF v_ws.workspace_active AND v_ws.active_connection_id IS NOT NULL THEN
           -- 5. Insert: one row per admitted workspace, due at once.
-          v_events := v_events || wharf.store_event(
-            v_ws.workspace_id, p_provider, p_source, v_ws.active_connection_id, p_delivery_key,
-            p_event_type, v_subject, v_ws.workspace_id || ':' || p_provider || ':' || v_subject,
-            p_payload, v_headers, v_body_sha256);
+          v_events := v_events || wharf.store_event(v_item, v_ws.workspace_id, v_ws.active_connection_id,
+                                                    v_ws.workspace_id || ':' || p_provider || ':' || v_subject);
           v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
         ELSE
-          FOR v_rec IN
-            SELECT r.id AS connection_id,
-                   CASE WHEN v_ws.workspace_active THEN 'connection-inactive'
-                        ELSE 'workspace-inactive' END AS reason
-              FROM unnest(v_locked.recipient_ids, v_locked.recipient_workspace_ids) AS r(id, workspace_id)
-             WHERE r.workspace_id = v_ws.workspace_id
-             ORDER BY 1
-          LOOP
-            v_refused := v_refused || jsonb_build_object(
-              'connection_id', v_rec.connection_id, 'workspace_id', v_ws.workspace_id, 'reason', v_rec.reason);
-            PERFORM wharf.log_admission(p_provider, p_source, p_delivery_key, v_rec.connection_id,
-                                        v_ws.workspace_id, v_rec.reason);
-          END LOOP;
+          v_refused := v_refused || (
+            SELECT jsonb_agg(jsonb_build_object('connection_id', c::bigint, 'workspace_id', v_ws.workspace_id,
+                                                'reason', CASE WHEN v_ws.workspace_active THEN 'connection-inactive'
+                                                               ELSE 'workspace-inactive' END))
+              FROM jsonb_array_elements(v_ws.connection_ids) c);
         END IF;
       END LOOP;
     END IF;
   END IF;
 
-  IF v_drop IS NOT NULL THEN
-    PERFORM wharf.log_admission(p_provider, p_source, p_delivery_key, v_source.id, NULL, v_drop);
+  -- Every refusal and drop, in order: no payload, no header.
+  IF v_drop IS NOT NULL OR jsonb_array_length(v_refused) > 0 THEN
+    INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+    SELECT p_provider, p_source, p_delivery_key, (r->>'connection_id')::bigint, (r->>'workspace_id')::bigint, r->>'reason'
+      FROM jsonb_array_elements(v_refused) WITH ORDINALITY AS x(r, o)
+    UNION ALL
+    SELECT p_provider, p_source, p_delivery_key, v_source.id, NULL, v_drop WHERE v_drop IS NOT NULL;
   END IF;
 
   -- 6. Wake-up, delivered at commit, only while some claimer is idle.
@@ -319,6 +405,349 @@ BEGIN
   RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
                             'refused', v_refused, 'dropped', v_drop);
 END $_$;
+
+--
+-- Name: admit_items(wharf.admission_item[]); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.admit_items(p_items wharf.admission_item[]) RETURNS jsonb[]
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET jit TO 'off'
+    AS $_$
+DECLARE
+  v_routes    wharf.admission_route[];
+  v_first     wharf.admission_recipient[];
+  v_locked    wharf.admission_recipient[];
+  v_changed   integer[];
+  v_rows      wharf.admission_row[];
+  v_events    jsonb[];   -- per item, the receipt's events
+  v_refused   jsonb[];   -- per item, the receipt's refusals
+  v_drops     text[];    -- per item, the drop reason
+  v_stored    boolean;
+  v_ids       bigint[];  -- the rows this call stored ...
+  v_keys      text[];    -- ... and their dedupe keys
+BEGIN
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees its rows (rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source (a redelivery
+  -- under another delivery id, or a captured body relabelled by its unsigned
+  -- headers): the rows already stored answer. A connection-signed body
+  -- (Forgejo) only ever answers with its own connection's rows: two
+  -- workspaces' webhooks on one repository receive identical bodies, and
+  -- neither may see, or pre-empt, the other's. The lock makes concurrent
+  -- admissions of one body take turns (the first class of locks, in key order).
+  PERFORM pg_advisory_xact_lock(k.key)
+     FROM (SELECT DISTINCT wharf.lifecycle_key('body',
+                    i.source || ' ' || coalesce(i.route->>'connection_id', '') || ' ' || encode(i.body_sha256, 'hex')) AS key
+             FROM unnest(p_items) i
+            WHERE i.error_code IS NULL AND i.body_sha256 IS NOT NULL
+            ORDER BY 1) k;
+
+  -- 1.-2. Control events, and the source of every other item, with the drops
+  -- these rules decide.
+  SELECT array_agg(ROW(r.n, i.provider, i.source, i.subjects, i.route ? 'connection_id', r.body_events,
+                       r.control, r.drop_reason, r.source_id)::wharf.admission_route ORDER BY r.n)
+    INTO v_routes
+    FROM unnest(p_items) WITH ORDINALITY AS i(provider, source, delivery_key, event_type, route, subjects,
+                                              payload, headers, body_sha256, error_code, error_message, n)
+    CROSS JOIN LATERAL (
+      SELECT i.n::integer AS n, dup.events AS body_events,
+             coalesce(i.route->'control' = 'true', false) AS control,
+             CASE
+               WHEN i.route->'control' = 'true' THEN
+                 CASE WHEN i.provider = 'github'
+                           AND i.event_type IN ('installation', 'installation_repositories', 'installation_target')
+                           AND i.route->>'installation_id' IS NOT NULL
+                           AND i.payload->'installation'->>'id' = i.route->>'installation_id'
+                           AND coalesce(i.payload->>'action', '') <> ''
+                      THEN NULL ELSE 'invalid-event-route' END
+               WHEN NOT (i.route ? 'connection_id' OR i.route ? 'installation_id' OR i.route ? 'team_id')
+                 THEN 'work-event-without-source'
+               WHEN src.id IS NULL THEN 'unknown-source'
+               WHEN cardinality(i.subjects) = 0 THEN 'work-event-without-subject'
+               WHEN jsonb_typeof(src.route->'subject_prefixes') = 'array'
+                    AND NOT EXISTS (SELECT FROM jsonb_array_elements_text(src.route->'subject_prefixes') p
+                                     WHERE starts_with(i.subjects[1], p))
+                 THEN 'route-mismatch'
+             END AS drop_reason,
+             CASE WHEN NOT coalesce(i.route->'control' = 'true', false) THEN src.id END AS source_id
+        FROM (SELECT 1) one
+        LEFT JOIN LATERAL (
+          SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                           ORDER BY e.workspace_id NULLS FIRST) AS events
+            FROM wharf.provider_event e
+           WHERE i.body_sha256 IS NOT NULL
+             AND e.source = i.source AND e.body_sha256 = i.body_sha256
+             AND (NOT i.route ? 'connection_id' OR e.connection_id::text = i.route->>'connection_id')
+             AND e.received_at > now() - wharf.setting_interval('replay_window')
+        ) dup ON true
+        LEFT JOIN LATERAL (
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE i.route ? 'connection_id'
+             AND c.id = CASE WHEN i.route->>'connection_id' ~ '^[0-9]{1,18}$' THEN (i.route->>'connection_id')::bigint END
+             AND c.provider = i.provider AND c.source = i.source
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND i.route ? 'installation_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'app_installation'
+             AND c.external_id = i.route->>'installation_id'
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND NOT i.route ? 'installation_id' AND i.route ? 'team_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'slack_team'
+             AND c.external_id = i.route->>'team_id'
+          LIMIT 1
+        ) src ON true
+    ) r
+   WHERE i.error_code IS NULL;
+  -- A body stored before answers alone: nothing else is decided for it.
+  v_routes := ARRAY(SELECT ROW(r.n, r.provider, r.source, r.subjects, r.connection_signed,
+                               r.body_events, r.control AND r.body_events IS NULL,
+                               CASE WHEN r.body_events IS NULL THEN r.drop_reason END,
+                               CASE WHEN r.body_events IS NULL THEN r.source_id END)::wharf.admission_route
+                      FROM unnest(v_routes) r);
+
+  -- 3. Lifecycle lock: read the recipients, lock every source, connection
+  -- and workspace in shared mode (sources by key, connections by id,
+  -- workspaces by id: the second class of locks, in one order for every
+  -- caller), read them again under the locks. An item whose source or
+  -- recipients changed in between is refused with WH409.
+  IF EXISTS (SELECT FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL) THEN
+    v_first := wharf.admission_recipients(v_routes);
+    PERFORM pg_advisory_xact_lock_shared(l.key)
+       FROM (SELECT 0 AS rank, wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS id,
+                    wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS key
+               FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL
+             UNION
+             SELECT 1, f.connection_id, wharf.lifecycle_key('connection', f.connection_id::text)
+               FROM unnest(v_first) f
+             UNION
+             SELECT 2, f.workspace_id, wharf.lifecycle_key('workspace', f.workspace_id::text)
+               FROM unnest(v_first) f WHERE NOT f.is_source
+             ORDER BY rank, id) l;
+    v_locked := wharf.admission_recipients(v_routes);
+    v_changed := ARRAY(
+      SELECT x.n
+        FROM (SELECT f.n, 1 AS read, f.is_source, f.connection_id, f.generation FROM unnest(v_first) f
+              UNION ALL
+              SELECT f.n, 2, f.is_source, f.connection_id, f.generation FROM unnest(v_locked) f) x
+       GROUP BY x.n
+      HAVING array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
+               FILTER (WHERE x.read = 1)
+             IS DISTINCT FROM
+             array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
+               FILTER (WHERE x.read = 2));
+  END IF;
+
+  -- 4. Activity, per item and workspace (PAUSED counts as active: it stores
+  -- and holds), and 5. the rows to store: one per admitted workspace, or the
+  -- control row in the provider's system scope.
+  WITH routed AS (
+    SELECT r.*, ((p_items[r.n]).subjects)[1] AS subject
+      FROM unnest(v_routes) r
+     WHERE r.n <> ALL (coalesce(v_changed, '{}')) AND r.body_events IS NULL AND r.drop_reason IS NULL
+  ), recipients AS (
+    SELECT l.* FROM unnest(v_locked) l WHERE NOT l.is_source AND l.n <> ALL (coalesce(v_changed, '{}'))
+  ), workspaces AS (
+    SELECT x.n, x.workspace_id,
+           bool_or(x.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+           bool_or(x.workspace_state = 'ACTIVE') AS claimable,
+           min(x.connection_id) FILTER (WHERE x.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id
+      FROM recipients x GROUP BY x.n, x.workspace_id
+  ), source_active AS (
+    SELECT l.n, l.state IN ('ACTIVE', 'PAUSED') AS active FROM unnest(v_locked) l WHERE l.is_source
+  )
+  SELECT
+    -- Rows to store, in array order, each item's workspaces in id order.
+    ARRAY(SELECT ROW(w.n, w.workspace_id, w.active_connection_id,
+                     w.workspace_id || ':' || r.provider || ':' || r.subject, w.claimable)::wharf.admission_row
+            FROM workspaces w JOIN routed r ON r.n = w.n
+            JOIN source_active s ON s.n = w.n AND s.active
+           WHERE w.workspace_active AND w.active_connection_id IS NOT NULL
+          UNION ALL
+          SELECT ROW(r.n, NULL, NULL, 'system:' || r.provider || ':' || r.source, true)::wharf.admission_row
+            FROM routed r WHERE r.control
+          ORDER BY 1),
+    -- Refusals: every recipient of a workspace that admits nothing.
+    array_agg_refused.per_item,
+    -- Drops decided under the locks.
+    array_agg_drops.per_item
+    INTO v_rows, v_refused, v_drops
+    FROM (SELECT 1) one
+    CROSS JOIN LATERAL (
+      SELECT array_agg(coalesce(f.refused, '[]') ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN (SELECT x.n, jsonb_agg(jsonb_build_object(
+                                  'connection_id', x.connection_id, 'workspace_id', x.workspace_id,
+                                  'reason', CASE WHEN w.workspace_active THEN 'connection-inactive'
+                                                 ELSE 'workspace-inactive' END)
+                                ORDER BY x.workspace_id, x.connection_id) AS refused
+                     FROM recipients x
+                     JOIN workspaces w ON w.n = x.n AND w.workspace_id = x.workspace_id
+                     JOIN source_active s ON s.n = x.n AND s.active
+                    WHERE NOT (w.workspace_active AND w.active_connection_id IS NOT NULL)
+                    GROUP BY x.n) f ON f.n = k.n
+    ) array_agg_refused
+    CROSS JOIN LATERAL (
+      SELECT array_agg(
+               CASE WHEN r.n IS NULL OR r.n = ANY (coalesce(v_changed, '{}')) OR r.body_events IS NOT NULL THEN NULL
+                    WHEN r.drop_reason IS NOT NULL THEN r.drop_reason
+                    WHEN r.control THEN NULL
+                    WHEN NOT (SELECT s.active FROM source_active s WHERE s.n = r.n) THEN 'source-inactive'
+                    WHEN NOT EXISTS (SELECT FROM recipients x WHERE x.n = r.n) THEN 'no-subscriber'
+               END ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN unnest(v_routes) r ON r.n = k.n
+    ) array_agg_drops;
+
+  -- The scope of every row to store, made when missing and locked, in
+  -- (workspace, scope) order: the third class of locks, the order every
+  -- writer of several scopes keeps. Locked (FOR UPDATE) before the rows are
+  -- inserted, so that within a scope ids are assigned and committed in the
+  -- same order and a claim never passes over a row still being inserted. A
+  -- conflict locks the row without writing it (the WHERE is false).
+  INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
+  SELECT DISTINCT ON (r.workspace_id, r.scope_key) r.scope_key, r.workspace_id, r.scope_active
+    FROM unnest(v_rows) r
+   ORDER BY r.workspace_id NULLS FIRST, r.scope_key
+  ON CONFLICT (scope_key) DO UPDATE SET active = s.active WHERE false;
+
+  -- 5. Insert, in array order, each workspace's row due at once; a delivery
+  -- stored before (or earlier in the array) is a duplicate. The new rows are
+  -- the youngest of their scopes: each heads its scope when it has no head.
+  -- The scope trigger is told that this statement keeps the scopes (sql/20).
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  WITH stored AS (
+    INSERT INTO wharf.provider_event
+      (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+       payload, headers, body_sha256)
+    SELECT r.workspace_id, i.provider, i.delivery_key, i.event_type, i.subjects[1], r.scope_key, i.source,
+           r.connection_id, i.payload, i.headers, i.body_sha256
+      FROM unnest(v_rows) WITH ORDINALITY AS r(n, workspace_id, connection_id, scope_key, scope_active, k)
+      CROSS JOIN LATERAL (SELECT (p_items[r.n]).*) i
+     ORDER BY r.k
+    ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+    RETURNING id, scope_key, next_attempt_at,
+              coalesce(workspace_id::text, '') || ' ' || provider || ' ' || delivery_key AS dedupe_key
+  ), heads AS (
+    UPDATE wharf.scope s
+       SET head_id = h.id, head_due_at = h.due_at, ready_at = greatest(h.due_at, clock_timestamp())
+      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at
+              FROM stored x ORDER BY x.scope_key, x.id) h
+     WHERE s.scope_key = h.scope_key AND s.head_id IS NULL
+  )
+  SELECT count(*) > 0, array_agg(id), array_agg(dedupe_key) INTO v_stored, v_ids, v_keys FROM stored;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+
+  -- The receipts' events: each row's id, stored by this call (the first row
+  -- of its dedupe key) or found stored before.
+  v_events := ARRAY(
+    SELECT coalesce(jsonb_agg(jsonb_build_object('workspace_id', r.workspace_id,
+                                                 'event_id', coalesce(v_ids[r.stored_at], e.id),
+                                                 'outcome', CASE WHEN r.stored_at IS NOT NULL THEN 'stored'
+                                                                 ELSE 'duplicate' END)
+                              ORDER BY r.workspace_id NULLS FIRST) FILTER (WHERE r.n IS NOT NULL), '[]')
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      LEFT JOIN (SELECT x.n, x.workspace_id, i.provider, i.delivery_key,
+                        CASE WHEN x.k = min(x.k) OVER (PARTITION BY x.workspace_id, i.provider, i.delivery_key)
+                             THEN array_position(v_keys, coalesce(x.workspace_id::text, '') || ' ' || i.provider
+                                                         || ' ' || i.delivery_key) END AS stored_at
+                   FROM unnest(v_rows) WITH ORDINALITY AS x(n, workspace_id, connection_id, scope_key, scope_active, k)
+                   CROSS JOIN LATERAL (SELECT (p_items[x.n]).provider, (p_items[x.n]).delivery_key) i) r ON r.n = k.n
+      LEFT JOIN LATERAL (
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NOT NULL
+           AND e.workspace_id = r.workspace_id AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+        UNION ALL
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NULL AND e.workspace_id IS NULL
+           AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+      ) e ON true
+     GROUP BY k.n
+     ORDER BY k.n);
+
+  -- Every refusal and drop, in array order: no payload, no header.
+  INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+  SELECT i.provider, i.source, i.delivery_key, x.connection_id, x.workspace_id, x.reason
+    FROM generate_series(1, cardinality(p_items)) k(n)
+    CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+    CROSS JOIN LATERAL (
+      SELECT (f->>'connection_id')::bigint AS connection_id, (f->>'workspace_id')::bigint AS workspace_id,
+             f->>'reason' AS reason, o AS rank
+        FROM jsonb_array_elements(v_refused[k.n]) WITH ORDINALITY AS f(f, o)
+      UNION ALL
+      SELECT r.source_id, NULL, v_drops[k.n], 0
+        FROM (SELECT 1) one LEFT JOIN unnest(v_routes) r ON r.n = k.n
+       WHERE v_drops[k.n] IS NOT NULL
+    ) x
+   ORDER BY k.n, x.rank;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN ARRAY(
+    SELECT CASE
+             WHEN i.error_code IS NOT NULL
+               THEN jsonb_build_object('error', jsonb_build_object('code', i.error_code, 'message', i.error_message))
+             WHEN k.n = ANY (coalesce(v_changed, '{}'))
+               THEN jsonb_build_object('error', jsonb_build_object('code', 'WH409',
+                      'message', format('wharf.admit: the route of %s changed during admission; retry', i.source)))
+             ELSE jsonb_build_object('delivery_key', i.delivery_key,
+                                     'events', coalesce(r.body_events, v_events[k.n]),
+                                     'refused', CASE WHEN r.body_events IS NULL THEN v_refused[k.n] ELSE '[]' END,
+                                     'dropped', v_drops[k.n])
+           END
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+      LEFT JOIN unnest(v_routes) r ON r.n = k.n
+     ORDER BY k.n);
+END $_$;
+
+--
+-- Name: admit_many(jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.admit_many(p_deliveries jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_items    wharf.admission_item[] := wharf.admission_items(p_deliveries);
+  v_round    integer := 0;
+  v_rounds   integer[];  -- per item, the round it is admitted in
+  v_indexes  integer[];
+  v_results  jsonb[];
+  v_receipts jsonb[] := array_fill(NULL::jsonb, ARRAY[cardinality(v_items)]);
+BEGIN
+  -- The n-th element with a body digest already carried by an earlier valid
+  -- element goes to round n; nearly every array has one round.
+  v_rounds := ARRAY(
+    SELECT CASE WHEN i.error_code IS NULL AND i.body_sha256 IS NOT NULL
+                THEN row_number() OVER (PARTITION BY i.error_code IS NULL AND i.body_sha256 IS NOT NULL,
+                                                     i.source, i.route->>'connection_id', i.body_sha256 ORDER BY k) - 1
+                ELSE 0 END
+      FROM unnest(v_items) WITH ORDINALITY AS i(provider, source, delivery_key, event_type, route, subjects,
+                                                payload, headers, body_sha256, error_code, error_message, k)
+     ORDER BY k);
+  LOOP
+    v_indexes := ARRAY(SELECT k FROM unnest(v_rounds) WITH ORDINALITY AS r(round, k) WHERE r.round = v_round ORDER BY k);
+    EXIT WHEN cardinality(v_indexes) = 0;
+    v_results := wharf.admit_items(ARRAY(SELECT v_items[k] FROM unnest(v_indexes) WITH ORDINALITY AS x(k, o) ORDER BY o));
+    FOR j IN 1 .. cardinality(v_indexes) LOOP
+      v_receipts[v_indexes[j]] := v_results[j];
+    END LOOP;
+    v_round := v_round + 1;
+  END LOOP;
+  RETURN to_jsonb(v_receipts);
+END $$;
 
 --
 -- Name: advance_sweep(bigint, text, uuid, text, interval); Type: FUNCTION; Schema: wharf; Owner: -
@@ -339,6 +768,7 @@ BEGIN
   UPDATE wharf.redelivery_sweep
      SET page_cursor = p_cursor, pages_done = pages_done + 1, leased_until = clock_timestamp() + p_lease
    WHERE app_id = p_app_id AND source = p_source;
+  DELETE FROM wharf.redelivery_seen WHERE app_id = p_app_id AND source = p_source AND decided;
 END $$;
 
 --
@@ -390,6 +820,7 @@ BEGIN
     v_sweep.window_until := clock_timestamp();
     v_sweep.page_cursor := NULL;
     v_sweep.pages_done := 0;
+    DELETE FROM wharf.redelivery_seen WHERE app_id = p_app_id AND source = p_source;
   END IF;
 
   UPDATE wharf.redelivery_sweep
@@ -1080,6 +1511,7 @@ BEGIN
          last_success_at = clock_timestamp()
    WHERE app_id = p_app_id AND source = p_source
   RETURNING swept_until INTO v_sweep.swept_until;
+  DELETE FROM wharf.redelivery_seen WHERE app_id = p_app_id AND source = p_source;
   DELETE FROM wharf.redelivery_request
    WHERE app_id = p_app_id AND source = p_source AND requested_at < clock_timestamp() - interval '7 days';
   RETURN v_sweep.swept_until;
@@ -1360,6 +1792,17 @@ CREATE FUNCTION wharf.list_workspaces() RETURNS jsonb
 $$;
 
 --
+-- Name: live_token_hashes(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.live_token_hashes() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT coalesce(jsonb_agg(encode(t.token_hash, 'hex')), '[]') FROM wharf.api_token t WHERE t.revoked_at IS NULL
+$$;
+
+--
 -- Name: lock_connection_for_change(bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1407,17 +1850,6 @@ BEGIN
     PERFORM FROM wharf.scope WHERE scope_key = p_scope_key FOR UPDATE;
   END IF;
 END $$;
-
---
--- Name: log_admission(text, text, text, bigint, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
---
-
-CREATE FUNCTION wharf.log_admission(p_provider text, p_source text, p_delivery_key text, p_connection_id bigint, p_workspace_id bigint, p_reason text) RETURNS void
-    LANGUAGE sql
-    AS $$
-  INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
-  VALUES (p_provider, p_source, p_delivery_key, p_connection_id, p_workspace_id, p_reason)
-$$;
 
 --
 -- Name: mark_busy(text); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1939,6 +2371,9 @@ BEGIN
   IF v_request.outcome = 'asking' AND v_request.asked_by <> p_token THEN
     RETURN 'wait';
   END IF;
+  IF v_request.outcome = 'rejected' THEN
+    RETURN 'refused';
+  END IF;
   RETURN 'asked';
 END $$;
 
@@ -2381,10 +2816,10 @@ CREATE FUNCTION wharf.step(p_id bigint, p_epoch bigint, p_step_name text, p_leas
 $$;
 
 --
--- Name: store_event(bigint, text, text, bigint, text, text, text, text, jsonb, jsonb, bytea); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: store_event(wharf.admission_item, bigint, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.store_event(p_workspace_id bigint, p_provider text, p_source text, p_connection_id bigint, p_delivery_key text, p_event_type text, p_subject text, p_scope_key text, p_payload jsonb, p_headers jsonb, p_body_sha256 bytea) RETURNS jsonb
+CREATE FUNCTION wharf.store_event(p_item wharf.admission_item, p_workspace_id bigint, p_connection_id bigint, p_scope_key text) RETURNS jsonb
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -2395,16 +2830,16 @@ BEGIN
     (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
      payload, headers, body_sha256)
   VALUES
-    (p_workspace_id, p_provider, p_delivery_key, p_event_type, p_subject, p_scope_key, p_source,
-     p_connection_id, p_payload, p_headers, p_body_sha256)
+    (p_workspace_id, p_item.provider, p_item.delivery_key, p_item.event_type, p_item.subjects[1], p_scope_key,
+     p_item.source, p_connection_id, p_item.payload, p_item.headers, p_item.body_sha256)
   ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
   RETURNING id INTO v_id;
   IF v_id IS NOT NULL THEN
     RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
   END IF;
   SELECT id INTO v_id FROM wharf.provider_event
-   WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id AND provider = p_provider
-     AND delivery_key = p_delivery_key;
+   WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id AND provider = p_item.provider
+     AND delivery_key = p_item.delivery_key;
   RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
 END $$;
 
@@ -2450,6 +2885,80 @@ BEGIN
   END IF;
   UPDATE wharf.connection SET generation = generation + 1, updated_at = now() WHERE id = p_connection_id;
   RETURN true;
+END $$;
+
+--
+-- Name: sweep_page(bigint, text, uuid, jsonb, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.sweep_page(p_app_id bigint, p_source text, p_token uuid, p_deliveries jsonb, p_last boolean) RETURNS TABLE(guid text, delivery_id bigint, event text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_sweep wharf.redelivery_sweep;
+BEGIN
+  IF p_deliveries IS NULL OR p_last IS NULL THEN
+    RAISE EXCEPTION 'wharf: sweep_page needs the page''s deliveries and whether it is the last' USING ERRCODE = '22004';
+  END IF;
+  IF jsonb_typeof(p_deliveries) <> 'array' THEN
+    RAISE EXCEPTION 'wharf: sweep_page needs a JSON array of deliveries' USING ERRCODE = '22023';
+  END IF;
+  v_sweep := wharf.held_sweep(p_app_id, p_source, p_token);
+  IF EXISTS (SELECT FROM jsonb_to_recordset(p_deliveries)
+                      AS a(id bigint, guid text, delivered_at timestamptz, redelivery boolean, status_code integer)
+              WHERE a.id IS NULL OR a.guid IS NULL OR a.guid = '' OR a.delivered_at IS NULL OR a.redelivery IS NULL
+                 OR a.status_code IS NULL) THEN
+    RAISE EXCEPTION 'wharf: every delivery needs an id, a guid, delivered_at, redelivery and status_code'
+      USING ERRCODE = '22023';
+  END IF;
+
+  RETURN QUERY
+    WITH page AS MATERIALIZED (
+      SELECT a.guid,
+             max(a.id) FILTER (WHERE a.status_code NOT BETWEEN 200 AND 299
+                                 AND a.delivered_at > v_sweep.window_since) AS failed_id,
+             max(a.event) AS event,
+             bool_or(a.status_code BETWEEN 200 AND 299) AS answered,
+             -- Its original is here: nothing of it is older.
+             bool_or(NOT a.redelivery) OR p_last AS decided
+        FROM jsonb_to_recordset(p_deliveries)
+          AS a(id bigint, guid text, delivered_at timestamptz, redelivery boolean, status_code integer, event text)
+       GROUP BY a.guid
+    ), seen AS (
+      -- A GUID still undecided, or one that earlier pages said something
+      -- of: merged into what the sweep remembers. A GUID decided on its
+      -- first page needs no row: read again, the page decides it again.
+      INSERT INTO wharf.redelivery_seen AS s (app_id, source, guid, failed_id, event, answered, decided)
+      SELECT p_app_id, p_source, pg.guid, pg.failed_id, pg.event, pg.answered, pg.decided
+        FROM page pg
+       WHERE NOT pg.decided
+          OR EXISTS (SELECT FROM wharf.redelivery_seen e
+                      WHERE e.app_id = p_app_id AND e.source = p_source AND e.guid = pg.guid)
+      ON CONFLICT (app_id, source, guid) DO UPDATE
+         SET failed_id = greatest(s.failed_id, excluded.failed_id),
+             event = coalesce(s.event, excluded.event),
+             answered = s.answered OR excluded.answered,
+             decided = s.decided OR excluded.decided
+      RETURNING s.guid, s.failed_id, s.event, s.answered, s.decided
+    ), decided AS (
+      SELECT m.guid, m.failed_id, m.event, m.answered FROM seen m WHERE m.decided
+      UNION ALL
+      SELECT pg.guid, pg.failed_id, pg.event, pg.answered
+        FROM page pg
+       WHERE pg.decided AND NOT EXISTS (SELECT FROM seen m WHERE m.guid = pg.guid)
+      UNION ALL
+      -- The window's end: what earlier pages left undecided is decided now.
+      SELECT e.guid, e.failed_id, e.event, e.answered
+        FROM wharf.redelivery_seen e
+       WHERE p_last AND e.app_id = p_app_id AND e.source = p_source
+         AND NOT EXISTS (SELECT FROM page pg WHERE pg.guid = e.guid)
+    )
+    SELECT d.guid, d.failed_id, d.event
+      FROM decided d
+     WHERE d.failed_id IS NOT NULL AND NOT d.answered
+     ORDER BY d.failed_id DESC;
 END $$;
 
 --
@@ -2809,6 +3318,20 @@ CREATE TABLE wharf.redelivery_request (
 );
 
 --
+-- Name: redelivery_seen; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.redelivery_seen (
+    app_id bigint NOT NULL,
+    source text NOT NULL,
+    guid text NOT NULL,
+    failed_id bigint,
+    event text,
+    answered boolean DEFAULT false NOT NULL,
+    decided boolean DEFAULT false NOT NULL
+);
+
+--
 -- Name: replay_audit; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -2955,6 +3478,13 @@ ALTER TABLE ONLY wharf.provider_event_step
 
 ALTER TABLE ONLY wharf.redelivery_request
     ADD CONSTRAINT redelivery_request_pkey PRIMARY KEY (app_id, source, guid);
+
+--
+-- Name: redelivery_seen redelivery_seen_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.redelivery_seen
+    ADD CONSTRAINT redelivery_seen_pkey PRIMARY KEY (app_id, source, guid);
 
 --
 -- Name: redelivery_sweep redelivery_sweep_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
@@ -3104,7 +3634,7 @@ CREATE TRIGGER provider_event_keep_scope_delete AFTER DELETE ON wharf.provider_e
 -- Name: provider_event provider_event_keep_scope_insert; Type: TRIGGER; Schema: wharf; Owner: -
 --
 
-CREATE TRIGGER provider_event_keep_scope_insert AFTER INSERT ON wharf.provider_event FOR EACH ROW WHEN ((new.state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text]))) EXECUTE FUNCTION wharf.keep_scope_heads();
+CREATE TRIGGER provider_event_keep_scope_insert AFTER INSERT ON wharf.provider_event FOR EACH ROW WHEN (((new.state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text])) AND (current_setting('wharf.keeping_scopes'::text, true) IS DISTINCT FROM 'on'::text))) EXECUTE FUNCTION wharf.keep_scope_heads();
 
 --
 -- Name: provider_event provider_event_keep_scope_update; Type: TRIGGER; Schema: wharf; Owner: -
@@ -3175,6 +3705,13 @@ ALTER TABLE ONLY wharf.redelivery_request
     ADD CONSTRAINT redelivery_request_app_id_source_fkey FOREIGN KEY (app_id, source) REFERENCES wharf.redelivery_sweep(app_id, source) ON DELETE CASCADE;
 
 --
+-- Name: redelivery_seen redelivery_seen_app_id_source_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.redelivery_seen
+    ADD CONSTRAINT redelivery_seen_app_id_source_fkey FOREIGN KEY (app_id, source) REFERENCES wharf.redelivery_sweep(app_id, source) ON DELETE CASCADE;
+
+--
 -- Name: scope scope_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -3199,6 +3736,12 @@ REVOKE ALL ON FUNCTION wharf.abandon_sweep(p_app_id bigint, p_source text, p_tok
 --
 
 REVOKE ALL ON FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION admit_many(p_deliveries jsonb); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.admit_many(p_deliveries jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION advance_sweep(p_app_id bigint, p_source text, p_token uuid, p_cursor text, p_lease interval); Type: ACL; Schema: wharf; Owner: -
@@ -3337,6 +3880,12 @@ REVOKE ALL ON FUNCTION wharf.list_tokens(p_workspace_id bigint) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION wharf.list_workspaces() FROM PUBLIC;
+
+--
+-- Name: FUNCTION live_token_hashes(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.live_token_hashes() FROM PUBLIC;
 
 --
 -- Name: FUNCTION mark_busy(p_listener text); Type: ACL; Schema: wharf; Owner: -
@@ -3517,6 +4066,12 @@ REVOKE ALL ON FUNCTION wharf.stored_signing_keys() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION wharf.subscribe(p_connection_id bigint, p_subject text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION sweep_page(p_app_id bigint, p_source text, p_token uuid, p_deliveries jsonb, p_last boolean); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.sweep_page(p_app_id bigint, p_source text, p_token uuid, p_deliveries jsonb, p_last boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION sweep_status(p_app_id bigint, p_source text); Type: ACL; Schema: wharf; Owner: -

@@ -14,9 +14,14 @@
 // redelivery request is not, since GitHub may have acted on it: the sweep
 // stops instead, and the next one asks again only if the delivery is still
 // not stored.
+//
+// A failure says what happened in words an operator can act on: GitHub
+// refusing the App's JWT names the App and the variables that hold its id
+// and key; no answer names the URL and why (refused, DNS, TLS, timeout).
+// Messages hold GitHub's answer, never a request header, the JWT or the key.
 import { createAppAuth } from '@octokit/auth-app';
 import { request as octokitRequest } from '@octokit/request';
-import type { GitHubAppConfig } from './config.js';
+import { envStem, RecoveryConfigError, type GitHubAppConfig } from './config.js';
 
 export interface HookDelivery {
   /** GitHub's id of this attempt (a redelivery is a new attempt with a new id). */
@@ -45,18 +50,32 @@ export interface GitHubAppClient {
 /**
  * Why a call to GitHub failed, as the sweeper answers it:
  * - `rate-limited`: GitHub asks for a longer wait than allowed; try later;
- * - `unavailable`: 5xx or no answer, after the retries; try later;
+ * - `unavailable`: a 5xx, after the retries; try later;
+ * - `unreachable`: no answer (refused, DNS, TLS, timeout, reset), after the
+ *   retries; try later, or fix the API URL;
  * - `unauthorized`: 401, or 403 that is not a rate limit (a wrong App id or
  *   key, or a missing permission): an operator must fix the configuration;
  * - `rejected`: another 4xx, about this one request (e.g. a delivery too old
  *   to redeliver, or a cursor GitHub no longer knows).
  */
-export type GitHubFailure = 'rate-limited' | 'unavailable' | 'unauthorized' | 'rejected';
+export type GitHubFailure = 'rate-limited' | 'unavailable' | 'unreachable' | 'unauthorized' | 'rejected';
+
+/** Why no answer came: the connection was refused, a name did not resolve, TLS failed, it took too long, it broke. */
+export type NoAnswerCause = 'connection-refused' | 'dns' | 'tls' | 'timeout' | 'connection-reset' | 'network';
 
 export class GitHubApiError extends Error {
   override name = 'GitHubApiError';
-  constructor(readonly failure: GitHubFailure, readonly status: number | undefined, message: string) {
+  /** The URL asked (without its query), when a request was sent. */
+  readonly url: string | undefined;
+  /** For `unreachable`: why no answer came. */
+  readonly noAnswer: NoAnswerCause | undefined;
+  constructor(
+    readonly failure: GitHubFailure, readonly status: number | undefined, message: string,
+    details: { url?: string; noAnswer?: NoAnswerCause } = {},
+  ) {
     super(message);
+    this.url = details.url;
+    this.noAnswer = details.noAnswer;
   }
 }
 
@@ -75,7 +94,10 @@ export interface GitHubClientOptions {
 interface ErrorLike {
   status?: unknown;
   message?: unknown;
-  response?: { headers?: Record<string, string | number | undefined> };
+  response?: { headers?: Record<string, string | number | undefined>; data?: unknown };
+  /** Octokit's RequestError: the request it sent (its URL; its headers are redacted and never read here). */
+  request?: { url?: unknown };
+  cause?: unknown;
 }
 
 export function createGitHubAppClient(config: GitHubAppConfig, options: GitHubClientOptions = {}): GitHubAppClient {
@@ -101,6 +123,13 @@ export function createGitHubAppClient(config: GitHubAppConfig, options: GitHubCl
         return await send(signal ? AbortSignal.any([signal, timeout]) : timeout);
       } catch (error) {
         if (signal?.aborted) throw signal.reason;
+        if (!(error as ErrorLike).request && (error as ErrorLike).status === undefined) {
+          // It failed before any request left: the auth hook could not sign
+          // the App's JWT with its key. Not GitHub's failure, and no retry helps.
+          throw new RecoveryConfigError(
+            `GitHub App ${config.app}: ${envStem(config.app)}PRIVATE_KEY cannot sign the App's JWT`, config.app,
+            `${envStem(config.app)}PRIVATE_KEY`);
+        }
         const verdict = judge(error as ErrorLike);
         // A bounded number of rate-limit waits: a limit that keeps coming
         // back ends the sweep, which resumes on the next turn.
@@ -117,7 +146,7 @@ export function createGitHubAppClient(config: GitHubAppConfig, options: GitHubCl
             continue;
           }
         }
-        throw toApiError(what, error as ErrorLike, verdict);
+        throw toApiError(config, what, error as ErrorLike, verdict, { tries: attempt, timeoutMs: requestTimeoutMs });
       }
     }
   }
@@ -213,12 +242,84 @@ function judge(error: ErrorLike): Verdict {
   return { kind: 'fail', failure: 'rejected' };
 }
 
-function toApiError(what: string, error: ErrorLike, verdict: Verdict): GitHubApiError {
+function toApiError(
+  config: GitHubAppConfig, what: string, error: ErrorLike, verdict: Verdict, attempt: { tries: number; timeoutMs: number },
+): GitHubApiError {
   const status = typeof error.status === 'number' ? error.status : undefined;
+  const url = requestUrl(error);
+  const stem = envStem(config.app);
+  if (!error.response) {
+    const why = whyNoAnswer(error, attempt.timeoutMs);
+    return new GitHubApiError('unreachable', undefined,
+      `could not reach GitHub at ${url ?? config.apiUrl}: ${why.text}${attempt.tries > 1 ? `, after ${attempt.tries} tries` : ''}`,
+      { ...(url ? { url } : {}), noAnswer: why.cause });
+  }
   const failure: GitHubFailure = verdict.kind === 'fail' ? verdict.failure : verdict.kind === 'wait' ? 'rate-limited' : 'unavailable';
-  // Octokit's messages hold GitHub's answer, never the request's headers.
-  const detail = typeof error.message === 'string' ? error.message : 'no answer';
-  return new GitHubApiError(failure, status, `GitHub ${what}: ${failure}${status ? ` (${status})` : ''}: ${detail}`);
+  // GitHub's own message (Octokit's adds its documentation URL); never the request's headers.
+  const said = (error.response.data as { message?: unknown } | undefined)?.message;
+  const detail = typeof said === 'string' ? said : typeof error.message === 'string' ? error.message : 'no message';
+  const details = url ? { url } : {};
+  if (failure === 'unauthorized' && status === 401) {
+    return new GitHubApiError(failure, status,
+      `GitHub refused the JWT of GitHub App ${config.app} (401: ${detail}): check ${stem}PRIVATE_KEY and ${stem}ID`, details);
+  }
+  if (failure === 'unauthorized') {
+    return new GitHubApiError(failure, status,
+      `GitHub refused GitHub App ${config.app}'s request to ${what} (${status}: ${detail}): check ${stem}ID and the App's permissions`,
+      details);
+  }
+  return new GitHubApiError(failure, status, `GitHub ${what}: ${failure}${status ? ` (${status})` : ''}: ${detail}`, details);
+}
+
+/** The URL a request went to, without its query (a page cursor, which says nothing to the operator). */
+function requestUrl(error: ErrorLike): string | undefined {
+  const url = error.request?.url;
+  if (typeof url !== 'string' || !URL.canParse(url)) return undefined;
+  const parsed = new URL(url);
+  parsed.search = '';
+  parsed.username = '';
+  parsed.password = '';
+  return parsed.toString();
+}
+
+const dnsCodes = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_NONAME', 'EAI_FAIL', 'EAI_NODATA']);
+const resetCodes = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+const timeoutCodes = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+const tlsCodes = new Set([
+  'EPROTO', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID', 'CERT_REVOKED',
+  'CERT_UNTRUSTED', 'CERT_REJECTED', 'HOSTNAME_MISMATCH',
+]);
+
+/**
+ * Why a request got no answer, from what fetch threw (Node's fetch puts the
+ * system's error, with its code, in the cause chain; a timeout is the abort
+ * signal's TimeoutError): what to tell the operator, in a few words.
+ */
+export function whyNoAnswer(error: unknown, timeoutMs: number): { cause: NoAnswerCause; text: string } {
+  // The innermost message, for a failure none of the codes below names
+  // (fetch's and the system's messages quote no header and no secret).
+  let innermost: string | undefined;
+  for (let link: unknown = error, depth = 0; link && typeof link === 'object' && depth < 8; depth++) {
+    const { code, name, hostname, message } = link as { code?: unknown; name?: unknown; hostname?: unknown; message?: unknown };
+    if (typeof message === 'string' && message !== '') innermost = message;
+    if (name === 'TimeoutError' || (typeof code === 'string' && timeoutCodes.has(code))) {
+      return { cause: 'timeout', text: `no answer within ${timeoutMs / 1000}s` };
+    }
+    if (typeof code === 'string') {
+      if (code === 'ECONNREFUSED') return { cause: 'connection-refused', text: 'connection refused (ECONNREFUSED)' };
+      if (dnsCodes.has(code)) {
+        return { cause: 'dns', text: `the DNS lookup${typeof hostname === 'string' ? ` of ${hostname}` : ''} failed (${code})` };
+      }
+      if (tlsCodes.has(code) || /^(ERR_SSL_|ERR_TLS_|CERT_)/.test(code)) {
+        return { cause: 'tls', text: `the TLS handshake failed (${code})` };
+      }
+      if (resetCodes.has(code)) return { cause: 'connection-reset', text: `the connection closed before an answer (${code})` };
+      if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return { cause: 'network', text: `no route to the host (${code})` };
+    }
+    link = (link as { cause?: unknown }).cause;
+  }
+  return { cause: 'network', text: innermost ? `no answer (${innermost})` : 'no answer' };
 }
 
 function jitter(ms: number): number {

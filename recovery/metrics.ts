@@ -10,7 +10,7 @@ export interface RedeliveryMetrics {
   redelivered: Counter<'app'>;
   /** Failed deliveries that the inbox had stored all the same (a late original, or an earlier redelivery). */
   alreadyStored: Counter<'app'>;
-  /** Errors, by kind: rate-limited, unavailable, unauthorized, rejected, database, lease-lost, gave-up. */
+  /** Errors, by kind: config, unauthorized, rate-limited, unavailable, unreachable, rejected, database, lease-lost, gave-up. */
   errors: Counter<'app' | 'kind'>;
   /** When the App's last sweep reached the end of its window (any host), in Unix seconds. */
   lastSuccess: Gauge<'app'>;

@@ -4,15 +4,23 @@
 // SQL lets one host at a time sweep; the others find it busy and wait for the
 // next turn. After each turn the host reads when the App was last swept to
 // the end (by any host), sets the gauge, and warns when that is too long ago.
+//
+// The sweeper is a side job of a worker host: an App whose credentials are
+// wrong (a missing id or key, a key that does not decode, a JWT GitHub
+// refuses) is said once a turn, naming the App and the variable to fix, and
+// the host's handlers and other Apps carry on.
 import { hostname } from 'node:os';
 import pg from 'pg';
 import type { Registry } from 'prom-client';
 import type { Database } from '../db/database.js';
-import { readGitHubAppConfig, type GitHubAppConfig, type RecoveryEnv } from './config.js';
+import { checkAppName, readGitHubAppConfig, RecoveryConfigError, type GitHubAppConfig, type RecoveryEnv } from './config.js';
 import { createGitHubAppClient, type GitHubAppClient } from './github.js';
 import { redeliveryMetrics } from './metrics.js';
 import { sweepStatus } from './sql.js';
-import { silentLogger, sweepApp, type RecoveryLogger, type SweepOptions, type SweepResult } from './sweep.js';
+import { notSwept, silentLogger, sweepApp, type RecoveryLogger, type SweepOptions, type SweepResult } from './sweep.js';
+
+/** How often a host tries the sweep of each App. */
+export const defaultSweepEveryMs = 5 * 60_000;
 
 export interface SweepScheduleOptions {
   /** The database, as a connection string (a small pool of its own, closed on stop) or a Database. */
@@ -38,6 +46,9 @@ export interface SweepScheduleOptions {
   clientFor?: (config: GitHubAppConfig) => GitHubAppClient;
 }
 
+/** An App of the schedule: its configuration, or why it cannot be read. */
+type AppToSweep = { app: string; config: GitHubAppConfig; problem?: undefined } | { app: string; config?: undefined; problem: RecoveryConfigError };
+
 export interface SweepSchedule {
   /** Runs one turn now (every App, one after the other), unless a turn is running. */
   runOnce(): Promise<SweepResult[]>;
@@ -47,10 +58,19 @@ export interface SweepSchedule {
 
 export function startRedeliverySweeps(options: SweepScheduleOptions): SweepSchedule {
   if (!options.database && !options.connectionString) throw new Error('the redelivery sweeper needs a database');
-  // Read every App's configuration now: a missing id or key fails the start,
-  // not a sweep an hour later.
-  const apps = options.apps.map((app) => readGitHubAppConfig(options.env, app));
-  const everyMs = options.everyMs ?? 5 * 60_000;
+  // A name that is no App's is the command line's mistake: it fails the
+  // start. An App's credentials are read now too, and one that cannot be
+  // read is reported at every turn instead of sweeping.
+  for (const app of options.apps) checkAppName(app);
+  const apps = options.apps.map((app): AppToSweep => {
+    try {
+      return { app, config: readGitHubAppConfig(options.env, app) };
+    } catch (error) {
+      if (error instanceof RecoveryConfigError) return { app, problem: error };
+      throw error;
+    }
+  });
+  const everyMs = options.everyMs ?? defaultSweepEveryMs;
   const staleAfterMs = options.staleAfterMs ?? Math.max(4 * everyMs, 30 * 60_000);
   const logger = options.logger ?? silentLogger;
   const metrics = redeliveryMetrics(options.registry);
@@ -58,7 +78,7 @@ export function startRedeliverySweeps(options: SweepScheduleOptions): SweepSched
   const pool = options.database ? undefined : new pg.Pool({ connectionString: options.connectionString, max: 2 });
   pool?.on('error', () => {});
   const db: Database = options.database ?? pool!;
-  const clients = new Map(apps.map((config) => [config.app, (options.clientFor ?? createGitHubAppClient)(config)]));
+  const clients = new Map(apps.flatMap(({ app, config }) => (config ? [[app, (options.clientFor ?? createGitHubAppClient)(config)]] : [])));
   const startedAt = Date.now();
   const stopping = new AbortController();
   let running: Promise<SweepResult[]> | undefined;
@@ -66,23 +86,26 @@ export function startRedeliverySweeps(options: SweepScheduleOptions): SweepSched
 
   async function turn(): Promise<SweepResult[]> {
     const results: SweepResult[] = [];
-    for (const config of apps) {
+    for (const { app, config, problem } of apps) {
       if (stopping.signal.aborted) break;
+      if (!config) {
+        metrics.errors.inc({ app, kind: 'config' });
+        logger.error({ app, error_kind: 'config', variable: problem.variable }, problem.message);
+        results.push(notSwept(problem));
+        continue;
+      }
       const key = { appId: config.appId, source: config.source };
       const result = await sweepApp({
-        db, github: clients.get(config.app)!, app: config.app, key, holder, signal: stopping.signal, logger, metrics,
+        db, github: clients.get(app)!, app, key, holder, signal: stopping.signal, logger, metrics,
         ...options.sweep,
       }).catch((error: unknown): SweepResult => {
         // beginSweep itself failed (the database is down): the next turn tries again.
-        metrics.errors.inc({ app: config.app, kind: 'database' });
-        logger.error({ app: config.app, error_kind: 'database' }, 'redelivery sweep could not start');
-        return {
-          outcome: 'failed', error: error as Error, since: undefined, resumed: false, pages: 0, deliveries: 0, failed: 0,
-          redelivered: 0, alreadyStored: 0, alreadyRequested: 0, errors: 1, reachedBack: undefined,
-        };
+        metrics.errors.inc({ app, kind: 'database' });
+        logger.error({ app, error_kind: 'database' }, 'redelivery sweep could not start');
+        return notSwept(error as Error);
       });
       results.push(result);
-      await checkFreshness(config.app, key).catch(() => {});
+      await checkFreshness(app, key).catch(() => {});
     }
     return results;
   }
@@ -116,7 +139,7 @@ export function startRedeliverySweeps(options: SweepScheduleOptions): SweepSched
     timer.unref();
   };
   schedule(options.firstAfterMs ?? 1000 + Math.random() * Math.min(everyMs, 30_000));
-  if (apps.length > 0) logger.info({ apps: apps.map((config) => config.app), every_s: Math.round(everyMs / 1000) }, 'redelivery sweeps scheduled');
+  if (apps.length > 0) logger.info({ apps: apps.map(({ app }) => app), every_s: Math.round(everyMs / 1000) }, 'redelivery sweeps scheduled');
 
   return {
     runOnce,

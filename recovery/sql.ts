@@ -1,6 +1,7 @@
 // The calls of sql/85-redelivery.sql the sweeper makes. Intervals go to
 // PostgreSQL as milliseconds, so no unit is lost on the way.
 import type { Database } from '../db/database.js';
+import type { HookDelivery } from './github.js';
 
 export interface SweepKey {
   appId: string;
@@ -78,6 +79,32 @@ export async function abandonSweep(db: Database, key: SweepKey, token: string, e
   return rows[0]?.abandoned === true;
 }
 
+/** A delivery GUID found failed: its newest failed attempt in the window (GitHub's delivery id). */
+export interface FailedDelivery {
+  guid: string;
+  deliveryId: string;
+  event: string | null;
+}
+
+/**
+ * Records one page of GitHub's list in what the sweep has seen, and returns
+ * the GUIDs it now finds failed over every attempt of theirs in the window
+ * (`last`: the window's last page, where every GUID still open is decided).
+ * WH412 when the token no longer holds the sweep.
+ */
+export async function sweepPage(
+  db: Database, key: SweepKey, token: string, deliveries: readonly HookDelivery[], last: boolean,
+): Promise<FailedDelivery[]> {
+  const page = deliveries.map((delivery) => ({
+    id: delivery.id, guid: delivery.guid, delivered_at: delivery.deliveredAt.toISOString(), redelivery: delivery.redelivery,
+    status_code: delivery.statusCode, event: delivery.event,
+  }));
+  const { rows } = await db.query<{ guid: string; delivery_id: string; event: string | null }>(
+    'SELECT guid, delivery_id::text AS delivery_id, event FROM wharf.sweep_page($1, $2, $3, $4::jsonb, $5)',
+    [key.appId, key.source, token, JSON.stringify(page), last]);
+  return rows.map((row) => ({ guid: row.guid, deliveryId: row.delivery_id, event: row.event }));
+}
+
 /** The GUIDs of `guids` that the inbox has not stored from this GitHub source, in the order given. */
 export async function missingDeliveries(db: Database, source: string, guids: readonly string[]): Promise<string[]> {
   if (guids.length === 0) return [];
@@ -86,7 +113,7 @@ export async function missingDeliveries(db: Database, source: string, guids: rea
   return rows.map((row) => row.guid);
 }
 
-export type AskDecision = 'ask' | 'asked' | 'wait' | 'exhausted';
+export type AskDecision = 'ask' | 'asked' | 'wait' | 'exhausted' | 'refused';
 
 /** Records an ask for attempt `deliveryId` of `guid` before it is sent; WH412 when the token lost the sweep. */
 export async function requestRedelivery(

@@ -1,20 +1,22 @@
 // One sweep of one GitHub App: take the App's sweep lease (one host at a
 // time), walk GitHub's list of the App's deliveries page by page, newest
 // first, back to the start of the window, and for every delivery GUID whose
-// attempts in the window failed (none answered 2xx) and that the inbox has
-// not stored, record the ask and ask GitHub to redeliver it. Wharf's dedupe
-// makes a redelivery of something already stored harmless; the asks table
-// keeps two sweepers from asking for the same attempt twice.
+// attempts in the window failed (none answered 2xx, whatever page each is
+// on) and that the inbox has not stored, record the ask and ask GitHub to
+// redeliver it. Wharf's dedupe makes a redelivery of something already
+// stored harmless; the asks table keeps two sweepers from asking for the
+// same attempt twice.
 //
 // The cursor moves only once a page is done, so a sweep that dies resumes at
 // the page it was on; the lease is renewed while the sweep runs, and a host
 // whose lease was taken over is fenced out of every later write.
 import type { Database } from '../db/database.js';
-import { GitHubApiError, sleep, type DeliveryPage, type GitHubAppClient, type HookDelivery } from './github.js';
+import { RecoveryConfigError } from './config.js';
+import { GitHubApiError, sleep, type DeliveryPage, type GitHubAppClient } from './github.js';
 import type { RedeliveryMetrics } from './metrics.js';
 import {
   abandonSweep, advanceSweep, beginSweep, finishSweep, missingDeliveries, renewSweep, requestRedelivery,
-  settleRedelivery, type HeldSweep, type SweepKey,
+  settleRedelivery, sweepPage, type FailedDelivery, type HeldSweep, type SweepKey,
 } from './sql.js';
 
 /** pino's call shape; fields hold ids, counts and classes, never a secret or a payload. */
@@ -26,6 +28,12 @@ export interface RecoveryLogger {
 
 export const silentLogger: RecoveryLogger = { info() {}, warn() {}, error() {} };
 
+/**
+ * How long a sweep's lease lasts without a renewal (renewed every third of
+ * it): how soon another host takes over the sweep of a host that died.
+ */
+export const defaultSweepLeaseMs = 60_000;
+
 export interface SweepOptions {
   db: Database;
   github: GitHubAppClient;
@@ -36,7 +44,7 @@ export interface SweepOptions {
   holder: string;
   /** An operator's window: sweep back to this time (else: since the last sweep). */
   since?: Date;
-  /** How long the lease lasts without a renewal; renewed every third of it (default 60 s). */
+  /** How long the lease lasts without a renewal; renewed every third of it (default defaultSweepLeaseMs, 1 min). */
   leaseMs?: number;
   /**
    * How long an ask recorded by a host that lost its lease may still be in
@@ -75,6 +83,24 @@ export interface SweepProgress {
   errors: number;
   /** The oldest delivery time looked at so far. */
   reachedBack: Date | undefined;
+  /** Failed deliveries not stored that the sweep gave up on, each named. */
+  gaveUp: GaveUp[];
+}
+
+/**
+ * A failed delivery the sweeper asks no more for: it was asked for `asks`
+ * (maxAsks) times and is still not stored (`max-asks`), or GitHub refused to
+ * redeliver it (`rejected`, e.g. too old; its status when this sweep asked).
+ * An operator redelivers it by hand once Wharf can store it.
+ */
+export interface GaveUp {
+  guid: string;
+  /** GitHub's id of its newest failed attempt. */
+  deliveryId: string;
+  event: string | null;
+  reason: 'max-asks' | 'rejected';
+  asks?: number;
+  status?: number;
 }
 
 export type SweepOutcome =
@@ -97,12 +123,26 @@ export interface SweepResult extends SweepProgress {
   sweptUntil?: Date | null;
 }
 
+/** The result for an App that was not swept at all: its configuration cannot be read, or the sweep could not start. */
+export function notSwept(error: Error): SweepResult {
+  return {
+    outcome: 'failed', error, since: undefined, resumed: false, pages: 0, deliveries: 0, failed: 0, redelivered: 0,
+    alreadyStored: 0, alreadyRequested: 0, errors: 1, reachedBack: undefined, gaveUp: [],
+  };
+}
+
 class LeaseLost extends Error {
   override name = 'LeaseLost';
 }
 
-/** The error class recorded with the sweep and counted in webhook_redelivery_errors_total{kind}. */
+/**
+ * The kind of error, recorded with the sweep (as its class) and counted in
+ * webhook_redelivery_errors_total{kind}: `config` (the App's credentials
+ * cannot be read), one of GitHub's failures (GitHubFailure), `lease-lost` or
+ * `database`.
+ */
 export function errorKind(error: unknown): string {
+  if (error instanceof RecoveryConfigError) return 'config';
   if (error instanceof GitHubApiError) return error.failure;
   if (error instanceof LeaseLost) return 'lease-lost';
   const code = typeof error === 'object' && error !== null && 'code' in error ? (error as { code: unknown }).code : undefined;
@@ -110,16 +150,14 @@ export function errorKind(error: unknown): string {
   return 'database';
 }
 
-const isOk = (delivery: HookDelivery): boolean => delivery.statusCode >= 200 && delivery.statusCode < 300;
-
 export async function sweepApp(options: SweepOptions): Promise<SweepResult> {
   const { db, github, key, app } = options;
   const logger = options.logger ?? silentLogger;
-  const leaseMs = options.leaseMs ?? 60_000;
+  const leaseMs = options.leaseMs ?? defaultSweepLeaseMs;
   const staleMs = options.staleMs ?? 120_000;
   const progress: SweepProgress = {
     since: undefined, resumed: false, pages: 0, deliveries: 0, failed: 0, redelivered: 0,
-    alreadyStored: 0, alreadyRequested: 0, errors: 0, reachedBack: undefined,
+    alreadyStored: 0, alreadyRequested: 0, errors: 0, reachedBack: undefined, gaveUp: [],
   };
   const countError = (kind: string): void => {
     progress.errors++;
@@ -170,8 +208,8 @@ export async function sweepApp(options: SweepOptions): Promise<SweepResult> {
     const kind = errorKind(failure);
     countError(kind);
     if (kind !== 'lease-lost') await abandonSweep(db, key, sweep.token, errorClass(kind)).catch(() => false);
-    logger.error({ app, error_kind: kind, status: failure instanceof GitHubApiError ? failure.status : undefined, ...summary(progress) },
-      'redelivery sweep failed; the next one resumes here');
+    logger.error({ app, error_kind: kind, ...failureFields(failure), ...summary(progress) },
+      `redelivery sweep failed${explained(failure) ? `: ${failure.message}` : ''}; the next one resumes here`);
     return { ...progress, outcome: 'failed', error: failure };
   } finally {
     clearInterval(renewal);
@@ -208,13 +246,6 @@ async function walk(
   const { db, github, key, app } = options;
   const logger = options.logger ?? silentLogger;
   const maxAsks = options.maxAsks ?? 10;
-  // GUIDs with an attempt that got a 2xx: Wharf answered them (stored, or
-  // refused on purpose). A successful redelivery is newer than the failure
-  // it repairs, so it is seen first, on the same page or an earlier one.
-  const answered = new Set<string>();
-  // GUIDs dealt with on an earlier page of this run: an older attempt of
-  // theirs further down changes nothing.
-  const handled = new Set<string>();
   let cursor = sweep.cursor;
   let restarted = false;
 
@@ -237,33 +268,28 @@ async function walk(
     }
     signal.throwIfAborted();
 
-    const inWindow = page.deliveries.filter((delivery) => delivery.deliveredAt > sweep.since);
-    for (const delivery of page.deliveries) if (isOk(delivery)) answered.add(delivery.guid);
-    // The newest failed attempt of each GUID that no attempt answered.
-    const failed = new Map<string, HookDelivery>();
-    for (const delivery of inWindow) {
-      if (isOk(delivery) || answered.has(delivery.guid) || handled.has(delivery.guid)) continue;
-      const known = failed.get(delivery.guid);
-      if (!known || BigInt(delivery.id) > BigInt(known.id)) failed.set(delivery.guid, delivery);
-    }
-    for (const guid of failed.keys()) handled.add(guid);
-    progress.deliveries += inWindow.length;
-    progress.failed += failed.size;
-    options.metrics?.foundFailed.inc({ app }, failed.size);
+    const reachedEnd = page.nextCursor === undefined || page.deliveries.some((delivery) => delivery.deliveredAt <= sweep.since);
+    // One GUID's attempts can sit on several pages in either order: SQL
+    // decides each GUID once every attempt of it in the window is read,
+    // remembering the rest with the cursor.
+    const failed = await sweepPage(db, key, sweep.token, page.deliveries, reachedEnd);
+    progress.deliveries += page.deliveries.filter((delivery) => delivery.deliveredAt > sweep.since).length;
+    progress.failed += failed.length;
+    options.metrics?.foundFailed.inc({ app }, failed.length);
 
-    const missing = await missingDeliveries(db, key.source, [...failed.keys()]);
-    const stored = failed.size - missing.length;
+    const byGuid = new Map(failed.map((delivery) => [delivery.guid, delivery]));
+    const missing = await missingDeliveries(db, key.source, [...byGuid.keys()]);
+    const stored = failed.length - missing.length;
     progress.alreadyStored += stored;
     options.metrics?.alreadyStored.inc({ app }, stored);
 
     for (const guid of missing) {
-      await redeliverOne(options, sweep, failed.get(guid)!, progress, signal, staleMs, maxAsks, countError);
+      await redeliverOne(options, sweep, byGuid.get(guid)!, progress, signal, staleMs, maxAsks, countError);
     }
 
     progress.pages++;
     const oldest = page.deliveries.at(-1);
     if (oldest && (!progress.reachedBack || oldest.deliveredAt < progress.reachedBack)) progress.reachedBack = oldest.deliveredAt;
-    const reachedEnd = page.nextCursor === undefined || page.deliveries.some((delivery) => delivery.deliveredAt <= sweep.since);
     if (reachedEnd) {
       const sweptUntil = await finishSweep(db, key, sweep.token);
       // Nothing older is left in the window: it is covered back to its start.
@@ -278,18 +304,18 @@ async function walk(
 }
 
 async function redeliverOne(
-  options: SweepOptions, sweep: HeldSweep, delivery: HookDelivery, progress: SweepProgress, signal: AbortSignal,
+  options: SweepOptions, sweep: HeldSweep, delivery: FailedDelivery, progress: SweepProgress, signal: AbortSignal,
   staleMs: number, maxAsks: number, countError: (kind: string) => void,
 ): Promise<void> {
   const { db, github, key, app } = options;
   const logger = options.logger ?? silentLogger;
-  let decision = await requestRedelivery(db, key, sweep.token, delivery.guid, delivery.id, staleMs, maxAsks);
+  let decision = await requestRedelivery(db, key, sweep.token, delivery.guid, delivery.deliveryId, staleMs, maxAsks);
   // A host that lost its lease recorded this ask and may be sending it
   // still: wait until it is stale rather than ask twice.
   const waitUntil = Date.now() + staleMs * 2;
   while (decision === 'wait' && Date.now() < waitUntil) {
     await sleep(Math.min(Math.max(100, staleMs / 4), 5000), signal);
-    decision = await requestRedelivery(db, key, sweep.token, delivery.guid, delivery.id, staleMs, maxAsks);
+    decision = await requestRedelivery(db, key, sweep.token, delivery.guid, delivery.deliveryId, staleMs, maxAsks);
   }
   switch (decision) {
     case 'asked':
@@ -297,8 +323,13 @@ async function redeliverOne(
       return;
     case 'exhausted':
       countError('gave-up');
-      logger.warn({ app, guid: delivery.guid, delivery_id: delivery.id, event: delivery.event, max_asks: maxAsks },
+      progress.gaveUp.push({ ...delivery, reason: 'max-asks', asks: maxAsks });
+      logger.warn({ app, guid: delivery.guid, delivery_id: delivery.deliveryId, event: delivery.event, max_asks: maxAsks },
         'delivery still not stored after the most redeliveries the sweeper asks for; redeliver it by hand once the edge is healthy');
+      return;
+    case 'refused':
+      // GitHub refused this attempt's redelivery on an earlier sweep.
+      progress.gaveUp.push({ ...delivery, reason: 'rejected' });
       return;
     case 'wait':
       throw new GitHubApiError('unavailable', undefined, `an earlier ask for ${delivery.guid} never settled`);
@@ -306,35 +337,59 @@ async function redeliverOne(
       break;
   }
   try {
-    await github.redeliver(delivery.id, signal);
+    await github.redeliver(delivery.deliveryId, signal);
   } catch (error) {
     if (error instanceof GitHubApiError && error.failure === 'rejected') {
       // About this delivery only (too old, gone): the sweep goes on.
-      await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.id, 'rejected');
+      await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.deliveryId, 'rejected');
       countError('rejected');
-      logger.warn({ app, guid: delivery.guid, delivery_id: delivery.id, status: error.status }, 'GitHub refused to redeliver a delivery');
+      progress.gaveUp.push({ ...delivery, reason: 'rejected', ...(error.status !== undefined ? { status: error.status } : {}) });
+      logger.warn({ app, guid: delivery.guid, delivery_id: delivery.deliveryId, status: error.status }, 'GitHub refused to redeliver a delivery');
       return;
     }
     // The ask may not have got through: a later sweep asks again, from this page.
-    await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.id, 'failed').catch(() => {});
+    await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.deliveryId, 'failed').catch(() => {});
     throw error;
   }
-  await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.id, 'accepted');
+  await settleRedelivery(db, key, sweep.token, delivery.guid, delivery.deliveryId, 'accepted');
   progress.redelivered++;
   options.metrics?.redelivered.inc({ app });
-  logger.info({ app, guid: delivery.guid, delivery_id: delivery.id, event: delivery.event }, 'asked GitHub to redeliver');
+  logger.info({ app, guid: delivery.guid, delivery_id: delivery.deliveryId, event: delivery.event }, 'asked GitHub to redeliver');
 }
 
 function errorClass(kind: string): string {
   return {
-    'rate-limited': 'GitHubRateLimited', unavailable: 'GitHubUnavailable', unauthorized: 'GitHubUnauthorized',
-    rejected: 'GitHubRejected', database: 'DatabaseError', 'lease-lost': 'LeaseLost',
+    'rate-limited': 'GitHubRateLimited', unavailable: 'GitHubUnavailable', unreachable: 'GitHubUnreachable',
+    unauthorized: 'GitHubUnauthorized', rejected: 'GitHubRejected', config: 'ConfigurationError', database: 'DatabaseError',
+    'lease-lost': 'LeaseLost',
   }[kind] ?? kind;
+}
+
+/**
+ * Whether the error's message is one this part wrote for the operator (what
+ * to fix, or what happened at which URL), with no secret and no payload in
+ * it; a database error's message is not logged.
+ */
+function explained(error: Error): boolean {
+  return error instanceof GitHubApiError || error instanceof RecoveryConfigError || error instanceof LeaseLost;
+}
+
+/** The fields of a failure worth a log line's structure: GitHub's status, the URL, why no answer, the variable to fix. */
+export function failureFields(error: Error): Record<string, unknown> {
+  if (error instanceof GitHubApiError) {
+    return {
+      ...(error.status !== undefined ? { status: error.status } : {}), ...(error.url ? { url: error.url } : {}),
+      ...(error.noAnswer ? { no_answer: error.noAnswer } : {}),
+    };
+  }
+  if (error instanceof RecoveryConfigError && error.variable) return { variable: error.variable };
+  return {};
 }
 
 function summary(progress: SweepProgress): Record<string, unknown> {
   return {
     pages: progress.pages, deliveries: progress.deliveries, failed: progress.failed, redelivered: progress.redelivered,
     already_stored: progress.alreadyStored, already_requested: progress.alreadyRequested, errors: progress.errors,
+    gave_up: progress.gaveUp.length,
   };
 }

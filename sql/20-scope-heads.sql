@@ -10,8 +10,8 @@
 -- no index of wharf.provider_event names a column that claim, renew or
 -- complete writes, so those updates are heap-only (HOT): the moving parts of
 -- the queue change here, in a row a few dozen bytes wide. The lease path
--- (claim, complete, complete_many in sql/30) moves its scope rows itself, in
--- set-based statements; every other write of an event row (fail, release,
+-- (claim, complete, complete_many in sql/30) and admission (sql/80) move
+-- their scope rows themselves, in set-based statements; every other write of an event row (fail, release,
 -- reap, replay, erasure, a DBA's UPDATE) is followed by the row trigger
 -- below, which keeps the scope rows exact and refuses a second LEASED row in
 -- a scope, whoever writes it. The lease path tells the trigger that it keeps
@@ -160,10 +160,12 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- Admission keeps the heads of the rows it inserts itself (sql/80).
 DROP TRIGGER IF EXISTS provider_event_keep_scope_insert ON wharf.provider_event;
 CREATE TRIGGER provider_event_keep_scope_insert
   AFTER INSERT ON wharf.provider_event
-  FOR EACH ROW WHEN (NEW.state IN ('QUEUED', 'LEASED'))
+  FOR EACH ROW WHEN (NEW.state IN ('QUEUED', 'LEASED')
+                     AND current_setting('wharf.keeping_scopes', true) IS DISTINCT FROM 'on')
   EXECUTE FUNCTION wharf.keep_scope_heads();
 
 -- Fires for a change of state, of scope, or of a queued row's due time,

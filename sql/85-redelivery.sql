@@ -9,13 +9,28 @@
 -- sweep, because a sweep spans minutes of HTTP calls that no transaction or
 -- pooled session should stay open for. The cursor moves only when a page is
 -- done (advance_sweep), so a sweep that dies resumes at the page it was on.
+-- One delivery GUID's attempts can sit on several pages, in either order:
+-- sweep_page decides a GUID over every attempt of it in the window, keeping
+-- what it saw of undecided GUIDs with the cursor (wharf.redelivery_seen), so
+-- a resumed or taken-over sweep decides as the first one would have.
 -- request_redelivery records each ask before it is sent, so that two
 -- sweepers never ask for the same failed attempt twice.
 --
 -- The functions a sweeping host calls are SECURITY DEFINER with a fixed
 -- search_path and not executable by PUBLIC (sql/README.md, "Roles and
--- GRANTs"); README.md, "Provider retries", gives the GRANT for the worker's
--- role.
+-- GRANTs"). A worker host that sweeps needs this GRANT besides its own (the
+-- README shows it; test/recovery/roles.test.ts runs a sweep under it):
+--
+-- redelivery-grants:begin
+-- GRANT EXECUTE ON FUNCTION wharf.begin_sweep(bigint, text, text, interval, timestamptz, interval, interval),
+--   wharf.renew_sweep(bigint, text, uuid, interval), wharf.advance_sweep(bigint, text, uuid, text, interval),
+--   wharf.finish_sweep(bigint, text, uuid), wharf.abandon_sweep(bigint, text, uuid, text),
+--   wharf.sweep_page(bigint, text, uuid, jsonb, boolean),
+--   wharf.missing_deliveries(text, text, text[]),
+--   wharf.request_redelivery(bigint, text, uuid, text, bigint, interval, integer),
+--   wharf.settle_redelivery(bigint, text, uuid, text, bigint, text),
+--   wharf.sweep_status(bigint, text) TO wharf_worker;
+-- redelivery-grants:end
 
 -- The sweep row of App p_app_id on p_source, locked, when p_token holds its
 -- lease (an expired lease that nobody took over still holds). Raises WH412
@@ -49,7 +64,8 @@ END $$;
 -- since the last sweep, less p_overlap (late records, clock skew), or
 -- p_first_lookback for the first sweep. p_since (an operator's `recover
 -- --since`) starts a new sweep from the first page back to p_since, or
--- further back when a sweep under way reached less far. When another host
+-- further back when a sweep under way reached less far. A new sweep forgets
+-- what the one before it saw (it reads those pages again). When another host
 -- holds the lease, or is taking it right now, returns {"token": null,
 -- "holder", "leased_until"} and changes nothing. 22004 for a NULL argument,
 -- 22023 for an app id or interval out of range.
@@ -99,6 +115,7 @@ BEGIN
     v_sweep.window_until := clock_timestamp();
     v_sweep.page_cursor := NULL;
     v_sweep.pages_done := 0;
+    DELETE FROM wharf.redelivery_seen WHERE app_id = p_app_id AND source = p_source;
   END IF;
 
   UPDATE wharf.redelivery_sweep
@@ -131,9 +148,10 @@ BEGIN
   RETURN FOUND;
 END $$;
 
--- A page is done: the sweep goes on from GitHub's cursor p_cursor, and the
--- lease is extended by p_lease. WH412 when p_token no longer holds the sweep,
--- 22004 for a NULL argument, 22023 for a lease that is not positive.
+-- A page is done: the sweep goes on from GitHub's cursor p_cursor, forgets
+-- the GUIDs that sweep_page decided on that page, and the lease is extended
+-- by p_lease. WH412 when p_token no longer holds the sweep, 22004 for a NULL
+-- argument, 22023 for a lease that is not positive.
 CREATE OR REPLACE FUNCTION wharf.advance_sweep(
   p_app_id bigint, p_source text, p_token uuid, p_cursor text, p_lease interval)
 RETURNS void
@@ -149,13 +167,15 @@ BEGIN
   UPDATE wharf.redelivery_sweep
      SET page_cursor = p_cursor, pages_done = pages_done + 1, leased_until = clock_timestamp() + p_lease
    WHERE app_id = p_app_id AND source = p_source;
+  DELETE FROM wharf.redelivery_seen WHERE app_id = p_app_id AND source = p_source AND decided;
 END $$;
 
 -- The sweep reached the end of its window: it is recorded as the last
 -- success, `swept_until` moves to the window's end when the window joins
 -- what was swept before (an operator's window that starts later leaves the
--- gap to the next scheduled sweep), and the lease is given back. Asks older
--- than 7 days are forgotten (GitHub redelivers only recent deliveries).
+-- gap to the next scheduled sweep), the lease is given back, and what the
+-- sweep saw is forgotten. Asks older than 7 days are forgotten (GitHub
+-- redelivers only recent deliveries).
 -- Returns the new swept_until. WH412 when p_token no longer holds the sweep,
 -- 22004 for a NULL argument.
 CREATE OR REPLACE FUNCTION wharf.finish_sweep(p_app_id bigint, p_source text, p_token uuid)
@@ -175,6 +195,7 @@ BEGIN
          last_success_at = clock_timestamp()
    WHERE app_id = p_app_id AND source = p_source
   RETURNING swept_until INTO v_sweep.swept_until;
+  DELETE FROM wharf.redelivery_seen WHERE app_id = p_app_id AND source = p_source;
   DELETE FROM wharf.redelivery_request
    WHERE app_id = p_app_id AND source = p_source AND requested_at < clock_timestamp() - interval '7 days';
   RETURN v_sweep.swept_until;
@@ -197,6 +218,90 @@ BEGIN
          last_error_at = CASE WHEN p_error IS NULL THEN last_error_at ELSE clock_timestamp() END
    WHERE app_id = p_app_id AND source = p_source AND lease_token = p_token;
   RETURN FOUND;
+END $$;
+
+-- One page of GitHub's list of the App's delivery attempts, as sweep p_token
+-- read it: p_deliveries is a JSON array of {"id", "guid", "delivered_at",
+-- "redelivery", "status_code", "event"}, GitHub's fields. Returns the
+-- delivery GUIDs the sweep now finds failed, each with its newest failed
+-- attempt in the window (after the window's `since`) and its event type,
+-- newest first: every attempt of the GUID has been read, none was answered
+-- 2xx (Wharf took it: stored, or refused on purpose) and one in the window
+-- failed. Every attempt has been read once the GUID's original is (the
+-- oldest attempt: GitHub lists newest first), or on p_last, the window's last
+-- page. What the page says of GUIDs not decided yet is kept with the sweep
+-- for the pages after it; advance_sweep forgets the GUIDs decided here. A
+-- page read again (the sweep stopped before advance_sweep) returns the same
+-- GUIDs. WH412 when p_token no longer holds the sweep, 22004 for a NULL
+-- argument, 22023 for an attempt without its id, GUID, time, flag or status.
+CREATE OR REPLACE FUNCTION wharf.sweep_page(
+  p_app_id bigint, p_source text, p_token uuid, p_deliveries jsonb, p_last boolean)
+RETURNS TABLE (guid text, delivery_id bigint, event text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+  v_sweep wharf.redelivery_sweep;
+BEGIN
+  IF p_deliveries IS NULL OR p_last IS NULL THEN
+    RAISE EXCEPTION 'wharf: sweep_page needs the page''s deliveries and whether it is the last' USING ERRCODE = '22004';
+  END IF;
+  IF jsonb_typeof(p_deliveries) <> 'array' THEN
+    RAISE EXCEPTION 'wharf: sweep_page needs a JSON array of deliveries' USING ERRCODE = '22023';
+  END IF;
+  v_sweep := wharf.held_sweep(p_app_id, p_source, p_token);
+  IF EXISTS (SELECT FROM jsonb_to_recordset(p_deliveries)
+                      AS a(id bigint, guid text, delivered_at timestamptz, redelivery boolean, status_code integer)
+              WHERE a.id IS NULL OR a.guid IS NULL OR a.guid = '' OR a.delivered_at IS NULL OR a.redelivery IS NULL
+                 OR a.status_code IS NULL) THEN
+    RAISE EXCEPTION 'wharf: every delivery needs an id, a guid, delivered_at, redelivery and status_code'
+      USING ERRCODE = '22023';
+  END IF;
+
+  RETURN QUERY
+    WITH page AS MATERIALIZED (
+      SELECT a.guid,
+             max(a.id) FILTER (WHERE a.status_code NOT BETWEEN 200 AND 299
+                                 AND a.delivered_at > v_sweep.window_since) AS failed_id,
+             max(a.event) AS event,
+             bool_or(a.status_code BETWEEN 200 AND 299) AS answered,
+             -- Its original is here: nothing of it is older.
+             bool_or(NOT a.redelivery) OR p_last AS decided
+        FROM jsonb_to_recordset(p_deliveries)
+          AS a(id bigint, guid text, delivered_at timestamptz, redelivery boolean, status_code integer, event text)
+       GROUP BY a.guid
+    ), seen AS (
+      -- A GUID still undecided, or one that earlier pages said something
+      -- of: merged into what the sweep remembers. A GUID decided on its
+      -- first page needs no row: read again, the page decides it again.
+      INSERT INTO wharf.redelivery_seen AS s (app_id, source, guid, failed_id, event, answered, decided)
+      SELECT p_app_id, p_source, pg.guid, pg.failed_id, pg.event, pg.answered, pg.decided
+        FROM page pg
+       WHERE NOT pg.decided
+          OR EXISTS (SELECT FROM wharf.redelivery_seen e
+                      WHERE e.app_id = p_app_id AND e.source = p_source AND e.guid = pg.guid)
+      ON CONFLICT (app_id, source, guid) DO UPDATE
+         SET failed_id = greatest(s.failed_id, excluded.failed_id),
+             event = coalesce(s.event, excluded.event),
+             answered = s.answered OR excluded.answered,
+             decided = s.decided OR excluded.decided
+      RETURNING s.guid, s.failed_id, s.event, s.answered, s.decided
+    ), decided AS (
+      SELECT m.guid, m.failed_id, m.event, m.answered FROM seen m WHERE m.decided
+      UNION ALL
+      SELECT pg.guid, pg.failed_id, pg.event, pg.answered
+        FROM page pg
+       WHERE pg.decided AND NOT EXISTS (SELECT FROM seen m WHERE m.guid = pg.guid)
+      UNION ALL
+      -- The window's end: what earlier pages left undecided is decided now.
+      SELECT e.guid, e.failed_id, e.event, e.answered
+        FROM wharf.redelivery_seen e
+       WHERE p_last AND e.app_id = p_app_id AND e.source = p_source
+         AND NOT EXISTS (SELECT FROM page pg WHERE pg.guid = e.guid)
+    )
+    SELECT d.guid, d.failed_id, d.event
+      FROM decided d
+     WHERE d.failed_id IS NOT NULL AND NOT d.answered
+     ORDER BY d.failed_id DESC;
 END $$;
 
 -- Of the delivery keys p_delivery_keys (for GitHub: X-GitHub-Delivery GUIDs,
@@ -245,8 +350,9 @@ END $$;
 --               about (that redelivery failed too), or the last ask did not
 --               get through, or a sweep that lost its lease recorded it more
 --               than p_stale ago and never said how it ended;
---   'asked'     an ask for this attempt or a newer one was sent, or GitHub
---               rejected it;
+--   'asked'     an ask for this attempt or a newer one was sent;
+--   'refused'   GitHub refused to redeliver this attempt (or a newer one) when
+--               it was asked: the sweeper gives up on it, and says so;
 --   'wait'      a sweep that lost its lease recorded an ask less than p_stale
 --               ago and may be sending it still: ask again later;
 --   'exhausted' it was asked p_max_asks times already.
@@ -298,6 +404,9 @@ BEGIN
   END IF;
   IF v_request.outcome = 'asking' AND v_request.asked_by <> p_token THEN
     RETURN 'wait';
+  END IF;
+  IF v_request.outcome = 'rejected' THEN
+    RETURN 'refused';
   END IF;
   RETURN 'asked';
 END $$;
@@ -360,6 +469,7 @@ REVOKE ALL ON FUNCTION wharf.held_sweep(bigint, text, uuid),
   wharf.advance_sweep(bigint, text, uuid, text, interval),
   wharf.finish_sweep(bigint, text, uuid),
   wharf.abandon_sweep(bigint, text, uuid, text),
+  wharf.sweep_page(bigint, text, uuid, jsonb, boolean),
   wharf.missing_deliveries(text, text, text[]),
   wharf.request_redelivery(bigint, text, uuid, text, bigint, interval, integer),
   wharf.settle_redelivery(bigint, text, uuid, text, bigint, text),

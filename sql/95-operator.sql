@@ -299,6 +299,17 @@ BEGIN
                             'name', v_token.name);
 END $$;
 
+-- The SHA-256 hashes, in hex, of every live (not revoked) token, as a jsonb
+-- array. The operator surface keeps them in memory and refuses a token that
+-- is none of them without a query, so that a flood of wrong tokens costs the
+-- database a reload now and then instead of a lookup each; a token among
+-- them is still checked by verify_token. A hash gives no way in: the tokens
+-- are 256 random bits, and never reach the database themselves.
+CREATE OR REPLACE FUNCTION wharf.live_token_hashes() RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT coalesce(jsonb_agg(encode(t.token_hash, 'hex')), '[]') FROM wharf.api_token t WHERE t.revoked_at IS NULL
+$$;
+
 -- The tokens of workspace p_workspace_id, revoked ones included, without
 -- their hashes. P0002 for an unknown workspace.
 CREATE OR REPLACE FUNCTION wharf.list_tokens(p_workspace_id bigint) RETURNS jsonb
@@ -334,6 +345,7 @@ REVOKE ALL ON FUNCTION wharf.list_events(bigint, text, text, integer, bigint, te
   wharf.list_connections(bigint),
   wharf.create_token(bigint, text, bytea),
   wharf.verify_token(bytea),
+  wharf.live_token_hashes(),
   wharf.list_tokens(bigint),
   wharf.revoke_token(bigint, bigint) FROM PUBLIC;
 

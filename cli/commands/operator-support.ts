@@ -71,7 +71,6 @@ export async function withApi(
       const app = operatorApi({
         db, adminToken, adminAccount: options.account ?? cliAccount(),
         keyRing: parseKeyRing(process.env.WHARF_SECRET_KEYS),
-        authThrottle: { maxFailures: Number.MAX_SAFE_INTEGER },
         // The API answers a bug with "internal error" only; the operator next
         // to the database is better served by its own message, which holds no secret.
         onUnexpectedError: (error) => process.stderr.write(`wharf: ${error instanceof Error ? error.message : String(error)}\n`),

@@ -1,6 +1,6 @@
 // Parsers for command-line option values, shared by every verb.
-import { InvalidArgumentError } from 'commander';
-import { parseDuration } from '../duration.js';
+import { InvalidArgumentError, Option } from 'commander';
+import { formatDuration, parseDuration } from '../duration.js';
 
 export function positiveInteger(value: string): number {
   const number = Number(value);
@@ -20,4 +20,10 @@ export function duration(value: string): number {
   } catch (error) {
     throw new InvalidArgumentError((error as Error).message);
   }
+}
+
+/** An option whose value is a duration (cli/duration.ts), its default shown as one. */
+export function durationOption(flags: string, description: string, defaultMs?: number): Option {
+  const option = new Option(flags, description).argParser(duration);
+  return defaultMs === undefined ? option : option.default(defaultMs, formatDuration(defaultMs));
 }

@@ -5,11 +5,11 @@ import { Command, Option } from 'commander';
 import { createCliLogger } from '../logger.js';
 import { createWorker } from '../../worker/create-worker.js';
 import { loadHandlers } from '../load-handlers.js';
-import { parseAppList, startRedeliverySweeps } from '../../recovery/index.js';
+import { defaultSweepEveryMs, defaultSweepLeaseMs, parseAppList, startRedeliverySweeps } from '../../recovery/index.js';
 import { workerRegistry } from '../../worker/metrics.js';
 import { startMetricsServer, type MetricsServer } from '../../worker/metrics-server.js';
-import type { WorkerSettings } from '../../worker/settings.js';
-import { duration, port, positiveInteger } from './option-parsers.js';
+import { hostSettingDefaults, type WorkerSettings } from '../../worker/settings.js';
+import { durationOption, port, positiveInteger } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
 
 interface WorkerCommandOptions {
@@ -21,11 +21,12 @@ interface WorkerCommandOptions {
   metricsHost: string;
   ignoreUnhandled?: boolean;
   workerId?: string;
-  drainTimeout?: number;
-  reapEvery?: number;
-  retentionEvery?: number;
+  drainTimeout: number;
+  reapEvery: number;
+  retentionEvery: number;
   sweepApp?: string[];
-  sweepEvery?: number;
+  sweepEvery: number;
+  sweepLease: number;
 }
 
 export function workerCommand(): Command {
@@ -40,20 +41,21 @@ export function workerCommand(): Command {
     .option('--metrics-host <host>', 'address the metrics port listens on (0.0.0.0 for every interface)', '127.0.0.1')
     .option('--worker-id <id>', 'name of this host in leases (default hostname:pid:random)')
     .option('--ignore-unhandled', 'claim every event type, completing those without a handler as ignored (no host anywhere handles them)')
-    .option('--drain-timeout <duration>', 'how long shutdown lets handlers finish (default 10s)', duration)
-    .option('--reap-every <duration>', 'how often this host reaps expired leases (default 30s)', duration)
-    .option('--retention-every <duration>', 'how often this host tries retention (default 1h)', duration)
+    .addOption(durationOption('--drain-timeout <duration>', 'how long shutdown lets handlers finish', hostSettingDefaults.drainTimeout))
+    .addOption(durationOption('--reap-every <duration>', 'how often this host reaps expired leases', hostSettingDefaults.reapEvery))
+    .addOption(durationOption('--retention-every <duration>', 'how often this host tries retention', hostSettingDefaults.retentionEvery))
     .addOption(new Option('--sweep-app <apps>', 'GitHub Apps (comma-separated, repeatable) whose failed deliveries this host sweeps and asks GitHub to redeliver (GITHUB_APP_<APP>_ID, _PRIVATE_KEY)')
       .env('WHARF_SWEEP_APPS').argParser((value: string, previous: string[] = []) => [...previous, ...parseAppList(value)]))
-    .addOption(new Option('--sweep-every <duration>', 'how often this host tries the redelivery sweep (default 5m; one host at a time sweeps)')
-      .env('WHARF_SWEEP_EVERY').argParser(duration))
+    .addOption(durationOption('--sweep-every <duration>', 'how often this host tries the redelivery sweep (one host at a time sweeps)',
+      defaultSweepEveryMs).env('WHARF_SWEEP_EVERY'))
+    .addOption(durationOption('--sweep-lease <duration>',
+      'how long a sweep stays claimed without a sign of life (another host takes over the sweep of a host that died after)',
+      defaultSweepLeaseMs).env('WHARF_SWEEP_LEASE'))
     .action(async (options: WorkerCommandOptions) => {
       if (!options.databaseUrl) throw new Error('set DATABASE_URL or pass --database-url');
       const logger = createCliLogger('wharf-worker');
       const settings: Partial<WorkerSettings> = {
-        ...(options.drainTimeout !== undefined ? { drainTimeout: options.drainTimeout } : {}),
-        ...(options.reapEvery !== undefined ? { reapEvery: options.reapEvery } : {}),
-        ...(options.retentionEvery !== undefined ? { retentionEvery: options.retentionEvery } : {}),
+        drainTimeout: options.drainTimeout, reapEvery: options.reapEvery, retentionEvery: options.retentionEvery,
       };
       const worker = createWorker({
         connectionString: options.databaseUrl,
@@ -65,11 +67,12 @@ export function workerCommand(): Command {
         ...(options.workerId !== undefined ? { workerId: options.workerId } : {}),
         ignoreUnhandled: options.ignoreUnhandled ?? false,
       });
-      // A GitHub App without its id or key fails the start here, not later.
+      // A malformed App name fails the start here; an App whose id or key
+      // cannot be read is logged at every turn while the handlers carry on.
       const sweeps = options.sweepApp?.length
         ? startRedeliverySweeps({
           connectionString: options.databaseUrl, apps: options.sweepApp, env: process.env, registry: workerRegistry, logger,
-          ...(options.sweepEvery !== undefined ? { everyMs: options.sweepEvery } : {}),
+          everyMs: options.sweepEvery, sweep: { leaseMs: options.sweepLease },
         })
         : undefined;
       const stopAll = async (): Promise<void> => {

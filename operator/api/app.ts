@@ -7,6 +7,7 @@
 // (a new token, a rotated webhook secret), all carry operators' data.
 import { OpenAPIHono } from '@hono/zod-openapi';
 import { authenticate, checkAdminToken, type OperatorEnv } from './auth.js';
+import { Authenticator } from './authenticator.js';
 import { checkJsonBody } from './body.js';
 import type { Database } from '../../db/database.js';
 import type { KeyRing } from '../../db/secret-box.js';
@@ -16,7 +17,6 @@ import { adminRoutes } from './routes/admin.js';
 import { bulkReplayRoutes } from './routes/bulk-replays.js';
 import { eventRoutes } from './routes/events.js';
 import { queueHistoryRoutes } from './routes/queue-history.js';
-import { AuthThrottle, defaultClientKey, type AuthThrottleOptions, type ClientKey } from './throttle.js';
 
 export interface OperatorApiDeps {
   db: Database;
@@ -39,15 +39,13 @@ export interface OperatorApiDeps {
    */
   onConfigurationError?: (reason: string) => void;
   /**
-   * The client a request comes from, whose failed authentications are
-   * counted together; undefined puts it in one bucket shared by all such
-   * callers. By default the remote address the runtime tells (defaultClientKey:
-   * the Node adapter's socket, Cloudflare's CF-Connecting-IP), never
-   * X-Forwarded-For: behind a reverse proxy, give one that reads the proxy's header.
+   * Checks tokens and throttles failed authentications (authenticator.ts).
+   * A server passes one it shares with the console, so that a guesser has
+   * one budget for both and the token table is loaded once; by default the
+   * API has its own, with the defaults (the client is the address the
+   * runtime tells; no forwarded header is trusted).
    */
-  clientKey?: ClientKey;
-  /** Limits of the failed-authentication throttle (default: 10 failures per client and minute). */
-  authThrottle?: AuthThrottleOptions;
+  authenticator?: Authenticator;
 }
 
 export const openApiDocumentPath = '/openapi.json';
@@ -71,8 +69,12 @@ export function operatorApi(deps: OperatorApiDeps) {
   const routes = operatorRoutes(deps);
 
   // The description is public: it holds no data, and a client needs it before it has a token.
-  app.doc31(openApiDocumentPath, {
+  app.doc31(openApiDocumentPath, (c) => ({
     openapi: '3.1.0',
+    // The paths are relative to where the API is mounted (/api in `wharf
+    // serve`), which is where this document was asked for, less its own name:
+    // a generic client or Swagger UI then calls them there, not at the host's root.
+    servers: [{ url: c.req.path.slice(0, -openApiDocumentPath.length) || '/', description: 'this API' }],
     info: {
       title: 'Wharf operator API',
       version: '0.2.0',
@@ -80,7 +82,7 @@ export function operatorApi(deps: OperatorApiDeps) {
         + 'Bearer tokens: the instance admin token (WHARF_ADMIN_TOKEN) or a workspace token.',
     },
     security: [{ bearer: [] }],
-  });
+  }));
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
   return app.route('/', routes);
 }
@@ -88,11 +90,9 @@ export function operatorApi(deps: OperatorApiDeps) {
 /** Every route of the API behind its authentication and request checks. */
 function operatorRoutes(deps: OperatorApiDeps) {
   return new OpenAPIHono<OperatorEnv>()
-    .use('*', authenticate(deps.db, {
-      adminToken: acceptedAdminToken(deps),
-      ...(deps.adminAccount ? { adminAccount: deps.adminAccount } : {}),
-      throttle: new AuthThrottle(deps.authThrottle),
-      clientKey: deps.clientKey ?? defaultClientKey,
+    .use('*', authenticate(deps.authenticator ?? new Authenticator(deps.db), {
+      token: acceptedAdminToken(deps),
+      ...(deps.adminAccount ? { account: deps.adminAccount } : {}),
     }))
     .use('*', async (c, next) => {
       checkQueryParameters(c.req.queries());

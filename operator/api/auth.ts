@@ -1,12 +1,10 @@
 // Who is calling: the instance admin (WHARF_ADMIN_TOKEN) or the holder of a
-// workspace token. Routes then ask for the admin or for one workspace. Failed
-// authentications are throttled per client (throttle.ts).
+// workspace token. Routes then ask for the admin or for one workspace. The
+// token is checked, and a wrong one made to cost its sender, by the
+// Authenticator (authenticator.ts).
 import type { Context, MiddlewareHandler } from 'hono';
-import type { Database } from '../../db/database.js';
+import type { AdminIdentity, Authenticator } from './authenticator.js';
 import { ApiError } from './errors.js';
-import { verifyApiToken } from '../sql/operator.js';
-import { AuthThrottle, defaultClientKey, sharedBucket, type ClientKey } from './throttle.js';
-import { looksLikeWorkspaceToken, sameSecret } from './tokens.js';
 
 export type Principal =
   | { kind: 'admin'; account: string }
@@ -44,52 +42,25 @@ export function checkAdminToken(token: string): string | undefined {
   return undefined;
 }
 
-export interface AuthenticateOptions {
-  /** An admin token checkAdminToken accepted; without it only workspace tokens are accepted. */
-  adminToken?: string;
-  /** Recorded as the admin's account (replayed_by); default 'admin'. */
-  adminAccount?: string;
-  throttle?: AuthThrottle;
-  clientKey?: ClientKey;
-}
-
-export function authenticate(db: Database, options: AuthenticateOptions = {}): MiddlewareHandler<OperatorEnv> {
-  const { adminToken, adminAccount, throttle = new AuthThrottle(), clientKey = defaultClientKey } = options;
+/**
+ * Requires a valid bearer token: 401 without one or with a wrong one, 429
+ * with Retry-After once its client is past its failures (authenticator.ts).
+ */
+export function authenticate(authenticator: Authenticator, admin: AdminIdentity): MiddlewareHandler<OperatorEnv> {
   return async (c, next) => {
     const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(c.req.header('authorization') ?? '');
     const token = match?.[1];
     // No token guesses nothing: it is not counted.
     if (!token) throw new ApiError(401, 'unauthorized', 'a bearer token is required');
-    const attempt = await throttle.begin(clientKey(c) || sharedBucket);
-    if (typeof attempt === 'number') {
+    const { principal, retryAfterSeconds } = await authenticator.authenticate(c, token, admin);
+    if (retryAfterSeconds !== undefined) {
       throw new ApiError(429, 'too_many_requests', 'too many failed authentications from this client; retry later',
-        {}, { retryAfterSeconds: attempt });
-    }
-    let principal: Principal | undefined;
-    let refused = false;
-    try {
-      principal = await identify(db, token, adminToken, adminAccount);
-      refused = !principal;
-    } finally {
-      // A database that cannot say (503) is no failed authentication.
-      throttle.end(attempt, refused);
+        {}, { retryAfterSeconds });
     }
     if (!principal) throw new ApiError(401, 'unauthorized', 'the token is not valid');
     c.set('principal', principal);
     return next();
   };
-}
-
-/** The principal a bearer token stands for (the admin token, or a live workspace token), or undefined. */
-export async function identify(
-  db: Database, token: string, adminToken: string | undefined, adminAccount = 'admin',
-): Promise<Principal | undefined> {
-  // An empty admin token (unset variable) must never let anyone in.
-  if (adminToken && sameSecret(token, adminToken)) return { kind: 'admin', account: adminAccount };
-  // Anything that cannot be a workspace token costs no database lookup.
-  const found = looksLikeWorkspaceToken(token) ? await verifyApiToken(db, token) : null;
-  if (!found) return undefined;
-  return { kind: 'workspace', workspaceId: String(found.workspace_id), account: `token:${found.name}` };
 }
 
 export function requireAdmin(c: Context<OperatorEnv>): Principal {

@@ -6,6 +6,7 @@
 import { Hono } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { checkAdminToken } from '../api/auth.js';
+import { Authenticator } from '../api/authenticator.js';
 import { csrfSigner } from './csrf-token.js';
 import type { ConsoleDeps, ConsoleEnv, RouteDeps } from './env.js';
 import { errorResponse } from './error-page.js';
@@ -28,7 +29,7 @@ export function consoleApp(deps: ConsoleDeps): Hono<ConsoleEnv> {
   // The API never accepts an admin token checkAdminToken refuses; neither does the console.
   const adminToken = deps.adminToken && checkAdminToken(deps.adminToken) === undefined ? deps.adminToken : undefined;
   const csrf = csrfSigner(adminToken);
-  const identify = identifier(deps.db, adminToken);
+  const identify = identifier(deps.authenticator ?? new Authenticator(deps.db), adminToken);
   const routeDeps: RouteDeps = { db: deps.db, basePath, onUnexpectedError: deps.onUnexpectedError ?? (() => {}) };
 
   const app = new Hono<ConsoleEnv>();

@@ -1,6 +1,7 @@
 // What every console handler knows about the request: who signed in, the
 // token that says so (the cookie's), its CSRF token, and the CSP nonce.
 import type { Principal } from '../api/auth.js';
+import type { Authenticator } from '../api/authenticator.js';
 import type { Database } from '../../db/database.js';
 
 export interface ConsoleVariables {
@@ -21,6 +22,11 @@ export interface ConsoleDeps {
   basePath?: string;
   /** Told about every 500 and every failed background bulk replay. */
   onUnexpectedError?: (error: unknown) => void;
+  /**
+   * Checks tokens and throttles failed sign-ins (authenticator.ts); a server
+   * passes the one its API uses. By default the console has its own.
+   */
+  authenticator?: Authenticator;
 }
 
 /** What every page registration needs. */

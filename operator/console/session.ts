@@ -1,11 +1,11 @@
 // Who is signed in: every request presents the cookie's token again and it is
-// identified again (identify, as the API does), so a revoked workspace token
-// stops working at the next click. Failed identifications, from the sign-in
-// form or from a forged cookie, count in the same per-client throttle.
+// identified again, as the API does, so a revoked workspace token stops
+// working at the next click. Failed identifications, from the sign-in form
+// or from a forged cookie, cost their client as the API's do
+// (authenticator.ts): a valid token is never delayed or refused.
 import type { Context, MiddlewareHandler } from 'hono';
-import { identify, type Principal } from '../api/auth.js';
-import { AuthThrottle, defaultClientKey, sharedBucket } from '../api/throttle.js';
-import type { Database } from '../../db/database.js';
+import type { Principal } from '../api/auth.js';
+import type { Authenticator } from '../api/authenticator.js';
 import { clearSession, readCookie, sessionCookie } from './cookies.js';
 import type { CsrfSigner } from './csrf-token.js';
 import type { ConsoleEnv } from './env.js';
@@ -16,20 +16,11 @@ export interface Identifier {
   (c: Context, token: string): Promise<Principal | undefined>;
 }
 
-export function identifier(db: Database, adminToken: string | undefined, throttle = new AuthThrottle()): Identifier {
+export function identifier(authenticator: Authenticator, adminToken: string | undefined): Identifier {
   return async (c, token) => {
-    const attempt = await throttle.begin(defaultClientKey(c) || sharedBucket);
-    if (typeof attempt === 'number') {
-      throw new ConsoleError(429, 'Too many failed sign-ins from this address; try again later.', { retryAfterSeconds: attempt });
-    }
-    let principal: Principal | undefined;
-    let refused = false;
-    try {
-      principal = await identify(db, token, adminToken);
-      refused = !principal;
-    } finally {
-      // A database that cannot say is no failed sign-in.
-      throttle.end(attempt, refused);
+    const { principal, retryAfterSeconds } = await authenticator.authenticate(c, token, { token: adminToken });
+    if (retryAfterSeconds !== undefined) {
+      throw new ConsoleError(429, 'Too many failed sign-ins from this address; try again later.', { retryAfterSeconds });
     }
     return principal;
   };

@@ -5,6 +5,7 @@
 import type { Database } from '../../db/database.js';
 import type { EventState } from '../api/params.js';
 import { generateWorkspaceToken, tokenHashHex } from '../api/tokens.js';
+import { ApiError } from '../api/errors.js';
 import { callWharf } from './call-wharf.js';
 
 /** Whose events a query reads; no query takes a NULL workspace to mean "any". */
@@ -167,7 +168,32 @@ export async function createApiToken(
 export function verifyApiToken(
   db: Database, token: string,
 ): Promise<Pick<ApiToken, 'id' | 'workspace_id' | 'name'> | null> {
-  return callWharf(db, "wharf.verify_token(decode($1, 'hex'))", [tokenHashHex(token)]);
+  return verifyApiTokenHash(db, tokenHashHex(token));
+}
+
+/** The live token whose secret hashes to `hashHex` (tokenHashHex), or null. */
+export function verifyApiTokenHash(
+  db: Database, hashHex: string,
+): Promise<Pick<ApiToken, 'id' | 'workspace_id' | 'name'> | null> {
+  return callWharf(db, "wharf.verify_token(decode($1, 'hex'))", [hashHex]);
+}
+
+/**
+ * The hashes (tokenHashHex) of every live token, or undefined when this
+ * role may not read them: no EXECUTE on wharf.live_token_hashes (README,
+ * "Roles"), or a database not migrated that far. Any other failure is
+ * thrown, as callWharf's.
+ */
+export async function liveTokenHashes(db: Database): Promise<string[] | undefined> {
+  try {
+    return await callWharf<string[]>(db, 'wharf.live_token_hashes()', []);
+  } catch (error) {
+    const cause = error instanceof ApiError ? error.cause : undefined;
+    const code = typeof cause === 'object' && cause !== null && 'code' in cause ? cause.code : undefined;
+    // 42501 insufficient_privilege, 42883 undefined_function.
+    if (code === '42501' || code === '42883') return undefined;
+    throw error;
+  }
 }
 
 export function listApiTokens(db: Database, workspaceId: string): Promise<ApiToken[]> {

@@ -1,11 +1,17 @@
 // The API's description: /api/openapi.json is served without a token, is a
 // valid OpenAPI 3.1 document, and describes every route the API registers
 // (both come from the same route definitions, so this guards the wiring).
+// And a client that knows nothing but the document reaches every operation
+// it describes where the API is, not at the host's root.
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { operatorApi } from '../../operator/api/app.js';
+import { startBulkReplay } from '../../operator/sql/bulk-replay.js';
+import { createApiToken } from '../../operator/sql/operator.js';
 import { adminToken, apiClient, type ApiCall } from '../support/api-client.js';
+import { createConnection, createWorkspace, deadEvent, deadInstallationEvent, fixtureSource } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { serveOperatorApi } from '../support/operator-client.js';
 
 let db: TestDatabase;
 let api: ApiCall;
@@ -19,9 +25,26 @@ afterAll(async () => {
   await db?.drop();
 });
 
+interface JsonSchema {
+  type?: string | string[];
+  properties?: Record<string, JsonSchema>;
+  required?: string[];
+  enum?: unknown[];
+  $ref?: string;
+  anyOf?: JsonSchema[];
+}
+
+interface Operation {
+  responses: Record<string, unknown>;
+  parameters?: { name: string; in: string; required?: boolean }[];
+  requestBody?: { required?: boolean; content: Record<string, { schema: JsonSchema }> };
+}
+
 interface OpenApiDocument {
   openapi: string;
-  paths: Record<string, Record<string, { responses: Record<string, unknown>; parameters?: { name: string; in: string }[] }>>;
+  servers?: { url: string }[];
+  paths: Record<string, Record<string, Operation>>;
+  components?: { schemas?: Record<string, JsonSchema> };
 }
 
 describe('GET /api/openapi.json', () => {
@@ -62,5 +85,82 @@ describe('GET /api/openapi.json', () => {
     const list = document.paths['/workspaces/{ws}/events']?.get;
     expect(list?.parameters?.filter((parameter) => parameter.in === 'query').map((parameter) => parameter.name).sort())
       .toEqual(['cursor', 'event_type', 'limit', 'provider', 'received_after', 'received_before', 'state', 'subject']);
+  });
+});
+
+describe('a client driven by the document alone', () => {
+  const W = 601;
+  let served: Awaited<ReturnType<typeof serveOperatorApi>>;
+  /** Rows for the path parameters, by the collection the {id} follows. */
+  const ids: Record<string, number> = {};
+
+  beforeAll(async () => {
+    served = await serveOperatorApi({ db: db.pool, adminToken });
+    await createWorkspace(db.pool, W);
+    const connection = await createConnection(db.pool, W);
+    ids.connections = connection;
+    ids.events = await deadEvent(db.pool, connection);
+    ids['installation-events'] = await deadInstallationEvent(db.pool);
+    ids.replays = (await startBulkReplay(db.pool, String(W), {}, 'test')).id;
+    ids.tokens = (await createApiToken(db.pool, String(W), 'doomed')).id;
+  });
+
+  afterAll(async () => {
+    await served?.close();
+  });
+
+  /** A value for a required property, from its schema, as a generic client's example would be. */
+  function sample(schema: JsonSchema, document: OpenApiDocument, name = ''): unknown {
+    if (schema.$ref) return sample(document.components!.schemas![schema.$ref.split('/').at(-1)!]!, document, name);
+    if (schema.enum) return schema.enum[0];
+    if (schema.anyOf) return sample(schema.anyOf[0]!, document, name);
+    const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== 'null') : schema.type;
+    if (type === 'object') {
+      return Object.fromEntries((schema.required ?? []).map((key) => [key, sample(schema.properties![key]!, document, key)]));
+    }
+    if (type === 'integer' || type === 'number') return 7;
+    if (type === 'boolean') return false;
+    if (type === 'array') return [];
+    // Strings: what this API's own strings are about, by their property's name.
+    return { provider: 'generic', source: fixtureSource, kind: 'webhook', subject: 'repo:acme/doc', name: 'doc-client' }[name] ?? 'example';
+  }
+
+  it('reaches every documented operation at the server the document names, with the documented answer', async () => {
+    const documentUrl = `${served.url}/api/openapi.json`;
+    const document = await (await fetch(documentUrl)).json() as OpenApiDocument;
+    // The server URL is resolved against the document's own URL, as OpenAPI says and Swagger UI does.
+    const server = new URL(document.servers?.[0]?.url ?? '/', documentUrl).href.replace(/\/+$/, '');
+    const calls: string[] = [];
+    for (const [template, operations] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        const path = template.replaceAll(/\{(\w+)\}/g, (_, name: string) => {
+          if (name === 'ws') return String(W);
+          const collection = /\/([\w-]+)\/\{id\}/.exec(template)![1]!;
+          return String(ids[collection]);
+        });
+        const body = operation.requestBody?.content['application/json']?.schema;
+        const response = await fetch(`${server}${path}`, {
+          method: method.toUpperCase(),
+          headers: { authorization: `Bearer ${adminToken}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+          ...(body ? { body: JSON.stringify(sample(body, document)) } : {}),
+        });
+        const answer = await response.text();
+        const call = `${method.toUpperCase()} ${template} → ${response.status}`;
+        calls.push(call);
+        expect(response.headers.get('content-type'), `${call}: ${answer}`).toMatch(/^application\/json/);
+        expect(JSON.parse(answer), call).not.toMatchObject({ message: 'no such route' });
+        expect(Object.keys(operation.responses), `${call}: ${answer}`).toContain(String(response.status));
+        // Each call is one a client would make: it succeeds.
+        expect(response.status, `${call}: ${answer}`).toBeLessThan(300);
+      }
+    }
+    expect(calls).toHaveLength(Object.values(document.paths).flatMap((operations) => Object.keys(operations)).length);
+  });
+
+  it('names the server where the API is mounted, whatever that is', async () => {
+    const atRoot = operatorApi({ db: db.pool, adminToken });
+    expect((await (await atRoot.request('/openapi.json')).json() as OpenApiDocument).servers).toEqual([{ url: '/', description: 'this API' }]);
+    const document = await (await fetch(`${served.url}/api/openapi.json`)).json() as OpenApiDocument;
+    expect(document.servers).toEqual([{ url: '/api', description: 'this API' }]);
   });
 });

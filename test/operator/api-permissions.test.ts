@@ -2,6 +2,7 @@
 // token of the named workspace, a token of another workspace, no token and a
 // wrong token. A refused call changes nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Authenticator } from '../../operator/api/authenticator.js';
 import { startBulkReplay } from '../../operator/sql/bulk-replay.js';
 import { createApiToken, revokeApiToken } from '../../operator/sql/operator.js';
 import { adminToken, apiClient, type ApiCall } from '../support/api-client.js';
@@ -35,8 +36,10 @@ let seq = 1000;
 beforeAll(async () => {
   db = await createTestDatabase();
   // The matrix presents wrong tokens on purpose, some seventy times, from one
-  // client (in process: the shared bucket); the throttle is api-auth.test.ts's.
-  api = apiClient({ db: db.pool, adminToken, authThrottle: { maxFailures: 10_000 } });
+  // client (in process: no address); the throttle is api-auth.test.ts's.
+  api = apiClient({
+    db: db.pool, adminToken, authenticator: new Authenticator(db.pool, { throttle: { maxFailures: 10_000, slowAfter: 10_000 } }),
+  });
   await createWorkspace(db.pool, A);
   await createWorkspace(db.pool, B);
   connectionA = await createConnection(db.pool, A);

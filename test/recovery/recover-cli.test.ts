@@ -3,10 +3,15 @@
 // was on and every failed delivery ends stored exactly once, none asked for
 // twice; a process frozen mid-sweep (SIGSTOP) is taken over by another host
 // once its lease runs out and, thawed, is fenced out without asking for
-// anything.
+// anything. What stops it is said plainly, with an exit code of its own:
+// 0 done, 2 done with deliveries given up (each named), 3 a configuration
+// error (naming the App and the variable), 4 GitHub or the network failing
+// (saying what happened and at which URL), 1 anything else.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../cli/free-port.js';
 import { createGitHubAppClient, sweepApp, sweepStatus } from '../../recovery/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runWharf } from '../support/wharf-cli.js';
@@ -213,7 +218,115 @@ describe('wharf recover', () => {
 
   it('refuses an App without its id or key, naming the variable', async () => {
     const result = await runWharf(['recover', '--app', 'nosuch', '--since', '2h'], { DATABASE_URL: db.url });
-    expect(result.code).toBe(1);
+    expect(result.code).toBe(3);
     expect(result.stderr).toMatch(/GITHUB_APP_NOSUCH_ID/);
+  });
+});
+
+/** No stack trace: the operator reads one line saying what to fix. */
+const stackFrame = /^\s+at /m;
+
+describe('wharf recover fails clearly', () => {
+  it('reports a private key that does not decode as a configuration error, naming the App and the variable', async () => {
+    const rig = await createRig(db);
+    rigs.push(rig);
+    const garbled = '-----BEGIN RSA PRIVATE KEY-----\nnot-a-key-at-all\n-----END RSA PRIVATE KEY-----\n';
+    const env = { ...rig.env, GITHUB_APP_TEST_PRIVATE_KEY: garbled, DATABASE_URL: db.url };
+    const text = await runWharf(['recover', '--app', 'test'], env);
+    expect(text.code, text.stderr).toBe(3);
+    expect(text.stderr).toMatch(/^wharf: GitHub App test: GITHUB_APP_TEST_PRIVATE_KEY does not hold a private key that can be read/m);
+    expect(text.stderr).not.toMatch(/unavailable/);
+    expect(text.stderr).not.toMatch(stackFrame);
+    expect(text.stdout + text.stderr).not.toContain('not-a-key-at-all');
+
+    const json = await runWharf(['recover', '--app', 'test', '--json'], env);
+    expect(json.code).toBe(3);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      app: 'test', outcome: 'failed', exit_code: 3, error_kind: 'config', error_variable: 'GITHUB_APP_TEST_PRIVATE_KEY',
+    });
+    // Nothing was sent to GitHub.
+    expect(rig.fake.requests).toEqual([]);
+  });
+
+  it('reports GitHub refusing the App\'s JWT as a configuration error, with GitHub\'s message', async () => {
+    const rig = await createRig(db);
+    rigs.push(rig);
+    const other = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
+                                               publicKeyEncoding: { type: 'spki', format: 'pem' } });
+    const env = { ...rig.env, GITHUB_APP_TEST_PRIVATE_KEY: other.privateKey, DATABASE_URL: db.url };
+    const text = await runWharf(['recover', '--app', 'test'], env);
+    expect(text.code, text.stderr).toBe(3);
+    expect(text.stderr).toMatch(/GitHub refused the JWT of GitHub App test \(401: A JSON web token could not be decoded\)/);
+    expect(text.stderr).toMatch(/GITHUB_APP_TEST_PRIVATE_KEY/);
+    expect(text.stderr).not.toMatch(stackFrame);
+    expect(text.stderr).not.toMatch(/BEGIN|eyJ/);
+
+    const json = await runWharf(['recover', '--app', 'test', '--json'], env);
+    expect(json.code).toBe(3);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      outcome: 'failed', exit_code: 3, error_kind: 'unauthorized', error_status: 401, error_url: `${rig.fake.url}/app/hook/deliveries`,
+    });
+  });
+
+  it('says what happened and at which URL when GitHub cannot be reached', async () => {
+    const rig = await createRig(db);
+    rigs.push(rig);
+    // Connection refused: nothing listens on that port.
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const refused = await runWharf(['recover', '--app', 'test', '--json'],
+      { ...rig.env, GITHUB_APP_TEST_API_URL: closed, DATABASE_URL: db.url });
+    expect(refused.code, refused.stderr).toBe(4);
+    const result = JSON.parse(refused.stdout) as Record<string, unknown>;
+    expect(result).toMatchObject({
+      outcome: 'failed', exit_code: 4, error_kind: 'unreachable', error_cause: 'connection-refused',
+      error_url: `${closed}/app/hook/deliveries`,
+    });
+    expect(result.error).toMatch(`could not reach GitHub at ${closed}/app/hook/deliveries: connection refused (ECONNREFUSED)`);
+    expect(refused.stderr).toMatch(`could not reach GitHub at ${closed}/app/hook/deliveries: connection refused`);
+    expect(refused.stderr).not.toMatch(/500|unavailable/);
+
+    // A TLS failure: https:// to a server that speaks plain HTTP.
+    const plain = rig.fake.url.replace(/^http:/, 'https:');
+    const tls = await runWharf(['recover', '--app', 'test'], { ...rig.env, GITHUB_APP_TEST_API_URL: plain, DATABASE_URL: db.url });
+    expect(tls.code, tls.stderr).toBe(4);
+    expect(tls.stderr).toMatch(`could not reach GitHub at ${plain}/app/hook/deliveries: the TLS handshake failed`);
+    expect(tls.stderr).not.toMatch(stackFrame);
+  });
+
+  it('names every delivery it gave up on, and exits 2', async () => {
+    const rig = await createRig(db);
+    rigs.push(rig);
+    // The edge stays down: every redelivery fails too, until the sweeper's
+    // ten asks for the delivery are used up.
+    rig.outage = true;
+    const [lost] = await rig.send(1);
+    for (let ask = 0; ask < 10; ask++) {
+      const swept = await sweepApp({ db: db.pool, github: createGitHubAppClient(rig.config), app: rig.app,
+                                     key: { appId: rig.appId, source: rig.config.source }, holder: 'host-a' });
+      expect(swept).toMatchObject({ outcome: 'done', redelivered: 1 });
+      await rig.fake.settled();
+    }
+    // And GitHub refuses to redeliver another one.
+    const [refused] = await rig.send(1);
+    rig.fake.failNext('POST', { status: 422, body: { message: 'Delivery is too old to redeliver' } });
+
+    const json = await runWharf(['recover', '--app', 'test', '--json'], { ...rig.env, DATABASE_URL: db.url });
+    expect(json.code, json.stderr).toBe(2);
+    const lostAttempts = rig.fake.deliveries.filter((d) => d.guid === lost);
+    const refusedAttempt = rig.fake.deliveries.find((d) => d.guid === refused)!;
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      outcome: 'done', exit_code: 2,
+      gave_up: [
+        { guid: refused, delivery_id: String(refusedAttempt.id), event: 'pull_request', reason: 'rejected', status: 422 },
+        { guid: lost, delivery_id: String(lostAttempts.at(-1)!.id), event: 'pull_request', reason: 'max-asks', asks: 10 },
+      ],
+    });
+
+    // Run again, as text: both are named again, and nothing is asked.
+    const asks = rig.fake.redeliveryAsks.length;
+    const text = await runWharf(['recover', '--app', 'test'], { ...rig.env, DATABASE_URL: db.url });
+    expect(text.code, text.stderr).toBe(2);
+    expect(text.stdout).toMatch(new RegExp(`^gave up on 2 deliveries[^\\n]*:\\n  ${refused} pull_request: GitHub refused to redeliver it[^\\n]*\\n  ${lost} pull_request: still not stored after 10 redeliveries`, 'm'));
+    expect(rig.fake.redeliveryAsks).toHaveLength(asks);
   });
 });

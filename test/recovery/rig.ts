@@ -39,8 +39,13 @@ export interface Rig {
   outage: boolean;
   /** Every answer of the edge, in order. */
   answers: EdgeAnswer[];
-  /** Sends `count` pull_request deliveries through the fake; returns their GUIDs. */
-  send(count: number, options?: { recordAs?: number }): Promise<string[]>;
+  /**
+   * Sends `count` pull_request deliveries through the fake; returns their GUIDs.
+   * `unwatched`: about a repository no connection subscribes to, so the edge
+   * answers 202 and stores nothing (dropped `no-subscriber`): answered on
+   * purpose, never to be redelivered.
+   */
+  send(count: number, options?: { recordAs?: number; unwatched?: boolean }): Promise<string[]>;
   /** How many inbox rows each GUID has (0 for none). */
   stored(guids: readonly string[]): Promise<Map<string, number>>;
   close(): Promise<void>;
@@ -80,11 +85,13 @@ export async function createRig(db: TestDatabase, options: { maxPerPage?: number
   };
   return Object.assign(rig, {
     fake, appId, app: 'test' as const, env, config: readGitHubAppConfig(env, 'test'), scenario: s, answers,
-    async send(count: number, sendOptions: { recordAs?: number } = {}) {
+    async send(count: number, sendOptions: { recordAs?: number; unwatched?: boolean } = {}) {
       const guids: string[] = [];
       for (let i = 0; i < count; i++) {
+        const payload = s.payload(`pr-${freshId()}`);
+        if (sendOptions.unwatched) payload.repository = { full_name: `acme/unwatched-${appId}`, owner: { login: 'acme' } };
         const { delivery } = await fake.send(
-          { event: 'pull_request', action: 'opened', payload: s.payload(`pr-${freshId()}`) },
+          { event: 'pull_request', action: 'opened', payload },
           sendOptions.recordAs !== undefined ? { recordAs: sendOptions.recordAs } : {},
         );
         guids.push(delivery.guid);

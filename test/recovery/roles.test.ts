@@ -1,7 +1,7 @@
 // The sweeper runs on worker hosts as the worker's role: with the GRANT that
-// README.md ("Provider retries") gives, read from there so the two cannot
-// drift, a sweep works; without it, PUBLIC may call none of the sweeper's
-// functions; and the role reads none of the sweeper's tables.
+// sql/85-redelivery.sql documents (and the README shows), read from there so
+// that the grant a DBA reads is the one proved, a sweep works; without it, PUBLIC may call none of
+// the sweeper's functions; and the role reads none of the sweeper's tables.
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
@@ -18,11 +18,11 @@ const bare = `wharf_bare_${suffix}`;
 let db: TestDatabase;
 const pools: pg.Pool[] = [];
 
-async function readmeGrant(): Promise<string> {
-  const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
-  const block = /<!-- redelivery-grants:begin -->\s*```sql\n([\s\S]*?)```\s*<!-- redelivery-grants:end -->/.exec(readme);
-  if (!block) throw new Error('README.md has no block between <!-- redelivery-grants:begin --> and <!-- redelivery-grants:end -->');
-  return block[1]!;
+async function documentedGrant(): Promise<string> {
+  const source = await readFile(new URL('../../sql/85-redelivery.sql', import.meta.url), 'utf8');
+  const block = /^-- redelivery-grants:begin\n([\s\S]*?)^-- redelivery-grants:end$/m.exec(source);
+  if (!block) throw new Error('sql/85-redelivery.sql has no block between -- redelivery-grants:begin and -- redelivery-grants:end');
+  return block[1]!.replace(/^-- ?/gm, '');
 }
 
 function poolAs(role: string): pg.Pool {
@@ -45,7 +45,7 @@ beforeAll(async () => {
     await db.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
     await db.pool.query(`GRANT USAGE ON SCHEMA wharf TO ${role}`);
   }
-  await db.pool.query((await readmeGrant()).replaceAll(/\bwharf_worker\b/g, granted));
+  await db.pool.query((await documentedGrant()).replaceAll(/\bwharf_worker\b/g, granted));
 });
 
 afterAll(async () => {
@@ -56,7 +56,7 @@ afterAll(async () => {
   });
 });
 
-it('sweeps as the worker\'s role with the README\'s grant, and reads none of the tables', async () => {
+it('sweeps as the worker\'s role with the documented grant, and reads none of the tables', async () => {
   const rig = await createRig(db);
   try {
     rig.outage = true;
@@ -72,6 +72,7 @@ it('sweeps as the worker\'s role with the README\'s grant, and reads none of the
     expect(notStoredOnce(await rig.stored(failed))).toEqual({});
     expect(await sqlstate(worker.query('SELECT * FROM wharf.redelivery_sweep'))).toBe('42501');
     expect(await sqlstate(worker.query('SELECT * FROM wharf.redelivery_request'))).toBe('42501');
+    expect(await sqlstate(worker.query('SELECT * FROM wharf.redelivery_seen'))).toBe('42501');
     expect(await sqlstate(worker.query('SELECT wharf.held_sweep(1, $1, gen_random_uuid())', ['https://github.com']))).toBe('42501');
   } finally {
     await rig.close();
@@ -83,4 +84,6 @@ it('lets a role without the grant call none of the sweeper\'s functions', async 
   expect(await sqlstate(other.query(`SELECT wharf.begin_sweep(1, 'https://github.com', 'x', '1 minute')`))).toBe('42501');
   expect(await sqlstate(other.query(`SELECT * FROM wharf.missing_deliveries('github', 'https://github.com', ARRAY['x'])`))).toBe('42501');
   expect(await sqlstate(other.query(`SELECT wharf.sweep_status(1, 'https://github.com')`))).toBe('42501');
+  expect(await sqlstate(other.query(`SELECT * FROM wharf.sweep_page(1, 'https://github.com', gen_random_uuid(), '[]', true)`)))
+    .toBe('42501');
 });

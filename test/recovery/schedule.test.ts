@@ -73,16 +73,83 @@ describe('wharf worker --sweep-app', () => {
     expect(hosts.every((host) => host.output().includes('"msg":"redelivery sweeps scheduled"'))).toBe(true);
   });
 
-  it('refuses to start without the App\'s private key, naming the variable', async () => {
+  it('holds the App\'s sweep for --sweep-lease, how long another host waits before taking over a dead one', async () => {
+    const rig = await createRig(db);
+    rigs.push(rig);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let listing!: () => void;
+    const listed = new Promise<void>((resolve) => (listing = resolve));
+    rig.fake.onRequest = async (request) => {
+      if (request.method !== 'GET') return;
+      listing();
+      await held;
+    };
+    const host = spawnWorker({
+      databaseUrl: db.url,
+      args: ['--handlers', fixtureHandlers('by-type.ts'), '--sweep-app', 'test', '--sweep-every', '300ms', '--sweep-lease', '2h'],
+      env: { ...rig.env, HANDLES: 'nothing' },
+    });
+    try {
+      // The host is mid-sweep, waiting for GitHub's first page.
+      await Promise.race([listed, host.exited.then(() => { throw new Error(`the worker exited:\n${host.output()}`); })]);
+      const { rows } = await db.pool.query<{ left_s: number }>(
+        `SELECT extract(epoch FROM leased_until - clock_timestamp())::float8 AS left_s
+           FROM wharf.redelivery_sweep WHERE app_id = $1 AND source = $2`, [rig.appId, rig.config.source]);
+      expect(rows[0]?.left_s).toBeGreaterThan(7_000);
+      expect(rows[0]?.left_s).toBeLessThanOrEqual(7_200);
+    } finally {
+      release();
+    }
+  });
+
+  it('logs an App whose key does not decode once a turn, naming the variable, and goes on with its other work', async () => {
+    const rig = await createRig(db);
+    rigs.push(rig);
+    rig.outage = true;
+    const failed = await rig.send(3);
+    rig.outage = false;
+    const port = await freePort();
+    const garbled = '-----BEGIN RSA PRIVATE KEY-----\nnot-a-key-at-all\n-----END RSA PRIVATE KEY-----';
+    const host = spawnWorker({
+      databaseUrl: db.url,
+      args: ['--handlers', fixtureHandlers('by-type.ts'), '--metrics-port', String(port), '--sweep-app', 'broken,test',
+             '--sweep-every', '300ms'],
+      env: { ...rig.env, GITHUB_APP_BROKEN_ID: '4242', GITHUB_APP_BROKEN_PRIVATE_KEY: garbled, HANDLES: 'nothing' },
+    });
+    const lines = (): { level: number; app?: string; msg: string }[] => host.output().split('\n')
+      .filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as { level: number; app?: string; msg: string });
+    const brokenLines = () => lines().filter((line) => line.app === 'broken');
+    // The other App is swept all the same, turn after turn.
+    await waitFor(async () => Object.keys(notStoredOnce(await rig.stored(failed))).length === 0, 30_000,
+      `the other App's failed deliveries to be stored\n${host.output()}`);
+    await waitFor(() => Promise.resolve(brokenLines().length >= 4), 30_000, `four turns\n${host.output()}`);
+    expect(host.child.exitCode).toBeNull();
+    expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+
+    const broken = brokenLines();
+    for (const line of broken) {
+      expect(line.level).toBe(50);
+      expect(line.msg).toMatch(/^GitHub App broken: GITHUB_APP_BROKEN_PRIVATE_KEY does not hold a private key that can be read/);
+    }
+    // Once a turn: as often as the other App's sweep began, give or take the turn under way.
+    const turns = lines().filter((line) => line.app === 'test' && /^redelivery sweep (began|resumed)$/.test(line.msg)).length;
+    expect(Math.abs(broken.length - turns), host.output()).toBeLessThanOrEqual(1);
+    expect(host.output()).not.toMatch(/^\s+at /m);
+    expect(host.output()).not.toContain('not-a-key-at-all');
+  });
+
+  it('runs without an App\'s private key, saying which variable to set', async () => {
     const rig = await createRig(db);
     rigs.push(rig);
     const host = spawnWorker({
       databaseUrl: db.url,
-      args: ['--handlers', fixtureHandlers('by-type.ts'), '--sweep-app', 'test'],
+      args: ['--handlers', fixtureHandlers('by-type.ts'), '--sweep-app', 'test', '--sweep-every', '300ms'],
       env: { GITHUB_APP_TEST_ID: rig.appId, HANDLES: 'nothing' },
     });
-    expect((await host.exited).code).toBe(1);
-    expect(host.output()).toMatch(/GITHUB_APP_TEST_PRIVATE_KEY/);
+    await waitFor(() => Promise.resolve(/GITHUB_APP_TEST_PRIVATE_KEY/.test(host.output())), 30_000, host.output());
+    expect(host.child.exitCode).toBeNull();
+    expect(host.output()).toMatch(/"msg":"GitHub App test: set GITHUB_APP_TEST_PRIVATE_KEY to the GitHub App's private key \(PEM\)"/);
   });
 });
 
@@ -110,6 +177,11 @@ describe('the schedule', () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
       const [result] = await failing.runOnce();
       expect(result?.outcome).toBe('failed');
+      // GitHub refused the JWT: said once, naming the App, GitHub's answer and the variables.
+      expect(logger.lines.filter((line) => line.level === 'error').map((line) => line.message)).toEqual([
+        'redelivery sweep failed: GitHub refused the JWT of GitHub App test (401: A JSON web token could not be decoded): ' +
+          'check GITHUB_APP_TEST_PRIVATE_KEY and GITHUB_APP_TEST_ID; the next one resumes here',
+      ]);
       const warning = logger.lines.find((line) => line.level === 'warn');
       expect(warning?.message).toMatch(/last complete redelivery sweep of this GitHub App is too old/);
       expect(warning?.fields).toMatchObject({ app: 'test', last_error: 'GitHubUnauthorized' });
@@ -121,7 +193,20 @@ describe('the schedule', () => {
     }
   });
 
-  it('fails at start for an App without its id', () => {
-    expect(() => startRedeliverySweeps({ database: db.pool, apps: ['nosuch'], env: {} })).toThrow(RecoveryConfigError);
+  it('reports an App without its id at each turn, and refuses a name that is no App name at start', async () => {
+    const logger = recordingLogger();
+    const schedule = startRedeliverySweeps({ database: db.pool, apps: ['nosuch'], env: {}, logger, firstAfterMs: 60_000 });
+    try {
+      const [result] = await schedule.runOnce();
+      expect(result?.outcome).toBe('failed');
+      expect(result?.error).toBeInstanceOf(RecoveryConfigError);
+      expect(logger.lines.filter((line) => line.level === 'error')).toEqual([{
+        level: 'error', message: 'GitHub App nosuch: set GITHUB_APP_NOSUCH_ID to the GitHub App\'s id',
+        fields: { app: 'nosuch', error_kind: 'config', variable: 'GITHUB_APP_NOSUCH_ID' },
+      }]);
+    } finally {
+      await schedule.stop();
+    }
+    expect(() => startRedeliverySweeps({ database: db.pool, apps: ['no such'], env: {} })).toThrow(RecoveryConfigError);
   });
 });

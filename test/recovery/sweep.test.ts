@@ -8,6 +8,7 @@ import pg from 'pg';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createGitHubAppClient, redeliveryMetrics, sweepApp, sweepStatus, type SweepOptions } from '../../recovery/index.js';
+import { whyNoAnswer } from '../../recovery/github.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { askedTwice, createRig, notStoredOnce, type Rig } from './rig.js';
 
@@ -114,6 +115,63 @@ describe('an outage window', () => {
       expect(answers.map((a) => a.status), guid).toEqual([202, 202]);
       expect(answers.map((a) => a.outcome).sort(), guid).toEqual(['duplicate', 'stored']);
     }
+  });
+});
+
+/** How many delivery GUIDs the App's sweep under way remembers (what it has not decided yet). */
+async function remembered(r: Rig): Promise<number> {
+  const { rows } = await db.pool.query<{ n: string }>(
+    'SELECT count(*) AS n FROM wharf.redelivery_seen WHERE app_id = $1 AND source = $2', [r.appId, r.config.source]);
+  return Number(rows[0]!.n);
+}
+
+describe('a delivery whose attempts sit on several pages', () => {
+  it('is not asked for when a failed attempt is listed a page before its OK one', async () => {
+    const r = await rig({ maxPerPage: 5 });
+    // Wharf answered it on purpose (202, dropped: nobody subscribes to its repository)...
+    const [answered] = await r.send(1, { unwatched: true });
+    expect(r.answers.at(-1)).toMatchObject({ guid: answered, status: 202 });
+    await r.send(4);
+    // ... and someone redelivered it by hand during an outage: a newer attempt, failed.
+    r.outage = true;
+    const byHand = await r.fake.redeliverByHand(answered!);
+    const [lost] = await r.send(1);
+    r.outage = false;
+    expect(byHand.statusCode).toBe(503);
+    // Newest first, five a page: [lost, its failed redelivery, 3 others] [1 other, its OK original].
+    const result = await sweep(r);
+    await r.fake.settled();
+    expect(result).toMatchObject({ outcome: 'done', pages: 2, failed: 1, redelivered: 1 });
+    const lostId = r.fake.deliveries.find((d) => d.guid === lost)!.id;
+    expect(r.fake.redeliveryAsks).toEqual([lostId]);
+    expect(notStoredOnce(await r.stored([lost!]))).toEqual({});
+    expect(await remembered(r)).toBe(0);
+  });
+
+  it('is not asked for by a resumed sweep when its OK attempt was read before the stop', async () => {
+    const r = await rig({ maxPerPage: 5 });
+    // It failed during an outage, and a redelivery by hand was answered (202, dropped).
+    r.outage = true;
+    const [repaired] = await r.send(1, { unwatched: true });
+    r.outage = false;
+    await r.send(4);
+    const byHand = await r.fake.redeliverByHand(repaired!);
+    expect(byHand.statusCode).toBe(202);
+    // Newest first, five a page: [its OK redelivery, 4 others] [its failed original].
+    const stop = new AbortController();
+    const first = await sweep(r, { signal: stop.signal, onProgress: (p) => { if (p.pages === 1) stop.abort(); } });
+    expect(first).toMatchObject({ outcome: 'stopped', pages: 1, redelivered: 0 });
+    // Another host resumes from the stored cursor, knowing what the first page held.
+    const hostB = new pg.Pool({ connectionString: db.url, max: 2 });
+    try {
+      const second = await sweepApp({ db: hostB, github: createGitHubAppClient(r.config), app: r.app,
+                                      key: { appId: r.appId, source: r.config.source }, holder: 'host-b' });
+      expect(second).toMatchObject({ outcome: 'done', resumed: true, pages: 1, failed: 0, redelivered: 0 });
+    } finally {
+      await hostB.end();
+    }
+    expect(r.fake.redeliveryAsks).toEqual([]);
+    expect(await remembered(r)).toBe(0);
   });
 });
 
@@ -284,6 +342,33 @@ describe('GitHub answers', () => {
     expect(r.fake.redeliveryAsks).toHaveLength(1);
   });
 
+  it('says GitHub gave no answer within the request timeout, and at which URL', async () => {
+    const r = await rig();
+    let answer!: () => void;
+    const never = new Promise<void>((resolve) => (answer = resolve));
+    r.fake.onRequest = () => never;
+    try {
+      const result = await sweep(r, { github: createGitHubAppClient(r.config, { requestTimeoutMs: 200, attempts: 2 }) });
+      expect(result.outcome).toBe('failed');
+      expect(result.error).toMatchObject({ failure: 'unreachable', noAnswer: 'timeout', url: `${r.fake.url}/app/hook/deliveries` });
+      expect(result.error?.message).toBe(
+        `could not reach GitHub at ${r.fake.url}/app/hook/deliveries: no answer within 0.2s, after 2 tries`);
+      const status = await sweepStatus(db.pool, { appId: r.appId, source: r.config.source });
+      expect(status?.lastError).toBe('GitHubUnreachable');
+    } finally {
+      answer();
+    }
+  });
+
+  it('names a DNS failure as fetch reports it', () => {
+    // What Node's fetch throws when a name does not resolve (no DNS query is
+    // made here: the tests use loopback only).
+    const lookup = Object.assign(new Error('getaddrinfo ENOTFOUND api.github.invalid'),
+      { code: 'ENOTFOUND', syscall: 'getaddrinfo', hostname: 'api.github.invalid' });
+    expect(whyNoAnswer(new TypeError('fetch failed', { cause: lookup }), 30_000))
+      .toEqual({ cause: 'dns', text: 'the DNS lookup of api.github.invalid failed (ENOTFOUND)' });
+  });
+
   it('is refused with a JWT signed by another key, and says so', async () => {
     const r = await rig();
     r.outage = true;
@@ -296,7 +381,8 @@ describe('GitHub answers', () => {
       github: createGitHubAppClient({ ...r.config, privateKey: other.privateKey }), metrics: redeliveryMetrics(registry),
     });
     expect(result.outcome).toBe('failed');
-    expect(result.error?.message).toMatch(/unauthorized \(401\)/);
+    expect(result.error?.message).toBe('GitHub refused the JWT of GitHub App test (401: A JSON web token could not be decoded): ' +
+      'check GITHUB_APP_TEST_PRIVATE_KEY and GITHUB_APP_TEST_ID');
     expect(r.fake.requests.map((q) => q.status)).toEqual([401]);
     expect(await metricValue(registry, 'webhook_redelivery_errors_total', { kind: 'unauthorized' })).toBe(1);
   });

@@ -88,6 +88,68 @@ describe('the public edge and the operator API', () => {
   });
 });
 
+describe('operator sign-in on `wharf serve`', () => {
+  const admin = 'Ok2rZ8bq4XnV7wLm1cTj9sPd3fGh6yKa';
+
+  /** The console's sign-in form, as a browser gets it: its cookie and CSRF field. */
+  async function signInForm(url: string): Promise<{ cookie: string; csrf: string }> {
+    const page = await fetch(`${url}/console/login`);
+    const csrf = /name="csrf" value="([^"]+)"/.exec(await page.text())?.[1];
+    if (!csrf) throw new Error('no CSRF field on the sign-in form');
+    return { cookie: (page.headers.get('set-cookie') ?? '').split(';')[0]!, csrf };
+  }
+
+  it('counts failures at both doors together, per client as WHARF_TRUSTED_PROXY_HOPS says, and never refuses a valid token', async () => {
+    const operator = await startNodeServer({
+      databaseUrl: db.url, env: { ...edgeEnv, WHARF_ADMIN_TOKEN: admin, WHARF_TRUSTED_PROXY_HOPS: '1' }, registry, logger: recorder().logger,
+    });
+    try {
+      // One reverse proxy in front: the client is the last X-Forwarded-For entry; the first is the client's own.
+      const from = (client: string) => ({ 'x-forwarded-for': `10.1.2.3, ${client}` });
+      const form = await signInForm(operator.url);
+      const api = (token: string, client: string) =>
+        fetch(`${operator.url}/api/workspaces`, { headers: { authorization: `Bearer ${token}`, ...from(client) } });
+      const signIn = (token: string, client: string) => fetch(`${operator.url}/console/login`, {
+        method: 'POST', redirect: 'manual',
+        headers: { cookie: form.cookie, origin: operator.url, 'content-type': 'application/x-www-form-urlencoded', ...from(client) },
+        body: new URLSearchParams({ csrf: form.csrf, token }).toString(),
+      });
+      // Ten failures, five at each door, at once (the slowed ones wait side by side).
+      const failures = await Promise.all([
+        ...Array.from({ length: 5 }, (_, i) => api(`wrong-token-${i}-${'x'.repeat(24)}`, '203.0.113.50')),
+        ...Array.from({ length: 5 }, (_, i) => signIn(`wrong-token-${i}-${'y'.repeat(24)}`, '203.0.113.50')),
+      ]);
+      expect(failures.map((response) => response.status)).toEqual(Array(10).fill(401));
+
+      const limited = await signIn(`wrong-token-10-${'z'.repeat(24)}`, '203.0.113.50');
+      expect(limited.status).toBe(429);
+      expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect((await api(`wrong-token-11-${'z'.repeat(24)}`, '203.0.113.50')).status).toBe(429);
+      expect((await api(`wrong-token-12-${'z'.repeat(24)}`, '203.0.113.51')).status).toBe(401);
+      expect((await api(admin, '203.0.113.50')).status).toBe(200);
+      expect((await signIn(admin, '203.0.113.50')).status).toBe(303);
+    } finally {
+      await operator.close();
+    }
+  });
+
+  it('reports a WHARF_TRUSTED_PROXY_HOPS it cannot read, and then trusts no forwarded header', async () => {
+    const logs = recorder();
+    const operator = await startNodeServer({
+      databaseUrl: db.url, env: { ...edgeEnv, WHARF_ADMIN_TOKEN: admin, WHARF_TRUSTED_PROXY_HOPS: 'yes' }, registry, logger: logs.logger,
+    });
+    try {
+      expect(logs.lines).toContainEqual({
+        level: 'error', fields: { event: 'trusted_proxy_hops_invalid' },
+        message: expect.stringMatching(/WHARF_TRUSTED_PROXY_HOPS must be a whole number from 0 to 10/),
+      });
+      expect((await fetch(`${operator.url}/api/workspaces`, { headers: { authorization: `Bearer ${admin}` } })).status).toBe(200);
+    } finally {
+      await operator.close();
+    }
+  });
+});
+
 describe('bounded reading on Node', () => {
   /** A POST whose body of `size` bytes trickles in over about `ms`; resolves with the status. */
   function slowPost(url: string, size: number, ms: number): Promise<number> {

@@ -5,7 +5,7 @@
 -- without secrets, and API tokens are kept by hash, verified while live and
 -- revoked per workspace.
 BEGIN;
-SELECT plan(61);
+SELECT plan(64);
 
 -- Fixture: workspaces 1 and 2 with one generic connection each; workspace 3
 -- with a GitLab and a GitHub connection and no events. Rows admitted through
@@ -236,6 +236,13 @@ SELECT is(wharf.revoke_token(1, (SELECT id FROM tok)), false, 'revoking it again
 SELECT is(wharf.verify_token(sha256('token-ci'::bytea)), NULL, 'a revoked token verifies NULL');
 SELECT lives_ok($$SELECT wharf.create_token(1, 'ci', sha256('token-ci-2'::bytea))$$,
                 'the name of a revoked token may be used again');
+SELECT wharf.create_token(2, 'other', sha256('token-other-ws'::bytea));
+SELECT is((SELECT array_agg(h ORDER BY h) FROM jsonb_array_elements_text(wharf.live_token_hashes()) h),
+          (SELECT array_agg(encode(sha256(t::bytea), 'hex') ORDER BY 1) FROM unnest(ARRAY['token-ci-2', 'token-other-ws']) t),
+          'live_token_hashes gives the hex SHA-256 of every live token, of every workspace, and no revoked one');
+SELECT is(jsonb_typeof(wharf.live_token_hashes()), 'array', 'live_token_hashes is a jsonb array');
+SELECT ok(NOT has_function_privilege('public', 'wharf.live_token_hashes()', 'EXECUTE'),
+          'live_token_hashes is not executable by PUBLIC');
 
 -- The admission log, bound to its workspace: a drop names the source
 -- connection, a refusal its workspace; another workspace's stays out.

@@ -1,8 +1,9 @@
 -- The redelivery sweeper's state: begin_sweep's lease and window, the fence
 -- every later call goes through, the cursor that moves only page by page,
--- missing_deliveries, and request_redelivery's one-ask-per-attempt rule.
+-- sweep_page's decision per GUID over every page, missing_deliveries, and
+-- request_redelivery's one-ask-per-attempt rule.
 BEGIN;
-SELECT plan(76);
+SELECT plan(101);
 
 CREATE FUNCTION pg_temp.begin(p_holder text, p_lease interval DEFAULT '1 minute', p_since timestamptz DEFAULT NULL)
 RETURNS jsonb LANGUAGE sql AS $$ SELECT wharf.begin_sweep(1001, 'https://github.com', p_holder, p_lease, p_since) $$;
@@ -116,7 +117,9 @@ SELECT is(pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-1', 12), 'ex
           'after p_max_asks asks a GUID is not asked for again');
 SELECT is(pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-3', 30), 'ask', 'another GUID');
 SELECT ok(pg_temp.settle((SELECT token FROM t WHERE name = 'c'), 'guid-3', 30, 'rejected'), 'GitHub refused it');
-SELECT is(pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-3', 30), 'asked', 'a refused attempt is not asked again');
+SELECT is(pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-3', 30), 'refused',
+          'a refused attempt is not asked again, and the sweeper learns it gave up on it');
+SELECT is(pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-3', 29), 'refused', '... nor an older attempt of it');
 SELECT throws_ok($$SELECT pg_temp.settle((SELECT token FROM t WHERE name = 'c'), 'guid-3', 30, 'maybe')$$, '22023', NULL,
                  'settle_redelivery rejects an unknown outcome');
 SELECT throws_ok($$SELECT pg_temp.ask((SELECT token FROM t WHERE name = 'c'), 'guid-4', 0)$$, '22023', NULL,
@@ -196,6 +199,97 @@ SELECT results_eq(
 SELECT is_empty($$SELECT * FROM wharf.missing_deliveries('github', 'https://github.com', '{}')$$, 'no keys, nothing missing');
 SELECT throws_ok($$SELECT * FROM wharf.missing_deliveries('github', NULL, ARRAY['x'])$$, '22004', NULL,
                  'missing_deliveries rejects a NULL source');
+
+-- sweep_page: one GUID's attempts on several pages -----------------------------
+-- Sweep 'f' (host-a) is under way. Its pages, newest first, as GitHub lists them.
+CREATE FUNCTION pg_temp.page(p_token uuid, p_deliveries jsonb, p_last boolean DEFAULT false)
+RETURNS SETOF text LANGUAGE sql AS $$
+  SELECT p.guid || ':' || p.delivery_id || ':' || coalesce(p.event, '-')
+    FROM wharf.sweep_page(1001, 'https://github.com', p_token, p_deliveries, p_last) p
+$$;
+CREATE FUNCTION pg_temp.attempt(p_id bigint, p_guid text, p_status integer, p_redelivery boolean,
+                                p_at timestamptz DEFAULT clock_timestamp())
+RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('id', p_id, 'guid', p_guid, 'delivered_at', p_at, 'redelivery', p_redelivery,
+                            'status_code', p_status, 'event', 'push')
+$$;
+CREATE FUNCTION pg_temp.seen() RETURNS SETOF text LANGUAGE sql AS $$
+  SELECT guid || ':' || coalesce(failed_id::text, '-') || ':' || answered || ':' || decided
+    FROM wharf.redelivery_seen WHERE app_id = 1001 AND source = 'https://github.com' ORDER BY guid
+$$;
+CREATE TEMP TABLE page1 AS SELECT jsonb_build_array(
+  pg_temp.attempt(105, 'g-a', 503, true),   -- a failed redelivery by hand of an answered delivery
+  pg_temp.attempt(104, 'g-b', 202, true),   -- the OK redelivery of a failed one
+  pg_temp.attempt(103, 'g-c', 503, false),  -- failed, never redelivered: its only attempt
+  pg_temp.attempt(102, 'g-d', 202, false),  -- answered at once
+  pg_temp.attempt(101, 'g-e', 0, true)      -- a failed redelivery of something older than the window
+) AS d;
+CREATE TEMP TABLE page2 AS SELECT jsonb_build_array(
+  pg_temp.attempt(95, 'g-a', 202, false),
+  pg_temp.attempt(94, 'g-b', 503, false),
+  pg_temp.attempt(93, 'g-f', 502, false)
+) AS d;
+CREATE TEMP TABLE page3 AS SELECT jsonb_build_array(
+  pg_temp.attempt(81, 'g-g', 503, true),
+  pg_temp.attempt(80, 'g-h', 503, false, clock_timestamp() - interval '1 day')
+) AS d;
+
+SELECT results_eq($$SELECT pg_temp.page((SELECT token FROM t WHERE name = 'f'), (SELECT d FROM page1))$$,
+                  $$VALUES ('g-c:103:push')$$,
+                  'a GUID whose original is on the page is decided there; the others wait for their older attempts');
+SELECT results_eq($$SELECT pg_temp.seen()$$,
+                  $$VALUES ('g-a:105:false:false'), ('g-b:-:true:false'), ('g-e:101:false:false')$$,
+                  'what the page said of the GUIDs still open is kept with the sweep, and nothing of those decided');
+SELECT results_eq($$SELECT pg_temp.page((SELECT token FROM t WHERE name = 'f'), (SELECT d FROM page1))$$,
+                  $$VALUES ('g-c:103:push')$$, 'a page read again (a sweep that died before advancing) decides the same');
+SELECT results_eq($$SELECT pg_temp.seen()$$,
+                  $$VALUES ('g-a:105:false:false'), ('g-b:-:true:false'), ('g-e:101:false:false')$$, '... and remembers the same');
+SELECT lives_ok($$SELECT wharf.advance_sweep(1001, 'https://github.com', (SELECT token FROM t WHERE name = 'f'),
+                                             'v1_101', '1 minute')$$, 'the page is done');
+
+SELECT results_eq($$SELECT pg_temp.page((SELECT token FROM t WHERE name = 'f'), (SELECT d FROM page2))$$,
+                  $$VALUES ('g-f:93:push')$$,
+                  'an OK original a page after a failed redelivery, or a failed original after an OK redelivery: not failed');
+SELECT results_eq($$SELECT pg_temp.seen()$$,
+                  $$VALUES ('g-a:105:true:true'), ('g-b:94:true:true'), ('g-e:101:false:false')$$,
+                  'the GUIDs decided on this page are marked so');
+SELECT results_eq($$SELECT pg_temp.page((SELECT token FROM t WHERE name = 'f'), (SELECT d FROM page2))$$,
+                  $$VALUES ('g-f:93:push')$$, 'read again, the page decides the same');
+SELECT lives_ok($$SELECT wharf.advance_sweep(1001, 'https://github.com', (SELECT token FROM t WHERE name = 'f'),
+                                             'v1_93', '1 minute')$$, 'the second page is done');
+SELECT results_eq($$SELECT pg_temp.seen()$$, $$VALUES ('g-e:101:false:false')$$,
+                  'advance_sweep forgets the GUIDs that page decided');
+
+SELECT throws_ok($$SELECT pg_temp.page(gen_random_uuid(), (SELECT d FROM page3), true)$$, 'WH412', NULL,
+                 'another token records nothing');
+SELECT throws_ok($$SELECT pg_temp.page((SELECT token FROM t WHERE name = 'f'), NULL, true)$$, '22004', NULL,
+                 'sweep_page rejects NULL deliveries');
+SELECT throws_ok($$SELECT pg_temp.page((SELECT token FROM t WHERE name = 'f'), '{"id": 1}', true)$$, '22023', NULL,
+                 'sweep_page rejects deliveries that are not an array');
+SELECT throws_ok($$SELECT pg_temp.page((SELECT token FROM t WHERE name = 'f'),
+                                       jsonb_build_array(pg_temp.attempt(70, NULL, 503, false)), true)$$, '22023', NULL,
+                 'sweep_page rejects an attempt without its GUID');
+SELECT results_eq($$SELECT pg_temp.page((SELECT token FROM t WHERE name = 'f'), (SELECT d FROM page3), true)$$,
+                  $$VALUES ('g-e:101:push'), ('g-g:81:push')$$,
+                  'the window''s last page decides every GUID still open, newest first; an attempt before the window is no failure');
+SELECT ok(wharf.finish_sweep(1001, 'https://github.com', (SELECT token FROM t WHERE name = 'f')) IS NOT NULL,
+          'the sweep finishes');
+SELECT is_empty($$SELECT pg_temp.seen()$$, 'a finished sweep remembers nothing');
+
+-- A new sweep (an operator's --since) forgets what a stopped one had seen.
+INSERT INTO t SELECT 'g', (b ->> 'token')::uuid, b FROM pg_temp.begin('host-a') b;
+SELECT is_empty($$SELECT pg_temp.page((SELECT token FROM t WHERE name = 'g'),
+                                      jsonb_build_array(pg_temp.attempt(200, 'g-i', 202, true)))$$,
+                'an OK redelivery alone decides nothing');
+SELECT ok(wharf.abandon_sweep(1001, 'https://github.com', (SELECT token FROM t WHERE name = 'g'), NULL), 'that sweep stops');
+SELECT results_eq($$SELECT pg_temp.seen()$$, $$VALUES ('g-i:-:true:false')$$, '... remembering what it saw for the next one');
+INSERT INTO t SELECT 'h', (b ->> 'token')::uuid, b FROM pg_temp.begin('host-b') b;
+SELECT is((SELECT (taken ->> 'resumed')::boolean FROM t WHERE name = 'h'), true, 'a resumed sweep');
+SELECT results_eq($$SELECT pg_temp.seen()$$, $$VALUES ('g-i:-:true:false')$$, '... knows what the stopped one saw');
+SELECT ok(wharf.abandon_sweep(1001, 'https://github.com', (SELECT token FROM t WHERE name = 'h'), NULL), 'it stops too');
+INSERT INTO t SELECT 'i', (b ->> 'token')::uuid, b
+  FROM pg_temp.begin('operator', '1 minute', clock_timestamp() - interval '2 hours') b;
+SELECT is_empty($$SELECT pg_temp.seen()$$, 'a new sweep from the first page starts with nothing remembered');
 
 SELECT * FROM finish();
 ROLLBACK;

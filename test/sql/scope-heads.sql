@@ -172,16 +172,19 @@ SELECT is((SELECT delivery_key FROM wharf.claim('rr')), 'rr-y1',
 SELECT set_eq($$SELECT p.proname::text, c.setting
                  FROM pg_proc p, unnest(p.proconfig) AS c(setting)
                 WHERE p.pronamespace = 'wharf'::regnamespace
-                  AND (c.setting LIKE 'enable_%' OR c.setting LIKE 'plan_cache_mode=%')$$,
+                  AND (c.setting LIKE 'enable_%' OR c.setting LIKE 'plan_cache_mode=%' OR c.setting LIKE 'jit=%')$$,
               $$VALUES ('lock_scope', 'enable_seqscan=off'), ('keep_scope_heads', 'enable_seqscan=off'),
                        ('free_scopes', 'enable_seqscan=off'), ('free_scopes', 'enable_hashjoin=off'), ('free_scopes', 'enable_mergejoin=off'),
                        ('claim', 'enable_seqscan=off'), ('claim', 'enable_bitmapscan=off'), ('claim', 'enable_mergejoin=off'),
                        ('claim', 'enable_hashjoin=off'), ('claim', 'plan_cache_mode=force_generic_plan'),
                        ('complete_many', 'enable_seqscan=off'), ('complete_many', 'enable_mergejoin=off'),
                        ('complete_many', 'enable_hashjoin=off'), ('reap', 'enable_hashjoin=off'), ('reap', 'enable_mergejoin=off'),
-                       ('admission_snapshot', 'enable_seqscan=off'), ('admission_snapshot', 'enable_bitmapscan=off'),
-                       ('admission_snapshot', 'enable_mergejoin=off'), ('admission_snapshot', 'enable_hashjoin=off'),
-                       ('admission_snapshot', 'plan_cache_mode=force_generic_plan')$$,
+                       ('admission_recipients', 'enable_seqscan=off'), ('admission_recipients', 'enable_bitmapscan=off'),
+                       ('admission_recipients', 'enable_mergejoin=off'), ('admission_recipients', 'enable_hashjoin=off'),
+                       ('admission_recipients', 'plan_cache_mode=force_generic_plan'), ('admission_recipients', 'jit=off'),
+                       ('admit_items', 'enable_seqscan=off'), ('admit_items', 'enable_mergejoin=off'),
+                       ('admit_items', 'enable_hashjoin=off'), ('admit_items', 'plan_cache_mode=force_generic_plan'),
+                       ('admit_items', 'jit=off')$$,
               'the scope lookups, claim and admission''s recipients run with their plans pinned to the indexes, claim''s and admission''s kept generic');
 
 -- One row trigger for every write the lease path does not make itself:

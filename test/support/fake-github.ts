@@ -11,7 +11,9 @@
 // Both check the App's JWT as GitHub does: RS256, signed with the App's
 // private key (verified here with the public key of the pair the test
 // generated), `iss` the App id, not expired, at most ten minutes long.
-// A test can hold, delay or fail requests to make races and rate limits.
+// A test can hold, delay or fail requests to make races and rate limits, and
+// redeliver by hand as a person does, so that one GUID's attempts sit on
+// different pages in either order.
 import { createHmac, randomUUID, verify, type KeyObject } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -74,6 +76,14 @@ export interface FakeGitHub {
    */
   send(event: { event: string; action?: string; payload: Record<string, unknown>; guid?: string },
     options?: { recordAs?: number; hold?: boolean }): Promise<{ delivery: FakeDelivery; release: () => Promise<number> }>;
+  /**
+   * Redelivers `guid` as a person does from the App's settings page ("Redeliver"):
+   * a new attempt (a new id, the same GUID, body and headers, redelivery: true)
+   * sent to the webhook URL now and recorded with the target's answer, or
+   * `recordAs`. Attempts are listed newest first, so this one is listed before
+   * every earlier attempt of its GUID, pages before them when others came between.
+   */
+  redeliverByHand(guid: string, options?: { recordAs?: number }): Promise<FakeDelivery>;
   /** Answers the next requests matching `method` with `responses`, one each, instead of serving them. */
   failNext(method: 'GET' | 'POST', ...responses: CannedResponse[]): void;
   /** Runs before each API request is served (after the JWT check); may delay it. */
@@ -169,6 +179,12 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       }
       const delivery = await attempt(base, sendOptions.recordAs);
       return { delivery, release: () => Promise.resolve(delivery.statusCode) };
+    },
+    async redeliverByHand(guid, byHandOptions = {}) {
+      const original = deliveries.find((delivery) => delivery.guid === guid);
+      if (!original) throw new Error(`the fake sent no delivery ${guid}`);
+      return attempt({ id: nextId++, guid, redelivery: true, event: original.event, action: original.action,
+                       body: original.body, headers: original.headers }, byHandOptions.recordAs);
     },
     holdRedeliveries() {
       let open!: () => void;

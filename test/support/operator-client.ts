@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
+import type { Database } from '../../db/database.js';
 import { parseKeyRing } from '../../db/secret-box.js';
 import { operatorApi, type OperatorApiDeps } from '../../operator/api/app.js';
 import { testSecretKeys } from './edge-fixtures.js';
@@ -53,6 +54,23 @@ export function operatorClient(deps: OperatorApiDeps): OperatorCall {
     });
     if (options.cf) Object.defineProperty(request, 'cf', { value: options.cf });
     return toApiResponse(await app.fetch(request, options.env as never));
+  };
+}
+
+export interface CountingDatabase extends Database {
+  /** The statements run so far, in order. */
+  statements(): string[];
+}
+
+/** `db` itself, every statement of which is also written down: what a request cost the database. */
+export function countingDatabase(db: Database): CountingDatabase {
+  const statements: string[] = [];
+  return {
+    query(text, params) {
+      statements.push(text);
+      return db.query(text, params);
+    },
+    statements: () => [...statements],
   };
 }
 

@@ -1,8 +1,9 @@
 // What a browser test cannot easily show: over https the console's cookies
-// are Secure, and failed sign-ins are throttled (past ten, even the right
-// token gets 429, which tells a guesser nothing). In process, no browser.
+// are Secure, and failed sign-ins are throttled (slowed, then 429) while
+// the right token still signs in. In process, no browser.
 import { Hono } from 'hono';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { Authenticator } from '../../../operator/api/authenticator.js';
 import { consoleApp } from '../../../operator/console/app.js';
 import { adminToken } from '../../support/api-client.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
@@ -59,12 +60,20 @@ it('refuses a sign-in without the form\'s CSRF field', async () => {
   expect(response.headers.getSetCookie().some((cookie) => cookie.startsWith('wharf_console='))).toBe(false);
 });
 
-it('throttles failed sign-ins: past ten, even the right token gets 429', async () => {
-  const web = app();
+it('throttles failed sign-ins: five at once, five slowed, then 429; the right token still signs in', async () => {
+  const waited: number[] = [];
+  const authenticator = new Authenticator(db.pool, { throttle: { sleep: async (ms) => { waited.push(ms); } } });
+  const web = new Hono().route('/console', consoleApp({ db: db.pool, adminToken, authenticator }));
   const form = await signInForm(web);
   for (let i = 0; i < 10; i++) expect((await post(web, form, `wrong-token-${i}`)).status).toBe(401);
-  const blocked = await post(web, form, adminToken);
+  expect(waited).toEqual([250, 500, 1000, 2000, 2000]);
+  const blocked = await post(web, form, 'wrong-token-10');
   expect(blocked.status).toBe(429);
   expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
   expect(blocked.headers.getSetCookie().some((cookie) => cookie.startsWith('wharf_console='))).toBe(false);
+
+  const signedIn = await post(web, form, adminToken);
+  expect(signedIn.status).toBe(303);
+  expect(signedIn.headers.getSetCookie().some((cookie) => cookie.startsWith('wharf_console='))).toBe(true);
+  expect(waited).toHaveLength(5);
 });

@@ -1,0 +1,1027 @@
+-- Up Migration
+
+-- Release 0.3.0, written by `npm run sql:release` from the difference
+-- between sql/ and the migrations before it. Frozen: never edit it.
+--   new      function wharf.admission_item(text,text,text,text,jsonb,text[],jsonb,jsonb,text)
+--   new      function wharf.admission_items(jsonb)
+--   new      function wharf.admission_recipients(wharf.admission_route[])
+--   new      function wharf.admission_rule_broken(text,text,text,text,jsonb,jsonb,text)
+--   new      function wharf.admit_items(wharf.admission_item[])
+--   new      function wharf.admit_many(jsonb)
+--   new      function wharf.store_event(wharf.admission_item,bigint,bigint,text)
+--   changed  function wharf.admit(text,text,text,text,jsonb,text[],jsonb,jsonb,text)
+--   changed  trigger provider_event_keep_scope_insert on wharf.provider_event
+--   dropped  function wharf.admission_snapshot(bigint,text,text,text[],boolean)
+--   dropped  function wharf.log_admission(text,text,text,bigint,bigint,text)
+--   dropped  function wharf.store_event(bigint,text,text,bigint,text,text,text,text,jsonb,jsonb,bytea)
+
+-- The grants of the functions dropped below, given again to the functions of the same name created after them.
+CREATE TEMP TABLE wharf_release_grants ON COMMIT DROP AS
+  SELECT p.proname::text AS name, a.grantee::regrole::text AS grantee
+    FROM pg_proc p CROSS JOIN LATERAL aclexplode(p.proacl) a
+   WHERE p.oid IN ('wharf.admission_snapshot(bigint,text,text,text[],boolean)'::regprocedure, 'wharf.log_admission(text,text,text,bigint,bigint,text)'::regprocedure, 'wharf.store_event(bigint,text,text,bigint,text,text,text,text,jsonb,jsonb,bytea)'::regprocedure)
+     AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner;
+
+DROP FUNCTION wharf.admission_snapshot(bigint,text,text,text[],boolean);
+
+DROP FUNCTION wharf.log_admission(text,text,text,bigint,bigint,text);
+
+DROP FUNCTION wharf.store_event(bigint,text,text,bigint,text,text,text,text,jsonb,jsonb,bytea);
+
+-- ======== sql/20-scope-heads.sql ========
+
+-- Admission keeps the heads of the rows it inserts itself (sql/80).
+DROP TRIGGER IF EXISTS provider_event_keep_scope_insert ON wharf.provider_event;
+
+CREATE TRIGGER provider_event_keep_scope_insert
+  AFTER INSERT ON wharf.provider_event
+  FOR EACH ROW WHEN (NEW.state IN ('QUEUED', 'LEASED')
+                     AND current_setting('wharf.keeping_scopes', true) IS DISTINCT FROM 'on')
+  EXECUTE FUNCTION wharf.keep_scope_heads();
+
+-- ======== sql/80-admission.sql ========
+
+-- Which rule of admit's arguments a delivery breaks, if any: 1, a missing
+-- argument; 2, an unknown provider; 3, a route that is not an object; 4, a
+-- body digest that is not lower-case hex; 5, a delivery key or event type
+-- longer than 255 characters (the edge's bound, and an index entry's).
+-- Expressions without FROM, so that the planner inlines them.
+CREATE OR REPLACE FUNCTION wharf.admission_rule_broken(
+  p_provider text, p_source text, p_delivery_key text, p_event_type text,
+  p_route jsonb, p_payload jsonb, p_body_sha256 text)
+RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE
+    WHEN p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL
+         OR p_delivery_key = '' OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN 1
+    WHEN p_provider NOT IN ('github', 'gitlab', 'slack', 'outline', 'forgejo', 'generic') THEN 2
+    WHEN jsonb_typeof(coalesce(p_route, '{}')) <> 'object' THEN 3
+    WHEN p_body_sha256 !~ '^[0-9a-f]{64}$' THEN 4
+    WHEN length(p_delivery_key) > 255 OR length(p_event_type) > 255 THEN 5
+  END
+$$;
+
+-- The delivery of admit's arguments as an admission_item, with the error
+-- admit raises for it, if any (admission_rule_broken): 22004 for a missing
+-- argument, 22023 for the others. Subjects lose NULLs and empty strings;
+-- headers are kept without credentials (safe_headers).
+CREATE OR REPLACE FUNCTION wharf.admission_item(
+  p_provider text, p_source text, p_delivery_key text, p_event_type text,
+  p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text)
+RETURNS wharf.admission_item
+LANGUAGE sql STABLE AS $$
+  SELECT ROW(p_provider, p_source, p_delivery_key, p_event_type, coalesce(p_route, '{}'),
+             coalesce(array_remove(array_remove(p_subjects, NULL), ''), '{}'), p_payload,
+             wharf.safe_headers(p_headers),
+             CASE WHEN p_body_sha256 ~ '^[0-9a-f]{64}$' THEN decode(p_body_sha256, 'hex') END,
+             (ARRAY['22004', '22023', '22023', '22023', '22023'])
+               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256)],
+             (ARRAY['wharf.admit: provider, source, delivery_key, event_type and payload are required',
+                    format('wharf: unknown provider %s', quote_literal(p_provider)),
+                    'wharf.admit: route must be a JSON object',
+                    'wharf.admit: body_sha256 is a SHA-256 in lower-case hex',
+                    'wharf.admit: delivery_key and event_type are at most 255 characters'])
+               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256)]
+             )::wharf.admission_item
+$$;
+
+-- The deliveries of admit_many's argument as items, in array order. An
+-- element that is not an object, or whose subjects are not an array of
+-- strings, gets 22023; everything else as admission_item decides. 22023 for
+-- an argument that is not an array (nothing is admitted).
+CREATE OR REPLACE FUNCTION wharf.admission_items(p_deliveries jsonb) RETURNS wharf.admission_item[]
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  IF p_deliveries IS NULL OR jsonb_typeof(p_deliveries) <> 'array' THEN
+    RAISE EXCEPTION 'wharf.admit_many: deliveries must be a JSON array' USING ERRCODE = '22023';
+  END IF;
+  RETURN (
+    SELECT coalesce(array_agg(
+             CASE WHEN jsonb_typeof(d) <> 'object'
+                    THEN ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '22023',
+                             'wharf.admit_many: each delivery is a JSON object')::wharf.admission_item
+                  WHEN jsonb_typeof(coalesce(d->'subjects', '[]')) NOT IN ('array', 'null')
+                       OR jsonb_path_exists(d, '$.subjects[*] ? (@.type() != "string" && @.type() != "null")')
+                    THEN ROW(d->>'provider', d->>'source', d->>'delivery_key', d->>'event_type', NULL, NULL, NULL,
+                             NULL, NULL, '22023', 'wharf.admit_many: subjects must be an array of strings')::wharf.admission_item
+                  ELSE wharf.admission_item(
+                         d->>'provider', d->>'source', d->>'delivery_key', d->>'event_type',
+                         CASE WHEN d ? 'route' AND d->'route' <> 'null' THEN d->'route' END,
+                         ARRAY(SELECT jsonb_array_elements_text(CASE jsonb_typeof(d->'subjects') WHEN 'array'
+                                                                     THEN d->'subjects' ELSE '[]' END)),
+                         CASE WHEN d->'payload' <> 'null' THEN d->'payload' END,
+                         d->'headers', d->>'body_sha256')
+             END ORDER BY n), '{}')
+      FROM jsonb_array_elements(p_deliveries) WITH ORDINALITY AS a(d, n));
+END $$;
+
+-- The lifecycle objects of each routed item: its source connection
+-- (is_source) and its recipients, read in one statement. A provider-signed
+-- delivery (an App's installation or a Slack team) reaches every connection
+-- of its provider and source subscribed to one of its subjects; a
+-- connection-signed one (GitLab, Outline, Forgejo, Standard Webhooks) its
+-- own connection alone, when it subscribes. Two reads compare equal in their
+-- (connection, generation) pairs exactly when no connection involved changed
+-- in between; states come with them for the rules.
+--
+-- The plan is pinned to one shape, whatever the statistics: each item's
+-- subjects' subscriptions (ix_subscription_recipients, one descent per
+-- subject), then each subscriber's connection and workspace by primary key,
+-- in the order written (join_collapse_limit). Left to choose, the planner
+-- walked every subscription of the connection (subscription_pkey) for want of
+-- statistics, which a GitHub App installation with many repositories paid on
+-- every delivery; with statistics it planned each call afresh, which cost
+-- more than the read. Led by the subjects, the read grows with a subject's
+-- subscribers rather than with every connection of the source.
+CREATE OR REPLACE FUNCTION wharf.admission_recipients(p_routes wharf.admission_route[])
+RETURNS wharf.admission_recipient[]
+-- plpgsql, not sql: its plan is cached per session instead of made per call.
+LANGUAGE plpgsql STABLE
+SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET join_collapse_limit = 1 SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+BEGIN
+  RETURN ARRAY(
+    SELECT ROW(r.n, true, s.id, s.generation, s.state, s.workspace_id, NULL)::wharf.admission_recipient
+      FROM unnest(p_routes) r
+      JOIN wharf.connection s ON s.id = r.source_id
+     WHERE r.drop_reason IS NULL AND NOT r.control AND r.body_events IS NULL
+    UNION ALL
+    SELECT ROW(r.n, false, c.id, c.generation, c.state, c.workspace_id, w.state)::wharf.admission_recipient
+      FROM unnest(p_routes) r
+      CROSS JOIN LATERAL (SELECT DISTINCT sub.connection_id FROM wharf.subscription sub
+                           WHERE sub.subject = ANY (r.subjects)) subscribed
+      -- LIMIT: a subquery of its own, which only the primary key can serve;
+      -- joined plainly, the conditions below let the planner walk every
+      -- connection of the source for each subscriber.
+      CROSS JOIN LATERAL (SELECT c.id, c.provider, c.source, c.state, c.generation, c.workspace_id
+                            FROM wharf.connection c WHERE c.id = subscribed.connection_id LIMIT 1) c
+      JOIN wharf.workspace w ON w.id = c.workspace_id
+     WHERE r.drop_reason IS NULL AND NOT r.control AND r.body_events IS NULL
+       AND c.provider = r.provider AND c.source = r.source
+       AND (c.id = r.source_id OR NOT r.connection_signed));
+END $$;
+
+-- Admits the items of one round and returns, in their order, each one's
+-- receipt or {"error": {"code", "message"}}:
+--   {delivery_key, events: [{workspace_id, event_id, outcome: stored|duplicate}],
+--    refused: [{connection_id, workspace_id, reason}], dropped: reason|null}
+-- An item with an error, or whose route changed while admission waited for
+-- its lifecycle locks (WH409), changes nothing. Two items of one round must
+-- not share a body digest (admit_many defers the later one to a round of its
+-- own). Internal: callers use admit and admit_many.
+--
+-- Plans: nested loops over the arrays and index lookups, generic (planned
+-- once per session). JIT off: a plan the disabled methods price at their
+-- penalty would otherwise be compiled on every call, at hundreds of ms.
+CREATE OR REPLACE FUNCTION wharf.admit_items(p_items wharf.admission_item[]) RETURNS jsonb[]
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+DECLARE
+  v_routes    wharf.admission_route[];
+  v_first     wharf.admission_recipient[];
+  v_locked    wharf.admission_recipient[];
+  v_changed   integer[];
+  v_rows      wharf.admission_row[];
+  v_events    jsonb[];   -- per item, the receipt's events
+  v_refused   jsonb[];   -- per item, the receipt's refusals
+  v_drops     text[];    -- per item, the drop reason
+  v_stored    boolean;
+  v_ids       bigint[];  -- the rows this call stored ...
+  v_keys      text[];    -- ... and their dedupe keys
+BEGIN
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees its rows (rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source (a redelivery
+  -- under another delivery id, or a captured body relabelled by its unsigned
+  -- headers): the rows already stored answer. A connection-signed body
+  -- (Forgejo) only ever answers with its own connection's rows: two
+  -- workspaces' webhooks on one repository receive identical bodies, and
+  -- neither may see, or pre-empt, the other's. The lock makes concurrent
+  -- admissions of one body take turns (the first class of locks, in key order).
+  PERFORM pg_advisory_xact_lock(k.key)
+     FROM (SELECT DISTINCT wharf.lifecycle_key('body',
+                    i.source || ' ' || coalesce(i.route->>'connection_id', '') || ' ' || encode(i.body_sha256, 'hex')) AS key
+             FROM unnest(p_items) i
+            WHERE i.error_code IS NULL AND i.body_sha256 IS NOT NULL
+            ORDER BY 1) k;
+
+  -- 1.-2. Control events, and the source of every other item, with the drops
+  -- these rules decide.
+  SELECT array_agg(ROW(r.n, i.provider, i.source, i.subjects, i.route ? 'connection_id', r.body_events,
+                       r.control, r.drop_reason, r.source_id)::wharf.admission_route ORDER BY r.n)
+    INTO v_routes
+    FROM unnest(p_items) WITH ORDINALITY AS i(provider, source, delivery_key, event_type, route, subjects,
+                                              payload, headers, body_sha256, error_code, error_message, n)
+    CROSS JOIN LATERAL (
+      SELECT i.n::integer AS n, dup.events AS body_events,
+             coalesce(i.route->'control' = 'true', false) AS control,
+             CASE
+               WHEN i.route->'control' = 'true' THEN
+                 CASE WHEN i.provider = 'github'
+                           AND i.event_type IN ('installation', 'installation_repositories', 'installation_target')
+                           AND i.route->>'installation_id' IS NOT NULL
+                           AND i.payload->'installation'->>'id' = i.route->>'installation_id'
+                           AND coalesce(i.payload->>'action', '') <> ''
+                      THEN NULL ELSE 'invalid-event-route' END
+               WHEN NOT (i.route ? 'connection_id' OR i.route ? 'installation_id' OR i.route ? 'team_id')
+                 THEN 'work-event-without-source'
+               WHEN src.id IS NULL THEN 'unknown-source'
+               WHEN cardinality(i.subjects) = 0 THEN 'work-event-without-subject'
+               WHEN jsonb_typeof(src.route->'subject_prefixes') = 'array'
+                    AND NOT EXISTS (SELECT FROM jsonb_array_elements_text(src.route->'subject_prefixes') p
+                                     WHERE starts_with(i.subjects[1], p))
+                 THEN 'route-mismatch'
+             END AS drop_reason,
+             CASE WHEN NOT coalesce(i.route->'control' = 'true', false) THEN src.id END AS source_id
+        FROM (SELECT 1) one
+        LEFT JOIN LATERAL (
+          SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                           ORDER BY e.workspace_id NULLS FIRST) AS events
+            FROM wharf.provider_event e
+           WHERE i.body_sha256 IS NOT NULL
+             AND e.source = i.source AND e.body_sha256 = i.body_sha256
+             AND (NOT i.route ? 'connection_id' OR e.connection_id::text = i.route->>'connection_id')
+             AND e.received_at > now() - wharf.setting_interval('replay_window')
+        ) dup ON true
+        LEFT JOIN LATERAL (
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE i.route ? 'connection_id'
+             AND c.id = CASE WHEN i.route->>'connection_id' ~ '^[0-9]{1,18}$' THEN (i.route->>'connection_id')::bigint END
+             AND c.provider = i.provider AND c.source = i.source
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND i.route ? 'installation_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'app_installation'
+             AND c.external_id = i.route->>'installation_id'
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND NOT i.route ? 'installation_id' AND i.route ? 'team_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'slack_team'
+             AND c.external_id = i.route->>'team_id'
+          LIMIT 1
+        ) src ON true
+    ) r
+   WHERE i.error_code IS NULL;
+  -- A body stored before answers alone: nothing else is decided for it.
+  v_routes := ARRAY(SELECT ROW(r.n, r.provider, r.source, r.subjects, r.connection_signed,
+                               r.body_events, r.control AND r.body_events IS NULL,
+                               CASE WHEN r.body_events IS NULL THEN r.drop_reason END,
+                               CASE WHEN r.body_events IS NULL THEN r.source_id END)::wharf.admission_route
+                      FROM unnest(v_routes) r);
+
+  -- 3. Lifecycle lock: read the recipients, lock every source, connection
+  -- and workspace in shared mode (sources by key, connections by id,
+  -- workspaces by id: the second class of locks, in one order for every
+  -- caller), read them again under the locks. An item whose source or
+  -- recipients changed in between is refused with WH409.
+  IF EXISTS (SELECT FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL) THEN
+    v_first := wharf.admission_recipients(v_routes);
+    PERFORM pg_advisory_xact_lock_shared(l.key)
+       FROM (SELECT 0 AS rank, wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS id,
+                    wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS key
+               FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL
+             UNION
+             SELECT 1, f.connection_id, wharf.lifecycle_key('connection', f.connection_id::text)
+               FROM unnest(v_first) f
+             UNION
+             SELECT 2, f.workspace_id, wharf.lifecycle_key('workspace', f.workspace_id::text)
+               FROM unnest(v_first) f WHERE NOT f.is_source
+             ORDER BY rank, id) l;
+    v_locked := wharf.admission_recipients(v_routes);
+    v_changed := ARRAY(
+      SELECT x.n
+        FROM (SELECT f.n, 1 AS read, f.is_source, f.connection_id, f.generation FROM unnest(v_first) f
+              UNION ALL
+              SELECT f.n, 2, f.is_source, f.connection_id, f.generation FROM unnest(v_locked) f) x
+       GROUP BY x.n
+      HAVING array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
+               FILTER (WHERE x.read = 1)
+             IS DISTINCT FROM
+             array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
+               FILTER (WHERE x.read = 2));
+  END IF;
+
+  -- 4. Activity, per item and workspace (PAUSED counts as active: it stores
+  -- and holds), and 5. the rows to store: one per admitted workspace, or the
+  -- control row in the provider's system scope.
+  WITH routed AS (
+    SELECT r.*, ((p_items[r.n]).subjects)[1] AS subject
+      FROM unnest(v_routes) r
+     WHERE r.n <> ALL (coalesce(v_changed, '{}')) AND r.body_events IS NULL AND r.drop_reason IS NULL
+  ), recipients AS (
+    SELECT l.* FROM unnest(v_locked) l WHERE NOT l.is_source AND l.n <> ALL (coalesce(v_changed, '{}'))
+  ), workspaces AS (
+    SELECT x.n, x.workspace_id,
+           bool_or(x.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+           bool_or(x.workspace_state = 'ACTIVE') AS claimable,
+           min(x.connection_id) FILTER (WHERE x.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id
+      FROM recipients x GROUP BY x.n, x.workspace_id
+  ), source_active AS (
+    SELECT l.n, l.state IN ('ACTIVE', 'PAUSED') AS active FROM unnest(v_locked) l WHERE l.is_source
+  )
+  SELECT
+    -- Rows to store, in array order, each item's workspaces in id order.
+    ARRAY(SELECT ROW(w.n, w.workspace_id, w.active_connection_id,
+                     w.workspace_id || ':' || r.provider || ':' || r.subject, w.claimable)::wharf.admission_row
+            FROM workspaces w JOIN routed r ON r.n = w.n
+            JOIN source_active s ON s.n = w.n AND s.active
+           WHERE w.workspace_active AND w.active_connection_id IS NOT NULL
+          UNION ALL
+          SELECT ROW(r.n, NULL, NULL, 'system:' || r.provider || ':' || r.source, true)::wharf.admission_row
+            FROM routed r WHERE r.control
+          ORDER BY 1),
+    -- Refusals: every recipient of a workspace that admits nothing.
+    array_agg_refused.per_item,
+    -- Drops decided under the locks.
+    array_agg_drops.per_item
+    INTO v_rows, v_refused, v_drops
+    FROM (SELECT 1) one
+    CROSS JOIN LATERAL (
+      SELECT array_agg(coalesce(f.refused, '[]') ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN (SELECT x.n, jsonb_agg(jsonb_build_object(
+                                  'connection_id', x.connection_id, 'workspace_id', x.workspace_id,
+                                  'reason', CASE WHEN w.workspace_active THEN 'connection-inactive'
+                                                 ELSE 'workspace-inactive' END)
+                                ORDER BY x.workspace_id, x.connection_id) AS refused
+                     FROM recipients x
+                     JOIN workspaces w ON w.n = x.n AND w.workspace_id = x.workspace_id
+                     JOIN source_active s ON s.n = x.n AND s.active
+                    WHERE NOT (w.workspace_active AND w.active_connection_id IS NOT NULL)
+                    GROUP BY x.n) f ON f.n = k.n
+    ) array_agg_refused
+    CROSS JOIN LATERAL (
+      SELECT array_agg(
+               CASE WHEN r.n IS NULL OR r.n = ANY (coalesce(v_changed, '{}')) OR r.body_events IS NOT NULL THEN NULL
+                    WHEN r.drop_reason IS NOT NULL THEN r.drop_reason
+                    WHEN r.control THEN NULL
+                    WHEN NOT (SELECT s.active FROM source_active s WHERE s.n = r.n) THEN 'source-inactive'
+                    WHEN NOT EXISTS (SELECT FROM recipients x WHERE x.n = r.n) THEN 'no-subscriber'
+               END ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN unnest(v_routes) r ON r.n = k.n
+    ) array_agg_drops;
+
+  -- The scope of every row to store, made when missing and locked, in
+  -- (workspace, scope) order: the third class of locks, the order every
+  -- writer of several scopes keeps. Locked (FOR UPDATE) before the rows are
+  -- inserted, so that within a scope ids are assigned and committed in the
+  -- same order and a claim never passes over a row still being inserted. A
+  -- conflict locks the row without writing it (the WHERE is false).
+  INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
+  SELECT DISTINCT ON (r.workspace_id, r.scope_key) r.scope_key, r.workspace_id, r.scope_active
+    FROM unnest(v_rows) r
+   ORDER BY r.workspace_id NULLS FIRST, r.scope_key
+  ON CONFLICT (scope_key) DO UPDATE SET active = s.active WHERE false;
+
+  -- 5. Insert, in array order, each workspace's row due at once; a delivery
+  -- stored before (or earlier in the array) is a duplicate. The new rows are
+  -- the youngest of their scopes: each heads its scope when it has no head.
+  -- The scope trigger is told that this statement keeps the scopes (sql/20).
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  WITH stored AS (
+    INSERT INTO wharf.provider_event
+      (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+       payload, headers, body_sha256)
+    SELECT r.workspace_id, i.provider, i.delivery_key, i.event_type, i.subjects[1], r.scope_key, i.source,
+           r.connection_id, i.payload, i.headers, i.body_sha256
+      FROM unnest(v_rows) WITH ORDINALITY AS r(n, workspace_id, connection_id, scope_key, scope_active, k)
+      CROSS JOIN LATERAL (SELECT (p_items[r.n]).*) i
+     ORDER BY r.k
+    ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+    RETURNING id, scope_key, next_attempt_at,
+              coalesce(workspace_id::text, '') || ' ' || provider || ' ' || delivery_key AS dedupe_key
+  ), heads AS (
+    UPDATE wharf.scope s
+       SET head_id = h.id, head_due_at = h.due_at, ready_at = greatest(h.due_at, clock_timestamp())
+      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at
+              FROM stored x ORDER BY x.scope_key, x.id) h
+     WHERE s.scope_key = h.scope_key AND s.head_id IS NULL
+  )
+  SELECT count(*) > 0, array_agg(id), array_agg(dedupe_key) INTO v_stored, v_ids, v_keys FROM stored;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+
+  -- The receipts' events: each row's id, stored by this call (the first row
+  -- of its dedupe key) or found stored before.
+  v_events := ARRAY(
+    SELECT coalesce(jsonb_agg(jsonb_build_object('workspace_id', r.workspace_id,
+                                                 'event_id', coalesce(v_ids[r.stored_at], e.id),
+                                                 'outcome', CASE WHEN r.stored_at IS NOT NULL THEN 'stored'
+                                                                 ELSE 'duplicate' END)
+                              ORDER BY r.workspace_id NULLS FIRST) FILTER (WHERE r.n IS NOT NULL), '[]')
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      LEFT JOIN (SELECT x.n, x.workspace_id, i.provider, i.delivery_key,
+                        CASE WHEN x.k = min(x.k) OVER (PARTITION BY x.workspace_id, i.provider, i.delivery_key)
+                             THEN array_position(v_keys, coalesce(x.workspace_id::text, '') || ' ' || i.provider
+                                                         || ' ' || i.delivery_key) END AS stored_at
+                   FROM unnest(v_rows) WITH ORDINALITY AS x(n, workspace_id, connection_id, scope_key, scope_active, k)
+                   CROSS JOIN LATERAL (SELECT (p_items[x.n]).provider, (p_items[x.n]).delivery_key) i) r ON r.n = k.n
+      LEFT JOIN LATERAL (
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NOT NULL
+           AND e.workspace_id = r.workspace_id AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+        UNION ALL
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NULL AND e.workspace_id IS NULL
+           AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+      ) e ON true
+     GROUP BY k.n
+     ORDER BY k.n);
+
+  -- Every refusal and drop, in array order: no payload, no header.
+  INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+  SELECT i.provider, i.source, i.delivery_key, x.connection_id, x.workspace_id, x.reason
+    FROM generate_series(1, cardinality(p_items)) k(n)
+    CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+    CROSS JOIN LATERAL (
+      SELECT (f->>'connection_id')::bigint AS connection_id, (f->>'workspace_id')::bigint AS workspace_id,
+             f->>'reason' AS reason, o AS rank
+        FROM jsonb_array_elements(v_refused[k.n]) WITH ORDINALITY AS f(f, o)
+      UNION ALL
+      SELECT r.source_id, NULL, v_drops[k.n], 0
+        FROM (SELECT 1) one LEFT JOIN unnest(v_routes) r ON r.n = k.n
+       WHERE v_drops[k.n] IS NOT NULL
+    ) x
+   ORDER BY k.n, x.rank;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN ARRAY(
+    SELECT CASE
+             WHEN i.error_code IS NOT NULL
+               THEN jsonb_build_object('error', jsonb_build_object('code', i.error_code, 'message', i.error_message))
+             WHEN k.n = ANY (coalesce(v_changed, '{}'))
+               THEN jsonb_build_object('error', jsonb_build_object('code', 'WH409',
+                      'message', format('wharf.admit: the route of %s changed during admission; retry', i.source)))
+             ELSE jsonb_build_object('delivery_key', i.delivery_key,
+                                     'events', coalesce(r.body_events, v_events[k.n]),
+                                     'refused', CASE WHEN r.body_events IS NULL THEN v_refused[k.n] ELSE '[]' END,
+                                     'dropped', v_drops[k.n])
+           END
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+      LEFT JOIN unnest(v_routes) r ON r.n = k.n
+     ORDER BY k.n);
+END $$;
+
+-- Stores one event row in p_scope_key unless the delivery is already stored
+-- for that workspace; returns the receipt entry {workspace_id, event_id,
+-- outcome: stored|duplicate}. The row heads its scope through the scope
+-- trigger (sql/20), after lock_scope has locked the scope: within a scope ids
+-- are assigned and committed in the same order, and a claim never passes
+-- over a row still being inserted. Internal: admit's.
+CREATE OR REPLACE FUNCTION wharf.store_event(
+  p_item wharf.admission_item, p_workspace_id bigint, p_connection_id bigint, p_scope_key text)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id bigint;
+BEGIN
+  PERFORM wharf.lock_scope(p_scope_key, p_workspace_id);
+  INSERT INTO wharf.provider_event
+    (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+     payload, headers, body_sha256)
+  VALUES
+    (p_workspace_id, p_item.provider, p_item.delivery_key, p_item.event_type, p_item.subjects[1], p_scope_key,
+     p_item.source, p_connection_id, p_item.payload, p_item.headers, p_item.body_sha256)
+  ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+  RETURNING id INTO v_id;
+  IF v_id IS NOT NULL THEN
+    RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
+  END IF;
+  SELECT id INTO v_id FROM wharf.provider_event
+   WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id AND provider = p_item.provider
+     AND delivery_key = p_item.delivery_key;
+  RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
+END $$;
+
+-- Admits one verified delivery and returns its receipt:
+--   {delivery_key, events: [{workspace_id, event_id, outcome}],
+--    refused: [{connection_id, workspace_id, reason}], dropped: reason|null}
+-- Raises 22004/22023 for missing or malformed arguments (admission_item;
+-- nothing written) and WH409 when a connection changed while admission
+-- waited for its lock (the edge answers 503 and the provider retries against
+-- the current route). p_body_sha256 (hex), for providers that sign the body
+-- alone (GitHub, Forgejo): a body already stored from this source within
+-- replay_window is a duplicate, whatever delivery key or event type comes
+-- with it. SECURITY DEFINER: the edge's role needs EXECUTE on this function.
+--
+-- The rules of admit_items for one delivery, statement by statement: for
+-- one delivery a plan over arrays costs more to start than the statements it
+-- saves (bench/RESULTS.md). A property test admits random arrays through
+-- both and compares everything they write (test/sql/admit-many.test.ts).
+CREATE OR REPLACE FUNCTION wharf.admit(
+  p_provider text, p_source text, p_delivery_key text, p_event_type text,
+  p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_item     wharf.admission_item := wharf.admission_item(p_provider, p_source, p_delivery_key, p_event_type,
+                                                           p_route, p_subjects, p_payload, p_headers, p_body_sha256);
+  v_route    jsonb := v_item.route;
+  v_subject  text := v_item.subjects[1];
+  v_source   wharf.connection;
+  v_routes   wharf.admission_route[];
+  v_first    wharf.admission_recipient[];  -- before the lifecycle locks
+  v_locked   wharf.admission_recipient[];  -- ... and under them
+  v_events   jsonb := '[]'::jsonb;
+  v_refused  jsonb := '[]'::jsonb;
+  v_drop     text;
+  v_ws       record;
+  v_stored   boolean := false;
+  -- Signed with a secret one workspace shares with the provider (GitLab,
+  -- Outline, Forgejo, Standard Webhooks): the body is only as trusted as that
+  -- workspace, so it reaches that connection alone, whatever it names.
+  v_connection_signed boolean := v_route ? 'connection_id';
+BEGIN
+  IF v_item.error_code IS NOT NULL THEN
+    RAISE EXCEPTION '%', v_item.error_message USING ERRCODE = v_item.error_code;
+  END IF;
+
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees the row (rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source: the rows already
+  -- stored answer (see admit_items).
+  IF v_item.body_sha256 IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('body',
+      p_source || ' ' || coalesce(v_route->>'connection_id', '') || ' ' || p_body_sha256));
+    v_events := coalesce((
+      SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                       ORDER BY e.workspace_id NULLS FIRST)
+        FROM wharf.provider_event e
+       WHERE e.source = p_source AND e.body_sha256 = v_item.body_sha256
+         AND (NOT v_connection_signed OR e.connection_id::text = v_route->>'connection_id')
+         AND e.received_at > now() - wharf.setting_interval('replay_window')), '[]'::jsonb);
+    IF jsonb_array_length(v_events) > 0 THEN
+      RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                                'refused', '[]'::jsonb, 'dropped', NULL);
+    END IF;
+  END IF;
+
+  -- 1. Control events: one installation row in the provider's system scope.
+  IF v_route->'control' = 'true' THEN
+    IF p_provider = 'github'
+       AND p_event_type IN ('installation', 'installation_repositories', 'installation_target')
+       AND v_route->>'installation_id' IS NOT NULL
+       AND p_payload->'installation'->>'id' = v_route->>'installation_id'
+       AND coalesce(p_payload->>'action', '') <> '' THEN
+      v_events := jsonb_build_array(wharf.store_event(v_item, NULL, NULL, 'system:' || p_provider || ':' || p_source));
+      v_stored := v_events->0->>'outcome' = 'stored';
+    ELSE
+      v_drop := 'invalid-event-route';
+    END IF;
+  ELSE
+    -- 2. Source: the connection named by a verified route fact.
+    IF v_route ? 'connection_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE id = CASE WHEN v_route->>'connection_id' ~ '^[0-9]{1,18}$'
+                       THEN (v_route->>'connection_id')::bigint END
+         AND provider = p_provider AND source = p_source;
+    ELSIF v_route ? 'installation_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'app_installation'
+         AND external_id = v_route->>'installation_id';
+    ELSIF v_route ? 'team_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'slack_team'
+         AND external_id = v_route->>'team_id';
+    ELSE
+      v_drop := 'work-event-without-source';
+    END IF;
+
+    IF v_drop IS NULL AND v_source.id IS NULL THEN
+      v_drop := 'unknown-source';
+    ELSIF v_drop IS NULL AND v_subject IS NULL THEN
+      v_drop := 'work-event-without-subject';
+    ELSIF v_drop IS NULL AND jsonb_typeof(v_source.route->'subject_prefixes') = 'array' THEN
+      -- (A test of its own: a connection without prefixes runs no query here.)
+      IF NOT EXISTS (SELECT FROM jsonb_array_elements_text(v_source.route->'subject_prefixes') p
+                      WHERE starts_with(v_subject, p)) THEN
+        v_drop := 'route-mismatch';
+      END IF;
+    END IF;
+  END IF;
+
+  IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
+    -- 3. Lifecycle lock: read the source and recipients, lock them shared
+    -- (source, connections by id, workspaces by id), read them again.
+    v_routes := ARRAY[ROW(1, p_provider, p_source, v_item.subjects, v_connection_signed, NULL, false, NULL,
+                          v_source.id)::wharf.admission_route];
+    v_first := wharf.admission_recipients(v_routes);
+    PERFORM pg_advisory_xact_lock_shared(l.key)
+       FROM (SELECT 0 AS rank, 0::bigint AS id,
+                    wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)) AS key
+             UNION
+             SELECT 1, f.connection_id, wharf.lifecycle_key('connection', f.connection_id::text) FROM unnest(v_first) f
+             UNION
+             SELECT 2, f.workspace_id, wharf.lifecycle_key('workspace', f.workspace_id::text)
+               FROM unnest(v_first) f WHERE NOT f.is_source
+             ORDER BY rank, id) l;
+    v_locked := wharf.admission_recipients(v_routes);
+    IF (SELECT array_agg(ARRAY[f.connection_id, f.generation] ORDER BY f.is_source DESC, f.connection_id) FROM unnest(v_first) f)
+       IS DISTINCT FROM
+       (SELECT array_agg(ARRAY[f.connection_id, f.generation] ORDER BY f.is_source DESC, f.connection_id) FROM unnest(v_locked) f) THEN
+      RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
+        USING ERRCODE = 'WH409';
+    END IF;
+
+    -- 4. Activity: the source itself must be ACTIVE (or PAUSED: a paused
+    -- workspace or connection stores and holds); then per workspace.
+    IF NOT EXISTS (SELECT FROM unnest(v_locked) f WHERE f.is_source AND f.state IN ('ACTIVE', 'PAUSED')) THEN
+      v_drop := 'source-inactive';
+    ELSIF NOT EXISTS (SELECT FROM unnest(v_locked) f WHERE NOT f.is_source) THEN
+      v_drop := 'no-subscriber';
+    ELSE
+      FOR v_ws IN
+        SELECT f.workspace_id,
+               bool_or(f.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+               min(f.connection_id) FILTER (WHERE f.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id,
+               jsonb_agg(f.connection_id ORDER BY f.connection_id) AS connection_ids
+          FROM unnest(v_locked) f WHERE NOT f.is_source
+         GROUP BY 1 ORDER BY 1
+      LOOP
+        IF v_ws.workspace_active AND v_ws.active_connection_id IS NOT NULL THEN
+          -- 5. Insert: one row per admitted workspace, due at once.
+          v_events := v_events || wharf.store_event(v_item, v_ws.workspace_id, v_ws.active_connection_id,
+                                                    v_ws.workspace_id || ':' || p_provider || ':' || v_subject);
+          v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
+        ELSE
+          v_refused := v_refused || (
+            SELECT jsonb_agg(jsonb_build_object('connection_id', c::bigint, 'workspace_id', v_ws.workspace_id,
+                                                'reason', CASE WHEN v_ws.workspace_active THEN 'connection-inactive'
+                                                               ELSE 'workspace-inactive' END))
+              FROM jsonb_array_elements(v_ws.connection_ids) c);
+        END IF;
+      END LOOP;
+    END IF;
+  END IF;
+
+  -- Every refusal and drop, in order: no payload, no header.
+  IF v_drop IS NOT NULL OR jsonb_array_length(v_refused) > 0 THEN
+    INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+    SELECT p_provider, p_source, p_delivery_key, (r->>'connection_id')::bigint, (r->>'workspace_id')::bigint, r->>'reason'
+      FROM jsonb_array_elements(v_refused) WITH ORDINALITY AS x(r, o)
+    UNION ALL
+    SELECT p_provider, p_source, p_delivery_key, v_source.id, NULL, v_drop WHERE v_drop IS NOT NULL;
+  END IF;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                            'refused', v_refused, 'dropped', v_drop);
+END $$;
+
+-- Admits many deliveries in one transaction, as admitting them one after
+-- another with admit would: p_deliveries is a JSON array of {provider,
+-- source, delivery_key, event_type, route, subjects, payload, headers,
+-- body_sha256}; the result is the array of their receipts, in order. An
+-- element admit would reject gets {"error": {"code", "message"}} in its slot
+-- (WH409 included) and changes nothing; the others are admitted. 22023 when
+-- p_deliveries is not an array. A body digest repeated within the array is
+-- admitted after the element it repeats (a round of its own), so that it is
+-- that element's duplicate, as it would be one after another.
+-- SECURITY DEFINER: the edge's role needs EXECUTE on this function only.
+CREATE OR REPLACE FUNCTION wharf.admit_many(p_deliveries jsonb) RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_items    wharf.admission_item[] := wharf.admission_items(p_deliveries);
+  v_round    integer := 0;
+  v_rounds   integer[];  -- per item, the round it is admitted in
+  v_indexes  integer[];
+  v_results  jsonb[];
+  v_receipts jsonb[] := array_fill(NULL::jsonb, ARRAY[cardinality(v_items)]);
+BEGIN
+  -- The n-th element with a body digest already carried by an earlier valid
+  -- element goes to round n; nearly every array has one round.
+  v_rounds := ARRAY(
+    SELECT CASE WHEN i.error_code IS NULL AND i.body_sha256 IS NOT NULL
+                THEN row_number() OVER (PARTITION BY i.error_code IS NULL AND i.body_sha256 IS NOT NULL,
+                                                     i.source, i.route->>'connection_id', i.body_sha256 ORDER BY k) - 1
+                ELSE 0 END
+      FROM unnest(v_items) WITH ORDINALITY AS i(provider, source, delivery_key, event_type, route, subjects,
+                                                payload, headers, body_sha256, error_code, error_message, k)
+     ORDER BY k);
+  LOOP
+    v_indexes := ARRAY(SELECT k FROM unnest(v_rounds) WITH ORDINALITY AS r(round, k) WHERE r.round = v_round ORDER BY k);
+    EXIT WHEN cardinality(v_indexes) = 0;
+    v_results := wharf.admit_items(ARRAY(SELECT v_items[k] FROM unnest(v_indexes) WITH ORDINALITY AS x(k, o) ORDER BY o));
+    FOR j IN 1 .. cardinality(v_indexes) LOOP
+      v_receipts[v_indexes[j]] := v_results[j];
+    END LOOP;
+    v_round := v_round + 1;
+  END LOOP;
+  RETURN to_jsonb(v_receipts);
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.admit(text, text, text, text, jsonb, text[], jsonb, jsonb, text),
+  wharf.admit_many(jsonb) FROM PUBLIC;
+
+DO $$
+DECLARE g record;
+BEGIN
+  FOR g IN SELECT * FROM wharf_release_grants LOOP
+    IF g.name = 'store_event' THEN EXECUTE format('GRANT EXECUTE ON FUNCTION wharf.store_event(wharf.admission_item,bigint,bigint,text) TO %s', g.grantee); END IF;
+  END LOOP;
+END $$;
+
+-- Down Migration
+
+-- The released text of everything the up changed.
+
+SET LOCAL check_function_bodies = off;
+
+DROP TRIGGER IF EXISTS provider_event_keep_scope_insert ON wharf.provider_event;
+
+DROP FUNCTION wharf.admission_item(text,text,text,text,jsonb,text[],jsonb,jsonb,text);
+
+DROP FUNCTION wharf.admission_items(jsonb);
+
+DROP FUNCTION wharf.admission_recipients(wharf.admission_route[]);
+
+DROP FUNCTION wharf.admission_rule_broken(text,text,text,text,jsonb,jsonb,text);
+
+DROP FUNCTION wharf.admit_items(wharf.admission_item[]);
+
+DROP FUNCTION wharf.admit_many(jsonb);
+
+DROP FUNCTION wharf.store_event(wharf.admission_item,bigint,bigint,text);
+
+CREATE OR REPLACE FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text DEFAULT NULL::text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+  v_route      jsonb := coalesce(p_route, '{}');
+  v_headers    jsonb := wharf.safe_headers(p_headers);
+  v_subjects   text[] := coalesce(array_remove(array_remove(p_subjects, NULL), ''), '{}');
+  v_subject    text;
+  v_source     wharf.connection;
+  v_first      record;  -- admission_snapshot before the lifecycle locks
+  v_locked     record;  -- ... and under them
+  v_events     jsonb := '[]'::jsonb;
+  v_refused    jsonb := '[]'::jsonb;
+  v_drop       text;
+  v_ws         record;
+  v_rec        record;
+  v_stored     boolean := false;
+  -- Signed with a secret one workspace shares with the provider (GitLab,
+  -- Outline, Forgejo, Standard Webhooks): the body is only as trusted as that
+  -- workspace, so it reaches that connection alone, whatever it names.
+  v_connection_signed boolean := coalesce(p_route ? 'connection_id', false);
+  v_body_sha256 bytea;
+BEGIN
+  IF p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL OR p_delivery_key = ''
+     OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN
+    RAISE EXCEPTION 'wharf.admit: provider, source, delivery_key, event_type and payload are required'
+      USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.check_provider(p_provider);
+  IF jsonb_typeof(v_route) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.admit: route must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  IF p_body_sha256 IS NOT NULL AND p_body_sha256 !~ '^[0-9a-f]{64}$' THEN
+    RAISE EXCEPTION 'wharf.admit: body_sha256 is a SHA-256 in lower-case hex' USING ERRCODE = '22023';
+  END IF;
+  v_subject := v_subjects[1];
+  v_body_sha256 := decode(p_body_sha256, 'hex');
+
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees the row (see rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source (a redelivery
+  -- under another delivery id, or a captured body relabelled by its
+  -- unsigned headers): the rows already stored answer. A connection-signed
+  -- body (Forgejo) only ever answers with its own connection's rows: two
+  -- workspaces' webhooks on one repository receive identical bodies, and
+  -- neither may see, or pre-empt, the other's. The lock makes concurrent
+  -- admissions of one body take turns.
+  IF v_body_sha256 IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('body',
+      p_source || ' ' || coalesce(v_route->>'connection_id', '') || ' ' || p_body_sha256));
+    v_events := coalesce((
+      SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                       ORDER BY e.workspace_id NULLS FIRST)
+        FROM wharf.provider_event e
+       WHERE e.source = p_source AND e.body_sha256 = v_body_sha256
+         AND (NOT v_connection_signed OR e.connection_id::text = v_route->>'connection_id')
+         AND e.received_at > now() - wharf.setting_interval('replay_window')), '[]'::jsonb);
+    IF jsonb_array_length(v_events) > 0 THEN
+      RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                                'refused', '[]'::jsonb, 'dropped', NULL);
+    END IF;
+  END IF;
+
+  -- 1. Control events: one installation row in the provider's system scope.
+  IF v_route->'control' = 'true' THEN
+    IF p_provider = 'github'
+       AND p_event_type IN ('installation', 'installation_repositories', 'installation_target')
+       AND v_route->>'installation_id' IS NOT NULL
+       AND p_payload->'installation'->>'id' = v_route->>'installation_id'
+       AND coalesce(p_payload->>'action', '') <> '' THEN
+      v_events := jsonb_build_array(wharf.store_event(
+        NULL, p_provider, p_source, NULL, p_delivery_key, p_event_type, v_subject,
+        'system:' || p_provider || ':' || p_source, p_payload, v_headers, v_body_sha256));
+      v_stored := v_events->0->>'outcome' = 'stored';
+    ELSE
+      v_drop := 'invalid-event-route';
+    END IF;
+  ELSE
+    -- 2. Source: the connection named by a verified route fact.
+    IF v_route ? 'connection_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE id = CASE WHEN v_route->>'connection_id' ~ '^[0-9]{1,18}$'
+                       THEN (v_route->>'connection_id')::bigint END
+         AND provider = p_provider AND source = p_source;
+    ELSIF v_route ? 'installation_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'app_installation'
+         AND external_id = v_route->>'installation_id';
+    ELSIF v_route ? 'team_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'slack_team'
+         AND external_id = v_route->>'team_id';
+    ELSE
+      v_drop := 'work-event-without-source';
+    END IF;
+
+    IF v_drop IS NULL AND v_source.id IS NULL THEN
+      v_drop := 'unknown-source';
+    ELSIF v_drop IS NULL AND v_subject IS NULL THEN
+      v_drop := 'work-event-without-subject';
+    ELSIF v_drop IS NULL AND jsonb_typeof(v_source.route->'subject_prefixes') = 'array' THEN
+      -- (A test of its own: a connection without prefixes runs no query here.)
+      IF NOT EXISTS (SELECT FROM jsonb_array_elements_text(v_source.route->'subject_prefixes') p
+                      WHERE starts_with(v_subject, p)) THEN
+        v_drop := 'route-mismatch';
+      END IF;
+    END IF;
+  END IF;
+
+  IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
+    -- 3. Lifecycle lock: read the recipients (a provider-signed delivery fans
+    -- out to every subscribed connection of its source; a connection-signed
+    -- one reaches its own connection only), lock source, connections (id
+    -- order) and workspaces (id order) in shared mode, read them again. The
+    -- locks are taken by one statement, in the order its subquery sorts them
+    -- (a sorted subquery is scanned in order, never pulled up). The reads
+    -- are expressions, not SELECT … FROM: a function in FROM pays for a plan,
+    -- an executor start and a tuplestore around the row it returns.
+    v_first := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
+    PERFORM pg_advisory_xact_lock_shared(l.key)
+       FROM (SELECT 0 AS rank, 0::bigint AS id,
+                    wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)) AS key
+             UNION
+             SELECT 1, c.id, wharf.lifecycle_key('connection', c.id::text)
+               FROM unnest(v_source.id || v_first.recipient_ids) AS c(id)
+             UNION
+             SELECT 2, w.id, wharf.lifecycle_key('workspace', w.id::text)
+               FROM unnest(v_first.recipient_workspace_ids) AS w(id)
+             ORDER BY rank, id) l;
+    v_locked := wharf.admission_snapshot(v_source.id, p_provider, p_source, v_subjects, v_connection_signed);
+    IF (v_locked.source_generation, v_locked.recipient_ids, v_locked.recipient_generations)
+       IS DISTINCT FROM (v_first.source_generation, v_first.recipient_ids, v_first.recipient_generations) THEN
+      RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
+        USING ERRCODE = 'WH409';
+    END IF;
+
+    -- 4. Activity: the source itself must be ACTIVE (or PAUSED: a paused
+    -- workspace or connection stores and holds); then per workspace.
+    IF v_locked.source_state NOT IN ('ACTIVE', 'PAUSED') THEN
+      v_drop := 'source-inactive';
+    ELSIF cardinality(v_locked.recipient_ids) = 0 THEN
+      v_drop := 'no-subscriber';
+    ELSE
+      FOR v_ws IN
+        SELECT r.workspace_id,
+               bool_or(r.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+               min(r.id) FILTER (WHERE r.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id
+          FROM unnest(v_locked.recipient_ids, v_locked.recipient_states,
+                      v_locked.recipient_workspace_ids, v_locked.recipient_workspace_states)
+               AS r(id, state, workspace_id, workspace_state)
+         GROUP BY 1 ORDER BY 1
+      LOOP
+        IF v_ws.workspace_active AND v_ws.active_connection_id IS NOT NULL THEN
+          -- 5. Insert: one row per admitted workspace, due at once.
+          v_events := v_events || wharf.store_event(
+            v_ws.workspace_id, p_provider, p_source, v_ws.active_connection_id, p_delivery_key,
+            p_event_type, v_subject, v_ws.workspace_id || ':' || p_provider || ':' || v_subject,
+            p_payload, v_headers, v_body_sha256);
+          v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
+        ELSE
+          FOR v_rec IN
+            SELECT r.id AS connection_id,
+                   CASE WHEN v_ws.workspace_active THEN 'connection-inactive'
+                        ELSE 'workspace-inactive' END AS reason
+              FROM unnest(v_locked.recipient_ids, v_locked.recipient_workspace_ids) AS r(id, workspace_id)
+             WHERE r.workspace_id = v_ws.workspace_id
+             ORDER BY 1
+          LOOP
+            v_refused := v_refused || jsonb_build_object(
+              'connection_id', v_rec.connection_id, 'workspace_id', v_ws.workspace_id, 'reason', v_rec.reason);
+            PERFORM wharf.log_admission(p_provider, p_source, p_delivery_key, v_rec.connection_id,
+                                        v_ws.workspace_id, v_rec.reason);
+          END LOOP;
+        END IF;
+      END LOOP;
+    END IF;
+  END IF;
+
+  IF v_drop IS NOT NULL THEN
+    PERFORM wharf.log_admission(p_provider, p_source, p_delivery_key, v_source.id, NULL, v_drop);
+  END IF;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                            'refused', v_refused, 'dropped', v_drop);
+END $function$;
+REVOKE ALL ON FUNCTION wharf.admit(text,text,text,text,jsonb,text[],jsonb,jsonb,text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.admission_snapshot(p_source_id bigint, p_provider text, p_source text, p_subjects text[], p_connection_signed boolean, OUT source_state text, OUT source_generation bigint, OUT recipient_ids bigint[], OUT recipient_generations bigint[], OUT recipient_states text[], OUT recipient_workspace_ids bigint[], OUT recipient_workspace_states text[])
+ RETURNS record
+ LANGUAGE plpgsql
+ STABLE
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET join_collapse_limit TO '1'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+BEGIN
+  SELECT s.state, s.generation,
+         coalesce(r.ids, '{}'), coalesce(r.generations, '{}'), coalesce(r.states, '{}'),
+         coalesce(r.workspace_ids, '{}'), coalesce(r.workspace_states, '{}')
+    INTO source_state, source_generation,
+         recipient_ids, recipient_generations, recipient_states, recipient_workspace_ids, recipient_workspace_states
+    FROM (SELECT array_agg(c.id ORDER BY c.id) AS ids, array_agg(c.generation ORDER BY c.id) AS generations,
+                 array_agg(c.state ORDER BY c.id) AS states,
+                 array_agg(c.workspace_id ORDER BY c.id) AS workspace_ids,
+                 array_agg(w.state ORDER BY c.id) AS workspace_states
+            FROM (SELECT DISTINCT sub.connection_id FROM wharf.subscription sub
+                   WHERE sub.subject = ANY (p_subjects)) subscribed
+            -- LIMIT: a subquery of its own, which only the primary key can
+            -- serve; joined plainly, the conditions below let the planner
+            -- walk every connection of the source for each subscriber.
+            CROSS JOIN LATERAL (SELECT c.id, c.provider, c.source, c.state, c.generation, c.workspace_id
+                                  FROM wharf.connection c WHERE c.id = subscribed.connection_id LIMIT 1) c
+            JOIN wharf.workspace w ON w.id = c.workspace_id
+           WHERE c.provider = p_provider AND c.source = p_source
+             AND (c.id = p_source_id OR NOT p_connection_signed)) r
+    LEFT JOIN wharf.connection s ON s.id = p_source_id;
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.admission_snapshot(bigint,text,text,text[],boolean) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.log_admission(p_provider text, p_source text, p_delivery_key text, p_connection_id bigint, p_workspace_id bigint, p_reason text)
+ RETURNS void
+ LANGUAGE sql
+AS $function$
+  INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+  VALUES (p_provider, p_source, p_delivery_key, p_connection_id, p_workspace_id, p_reason)
+$function$;
+GRANT EXECUTE ON FUNCTION wharf.log_admission(text,text,text,bigint,bigint,text) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.store_event(p_workspace_id bigint, p_provider text, p_source text, p_connection_id bigint, p_delivery_key text, p_event_type text, p_subject text, p_scope_key text, p_payload jsonb, p_headers jsonb, p_body_sha256 bytea)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_id bigint;
+BEGIN
+  PERFORM wharf.lock_scope(p_scope_key, p_workspace_id);
+  INSERT INTO wharf.provider_event
+    (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+     payload, headers, body_sha256)
+  VALUES
+    (p_workspace_id, p_provider, p_delivery_key, p_event_type, p_subject, p_scope_key, p_source,
+     p_connection_id, p_payload, p_headers, p_body_sha256)
+  ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+  RETURNING id INTO v_id;
+  IF v_id IS NOT NULL THEN
+    RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
+  END IF;
+  SELECT id INTO v_id FROM wharf.provider_event
+   WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id AND provider = p_provider
+     AND delivery_key = p_delivery_key;
+  RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.store_event(bigint,text,text,bigint,text,text,text,text,jsonb,jsonb,bytea) TO PUBLIC;
+
+CREATE TRIGGER provider_event_keep_scope_insert AFTER INSERT ON wharf.provider_event FOR EACH ROW WHEN ((new.state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text]))) EXECUTE FUNCTION wharf.keep_scope_heads();
