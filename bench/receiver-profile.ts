@@ -69,7 +69,7 @@ await withBenchDatabase(serverUrl, `profile_${kind}`, { wharf: kind === 'wharf',
   const { url, pid } = JSON.parse(line) as { url: string; pid: number };
   let next = 0;
   const post = (amount: number) => autocannon({
-    url: `${url}/hooks/github/bench`, connections, amount,
+    url: `${url}/hooks/github/bench`, connections, amount, sampleInt: 10,
     requests: [{ method: 'POST', setupRequest: (request) => ({ ...request, ...deliveries[next++ % deliveries.length]! }) }],
   });
   await post(warmup);

@@ -134,6 +134,32 @@ async function storedRows(db: BenchDatabase, kind: ReceiverKind): Promise<number
   return Number(rows[0]?.n);
 }
 
+/**
+ * Sends deliveries[from … from+amount-1] to `url` with autocannon at
+ * `connections`; throws unless every one was answered 2xx.
+ */
+async function sendAll(url: string, connections: number, deliveries: SignedDelivery[], from: number, amount: number) {
+  let next = from;
+  const result = await autocannon({
+    url: `${url}/hooks/github/bench`,
+    connections,
+    amount,
+    // A run of `amount` requests ends at autocannon's first sample after
+    // them, once a second by default: its duration, and the rate, would
+    // be whole seconds.
+    sampleInt: 10,
+    requests: [{
+      method: 'POST',
+      setupRequest: (request) => {
+        const delivery = deliveries[next++]!;
+        return { ...request, headers: delivery.headers, body: delivery.body };
+      },
+    }],
+  });
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  return result;
+}
+
 /** Requests per second through `kind` at `connections`, after a warm-up, with the CPU each delivery took. */
 async function measureThroughput(
   settings: BenchSettings, kind: ReceiverKind, connections: number, secret: string, deliveries: SignedDelivery[],
@@ -141,26 +167,9 @@ async function measureThroughput(
   const requests = settings.receiverRequests;
   const warmup = Math.ceil(requests * warmupShare);
   return withReceiverDatabase(settings, kind, async (db) => withReceiver(kind, db, secret, {}, async ({ url, pid }) => {
-    let next = 0;
-    const post = async (amount: number) => {
-      const result = await autocannon({
-        url: `${url}/hooks/github/bench`,
-        connections,
-        amount,
-        requests: [{
-          method: 'POST',
-          setupRequest: (request) => {
-            const delivery = deliveries[next++]!;
-            return { ...request, headers: delivery.headers, body: delivery.body };
-          },
-        }],
-      });
-      if (result.non2xx > 0 || result.errors > 0) throw new Error(`${kind} receiver: ${result.non2xx} non-2xx, ${result.errors} errors`);
-      return result;
-    };
-    await post(warmup);
+    await sendAll(url, connections, deliveries, 0, warmup);
     const cpu = await meterDeliveries(db.pool, pid, requests);
-    const result = await post(requests);
+    const result = await sendAll(url, connections, deliveries, warmup, requests);
     const cpuPerDelivery = await cpu();
     const stored = await storedRows(db, kind);
     if (stored !== warmup + requests) throw new Error(`${kind} receiver: ${stored} rows stored of ${warmup + requests}`);
@@ -171,9 +180,10 @@ async function measureThroughput(
 /**
  * Each request's time from its start to its answer's end, for requests sent
  * on a fixed schedule at `rate` per second (not waiting for each other, over
- * kept-alive connections): one second unmeasured, then `seconds`.
+ * kept-alive connections), from deliveries[from]: one second unmeasured,
+ * then `seconds`.
  */
-async function paceRequests(url: string, rate: number, seconds: number, deliveries: SignedDelivery[]): Promise<LatencySummary> {
+async function paceRequests(url: string, rate: number, seconds: number, deliveries: SignedDelivery[], from: number): Promise<LatencySummary> {
   const agent = new Agent({ keepAlive: true, maxSockets: 256 });
   const post = (delivery: SignedDelivery) => new Promise<number>((resolve, reject) => {
     const began = performance.now();
@@ -185,7 +195,7 @@ async function paceRequests(url: string, rate: number, seconds: number, deliveri
     sent.end(delivery.body);
   });
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-  let next = 0;
+  let next = from;
   const trickle = async (count: number) => {
     const began = performance.now();
     const answers: Promise<number>[] = [];
@@ -209,7 +219,7 @@ export async function runReceiverLoad(settings: BenchSettings, log: Log): Promis
   const warmup = Math.ceil(requests * warmupShare);
   const secret = randomBytes(16).toString('hex');
   // Every run is in a database of its own, so each uses these from the start.
-  const deliveries = await signDeliveries(secret, Math.max(warmup + requests, Math.round(latencyRate * (latencySeconds + 1))), scopes);
+  const deliveries = await signDeliveries(secret, Math.max(warmup + requests, warmup + Math.round(latencyRate * (latencySeconds + 1))), scopes);
 
   const throughput: ReceiverSample['throughput'] = { wharf: new Map(), minimal: new Map() };
   for (const connections of [clients, manyConnections]) {
@@ -223,8 +233,11 @@ export async function runReceiverLoad(settings: BenchSettings, log: Log): Promis
 
   const latencyWith = async (coalescing: boolean) => {
     const summary = await withReceiverDatabase(settings, 'wharf', (db) =>
-      withReceiver('wharf', db, secret, coalescing ? {} : { WHARF_ADMIT_BATCH: 'off' }, ({ url }) =>
-        paceRequests(url, latencyRate, latencySeconds, deliveries)));
+      withReceiver('wharf', db, secret, coalescing ? {} : { WHARF_ADMIT_BATCH: 'off' }, async ({ url }) => {
+        // Warm as the throughput runs are (the process is new), then paced.
+        await sendAll(url, clients, deliveries, 0, warmup);
+        return paceRequests(url, latencyRate, latencySeconds, deliveries, warmup);
+      }));
     log(`  Node receiver at ${latencyRate} requests/s, coalescing ${coalescing ? 'on' : 'off'}: ` +
         `p50 ${summary.p50.toFixed(2)} ms, p99 ${summary.p99.toFixed(2)} ms`);
     return summary;
