@@ -142,7 +142,8 @@ async function sendAll(url: string, connections: number, deliveries: SignedDeliv
   let next = from;
   const result = await autocannon({
     url: `${url}/hooks/github/bench`,
-    connections,
+    // autocannon refuses more connections than requests (a smoke run's warm-up).
+    connections: Math.min(connections, amount),
     amount,
     // A run of `amount` requests ends at autocannon's first sample after
     // them, once a second by default: its duration, and the rate, would
