@@ -11,6 +11,8 @@ declare module 'autocannon' {
     url: string;
     connections?: number;
     amount?: number;
+    /** How often it samples its counters, in ms (default 1000); a run of `amount` requests ends at the first sample after them. */
+    sampleInt?: number;
     method?: string;
     requests?: AutocannonRequest[];
   }

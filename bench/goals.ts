@@ -2,6 +2,7 @@
 // drain's cost per event, the HOT share, the queue history at scale) and
 // those of earlier issues that still apply. Ratios compare systems measured
 // in the same run on the same machine.
+import { judgeAdmissionGoals } from './admission-goals.js';
 import type { BenchResults, Series, SizeSnapshot } from './results.js';
 import { summarize } from './stats.js';
 
@@ -236,7 +237,7 @@ function receiverCpuEvidence(results: BenchResults): string {
  * against the plain INSERT and the rivals' enqueue calls, the Node receiver
  * against the direct call.
  */
-export function judgeIssue18AdmissionGoals(results: BenchResults): Goal[] {
+export function judgeAdmissionRateGoals(results: BenchResults): Goal[] {
   const goals: Goal[] = [];
   const admissionGoal = 'admission ≥ 0.5× the plain single-row INSERT';
   const admit = medianOf(results.get('admission.wharf'));
@@ -279,12 +280,13 @@ export function judgeIssue18AdmissionGoals(results: BenchResults): Goal[] {
 }
 
 /**
- * WIRING POINT for the admission goals, the one place they are chosen.
- * Issue 33's `judgeAdmissionGoals(results): Goal[]` (bench/admission-goals.ts,
- * on its own branch) supersedes issue 18's: when it lands, import it and put
- * it here in place of judgeIssue18AdmissionGoals (which then goes).
+ * The admission goals, the one place they are chosen: the direct call's rate
+ * against the plain INSERT and the rivals' enqueue calls (here), then
+ * admit_many, the coalescing receiver and routing at scale
+ * (bench/admission-goals.ts).
  */
-const judgeAdmission: (results: BenchResults) => Goal[] = judgeIssue18AdmissionGoals;
+const judgeAdmission = (results: BenchResults): Goal[] =>
+  [...judgeAdmissionRateGoals(results), ...judgeAdmissionGoals(results)];
 
 /** Every goal of the run: issue 32's first, then the admission goals. */
 export function judgeGoals(results: BenchResults): Goal[] {

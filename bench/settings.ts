@@ -13,8 +13,17 @@ export interface BenchSettings {
   /** Clients calling admit / INSERT at once. */
   admissionClients: number;
   admissionEvents: number;
-  /** Requests through the Node receiver (autocannon connections = admissionClients). */
+  /**
+   * Requests through the Node receiver and the minimal receiver, at
+   * admissionClients autocannon connections and at 64; their latency is
+   * measured at latencyRate for latencySeconds.
+   */
   receiverRequests: number;
+  /**
+   * The routing-scale admission case: this many GitHub App installations on
+   * one source, ten per workspace, each subscribed to ten repositories.
+   */
+  routingInstallations: number;
   orderedEvents: number;
   orderedScopes: number;
   unorderedEvents: number;
@@ -50,6 +59,7 @@ export const fullSettings: Omit<BenchSettings, 'serverUrl'> = {
   admissionClients: 8,
   admissionEvents: 20_000,
   receiverRequests: 20_000,
+  routingInstallations: 10_000,
   orderedEvents: 20_000,
   orderedScopes: 200,
   unorderedEvents: 20_000,
@@ -74,6 +84,7 @@ export const smokeSettings: Omit<BenchSettings, 'serverUrl'> = {
   admissionClients: 8,
   admissionEvents: 300,
   receiverRequests: 200,
+  routingInstallations: 100,
   orderedEvents: 300,
   orderedScopes: 20,
   unorderedEvents: 300,

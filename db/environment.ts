@@ -89,6 +89,12 @@ export const environment = {
     readBy: ['node-server'],
     description: 'Sockets the Node server holds at once.',
   },
+  WHARF_ADMIT_BATCH: {
+    kind: 'text',
+    default: '64,1MB',
+    readBy: ['node-server'],
+    description: 'The Node receiver\'s bound on one admission batch while concurrent deliveries coalesce into one `wharf.admit_many` call: `<deliveries>[,<bytes>]`, bytes with an optional `kB` or `MB` (1024-based), counting the bodies\' JSON text (a larger body goes alone). `off`, or a bound of 1 delivery, turns coalescing off: every request calls `wharf.admit` itself, as the Worker does. A value that does not parse stops the server from starting.',
+  },
   WHARF_DATABASE_TIMEOUT_MS: {
     kind: 'milliseconds',
     default: 5_000,

@@ -2,11 +2,13 @@
 // Workers: the entry points (server/) give it a Database, the environment, a
 // logger and metrics.
 import { Hono } from 'hono';
+import type { Admit } from './coalesced-admission.js';
 import { createConnectionCache } from './connection-cache.js';
 import type { Database } from '../db/database.js';
 import { createWebhookReceiver } from './receive-webhook.js';
 import { createReject } from './rejection.js';
 import { readEdgeSettings, type EdgeEnv } from './settings.js';
+import { admit } from './sql/admission.js';
 import type { EdgeLogger, EdgeMetrics } from './telemetry.js';
 
 export interface EdgeAppOptions {
@@ -15,6 +17,11 @@ export interface EdgeAppOptions {
   env: EdgeEnv;
   logger: EdgeLogger;
   metrics: EdgeMetrics;
+  /**
+   * How a verified delivery is admitted: by default one wharf.admit per
+   * request (the Worker); the Node server coalesces concurrent ones.
+   */
+  admit?: Admit;
 }
 
 export function createEdgeApp(options: EdgeAppOptions): Hono {
@@ -23,6 +30,7 @@ export function createEdgeApp(options: EdgeAppOptions): Hono {
   const reject = createReject(logger, metrics);
   const receiveWebhook = createWebhookReceiver({
     database,
+    admit: options.admit ?? ((admission) => admit(database, admission)),
     env,
     settings,
     logger,

@@ -7,14 +7,17 @@ import type { ConnectionCache } from './connection-cache.js';
 import { classifyDatabaseError, type Database } from '../db/database.js';
 import { SecretKeyError } from '../db/secret-box.js';
 import { InflightBudget, parseJsonBody, readBodyWithin } from './request-body.js';
-import { sha256, toHex, type Bytes } from './crypto.js';
+import { sha256Hex, type Bytes } from './crypto.js';
 import { readAppSecrets, type EdgeEnv, type EdgeSettings } from './settings.js';
-import { admit, type Receipt } from './sql/admission.js';
+import type { Receipt } from './sql/admission.js';
+import type { Admit } from './coalesced-admission.js';
 import type { Reject } from './rejection.js';
 import type { EdgeLogger, EdgeMetrics } from './telemetry.js';
 
 export interface ReceiverDeps {
   database: Database;
+  /** How a verified delivery is admitted: one wharf.admit per request, or coalesced (edge/coalesced-admission.ts). */
+  admit: Admit;
   connections: ConnectionCache;
   env: EdgeEnv;
   settings: EdgeSettings;
@@ -22,6 +25,9 @@ export interface ReceiverDeps {
   metrics: EdgeMetrics;
   reject: Reject;
 }
+
+/** What every log line and rejection of a delivery names: where it was posted. */
+type Facts = { provider: string; endpoint: string };
 
 /** A delivery id or an event type longer than this is refused (400): both are indexed and logged. */
 const maxKeyLength = 255;
@@ -56,14 +62,25 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     return c.json({ error: 'internal', message: 'The delivery could not be stored.' }, 500);
   }
 
+  // The environment does not change under a running receiver: each
+  // configured app's endpoint is read from it once, not per delivery (on Node
+  // every read of process.env is a call into the runtime). Only configured
+  // apps are kept, so that requests to made-up names cannot grow the map.
+  const appEndpoints = new Map<string, Endpoint>();
+
   /** The endpoint the route names, or a rejection. */
   async function resolveEndpoint(c: Context, adapter: Adapter, param: string): Promise<Endpoint | Response> {
-    const facts = { provider: adapter.provider, endpoint: param };
     if (adapter.endpointKind === 'app') {
+      const key = `${adapter.provider}/${param}`;
+      const known = appEndpoints.get(key);
+      if (known) return known;
       const app = readAppSecrets(deps.env, adapter.provider as 'github' | 'slack', param);
-      if (!app) return reject(c, 404, 'unknown-app', 'No such app.', facts);
-      return { kind: 'app', app: param, ...app };
+      if (!app) return reject(c, 404, 'unknown-app', 'No such app.', { provider: adapter.provider, endpoint: param });
+      const endpoint: Endpoint = { kind: 'app', app: param, ...app };
+      appEndpoints.set(key, endpoint);
+      return endpoint;
     }
+    const facts = { provider: adapter.provider, endpoint: param };
     if (!/^[1-9][0-9]{0,17}$/.test(param)) return reject(c, 404, 'unknown-connection', 'No such connection.', facts);
     let connection;
     try {
@@ -95,12 +112,17 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     return kept;
   }
 
-  function reportReceipt(receipt: Receipt, facts: Record<string, unknown>): void {
+  function reportReceipt(receipt: Receipt, { provider, endpoint }: Facts): void {
+    // The common case, every recipient admitted, builds one log object and nothing else.
+    if (receipt.refused.length === 0 && !receipt.dropped) {
+      logger.info({ event: 'webhook_admitted', provider, endpoint, delivery_key: receipt.delivery_key, events: receipt.events.length },
+        'delivery admitted');
+      return;
+    }
     const reasons = [...receipt.refused.map((refusal) => refusal.reason), ...(receipt.dropped ? [receipt.dropped] : [])];
     for (const reason of reasons) metrics.rejected(reason);
-    const outcome = { ...facts, delivery_key: receipt.delivery_key, events: receipt.events.length };
-    if (reasons.length > 0) logger.warn({ event: 'webhook_not_admitted', ...outcome, reasons }, 'delivery refused or dropped');
-    else logger.info({ event: 'webhook_admitted', ...outcome }, 'delivery admitted');
+    logger.warn({ event: 'webhook_not_admitted', provider, endpoint, delivery_key: receipt.delivery_key, events: receipt.events.length, reasons },
+      'delivery refused or dropped');
   }
 
   const budget = new InflightBudget(deps.settings.maxInflightBytes);
@@ -143,7 +165,7 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
   };
 
   async function admitVerified(
-    c: Context, adapter: Adapter, endpoint: Endpoint, body: Bytes, facts: Record<string, unknown>, release: () => void,
+    c: Context, adapter: Adapter, endpoint: Endpoint, body: Bytes, facts: Facts, release: () => void,
   ): Promise<Response> {
     const headers = c.req.raw.headers;
     const verification = await adapter.verify({ headers, body, endpoint, nowMs: Date.now() });
@@ -165,7 +187,7 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
 
     let receipt: Receipt;
     try {
-      receipt = await admit(deps.database, {
+      receipt = await deps.admit({
         provider: adapter.provider,
         source: endpoint.kind === 'app' ? endpoint.source : endpoint.connection.source,
         deliveryKey: reading.deliveryKey,
@@ -174,7 +196,7 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
         subjects: reading.subjects,
         payloadText: parsed.text,
         headers: keptHeaders(adapter, headers),
-        ...(adapter.signsBodyOnly ? { bodySha256: toHex(await sha256(body)) } : {}),
+        ...(adapter.signsBodyOnly ? { bodySha256: sha256Hex(body) } : {}),
       });
     } catch (error) {
       return rejectDatabaseError(c, error, { ...facts, delivery_key: reading.deliveryKey });

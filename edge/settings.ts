@@ -3,7 +3,7 @@
 // db/environment.ts (docs/configuration.md): the app secrets
 // GITHUB_APP_<APP>_WEBHOOK_SECRET[_PREVIOUS], SLACK_APP_<APP>_SIGNING_SECRET[_PREVIOUS]
 // and their _SOURCE, WHARF_MAX_BODY_BYTES, WHARF_MAX_INFLIGHT_BYTES,
-// WHARF_SECRET_CACHE_SECONDS and WHARF_SECRET_KEYS.
+// WHARF_SECRET_CACHE_SECONDS, WHARF_SECRET_KEYS and (Node only) WHARF_ADMIT_BATCH.
 import { parseKeyRing, type KeyRing } from '../db/secret-box.js';
 import { appNamePattern, appVariable, environment } from '../db/environment.js';
 
@@ -26,6 +26,33 @@ export function readEdgeSettings(env: EdgeEnv): EdgeSettings {
     secretCacheMs: (positiveInteger(env.WHARF_SECRET_CACHE_SECONDS) ?? environment.WHARF_SECRET_CACHE_SECONDS.default) * 1000,
     keyRing,
   };
+}
+
+/** The bound of one admission batch: deliveries, and bytes of their bodies (one larger body goes alone). */
+export interface AdmitBatchBound {
+  deliveries: number;
+  bytes: number;
+}
+
+const admitBatchPattern = /^\s*([0-9]+)\s*(?:,\s*([0-9]+)\s*(kb|mb)?\s*)?$/i;
+
+/**
+ * WHARF_ADMIT_BATCH: the batch bound, or undefined when coalescing is off.
+ * Throws on a value it cannot read, so that a server does not start on a
+ * bound its operator did not mean.
+ */
+export function readAdmitBatch(env: EdgeEnv): AdmitBatchBound | undefined {
+  const given = env.WHARF_ADMIT_BATCH;
+  const text = given === undefined || given === '' ? environment.WHARF_ADMIT_BATCH.default : given;
+  if (typeof text === 'string' && text.trim().toLowerCase() === 'off') return undefined;
+  const match = typeof text === 'string' ? admitBatchPattern.exec(text) : null;
+  const deliveries = Number(match?.[1]);
+  const unit = { kb: 1024, mb: 1024 * 1024 }[match?.[3]?.toLowerCase() ?? ''] ?? 1;
+  const bytes = match?.[2] === undefined ? 1024 * 1024 : Number(match[2]) * unit;
+  if (!match || !Number.isSafeInteger(deliveries) || deliveries < 1 || !Number.isSafeInteger(bytes) || bytes < 1) {
+    throw new Error(`WHARF_ADMIT_BATCH must be off or <deliveries>[,<bytes>[kB|MB]], e.g. 64,1MB; not ${JSON.stringify(text)}`);
+  }
+  return deliveries === 1 ? undefined : { deliveries, bytes };
 }
 
 const appVariables = {

@@ -1,14 +1,18 @@
 // The edge, and the operator API where an operator token is configured, on
-// Node: @hono/node-server, `pg` pools (one per role), pino logs and the
-// prom-client counter webhook_rejected_total{reason}.
+// Node: @hono/node-server, `pg` pools (one per role), pino logs, deliveries
+// admitted in coalesced batches (WHARF_ADMIT_BATCH), and the prom-client
+// metrics webhook_rejected_total{reason}, webhook_admit_batch_size and
+// webhook_admit_waiting.
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import pg from 'pg';
 import { pino } from 'pino';
-import { Counter, register, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, register, type Registry } from 'prom-client';
 import { createServerApp } from './app.js';
 import { environment } from '../db/environment.js';
 import { readTimeoutMs, withDatabaseDeadline } from './database-deadline.js';
+import { coalesceAdmissions, type CoalescingOptions } from '../edge/coalesced-admission.js';
+import { readAdmitBatch } from '../edge/settings.js';
 import type { EdgeLogger, EdgeMetrics } from '../edge/telemetry.js';
 
 export interface NodeServerOptions {
@@ -28,7 +32,7 @@ export interface NodeServerOptions {
   /** App secrets and settings (edge/settings.ts); process.env by default. */
   env?: Record<string, string | undefined>;
   logger?: EdgeLogger;
-  /** Where webhook_rejected_total is registered; prom-client's default registry by default. */
+  /** Where the edge's metrics are registered; prom-client's default registry by default. */
   registry?: Registry;
 }
 
@@ -48,6 +52,28 @@ export function rejectionCounter(registry: Registry): EdgeMetrics {
       registers: [registry],
     });
   return { rejected: (reason) => counter.inc({ reason }) };
+}
+
+/**
+ * webhook_admit_batch_size (deliveries per admission batch: one wharf.admit
+ * or wharf.admit_many call) and webhook_admit_waiting (verified deliveries
+ * waiting for the next batch) on `registry`, shared by every server of the process.
+ */
+export function admissionBatchMetrics(registry: Registry): Pick<CoalescingOptions, 'observeBatch' | 'changeWaiting'> {
+  const sizes = (registry.getSingleMetric('webhook_admit_batch_size') as Histogram | undefined)
+    ?? new Histogram({
+      name: 'webhook_admit_batch_size',
+      help: 'Deliveries per admission batch of the Node receiver (one wharf.admit or wharf.admit_many call).',
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+      registers: [registry],
+    });
+  const waiting = (registry.getSingleMetric('webhook_admit_waiting') as Gauge | undefined)
+    ?? new Gauge({
+      name: 'webhook_admit_waiting',
+      help: 'Verified deliveries waiting for the admission batch in flight to finish before theirs is sent.',
+      registers: [registry],
+    });
+  return { observeBatch: (deliveries) => sizes.observe(deliveries), changeWaiting: (change) => waiting.inc(change) };
 }
 
 /**
@@ -79,6 +105,8 @@ const timeouts = {
 export async function startNodeServer(options: NodeServerOptions): Promise<NodeServer> {
   if (!options.pool && !options.databaseUrl) throw new Error('startNodeServer needs databaseUrl or pool');
   const env = options.env ?? process.env;
+  // Read before anything is opened: a bound that does not parse stops the start.
+  const admitBatch = readAdmitBatch(env);
   const owned: pg.Pool[] = [];
   const own = (url: string, deadlineMs?: number) => {
     const pool = ownPool(url, deadlineMs);
@@ -90,12 +118,18 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   const pool = options.pool ?? own(options.databaseUrl!, deadlineMs);
   const operatorPool = options.operatorPool ?? (options.operatorDatabaseUrl ? own(options.operatorDatabaseUrl) : pool);
   const logger = options.logger ?? pino({ name: 'wharf-edge' });
+  const registry = options.registry ?? register;
+  // Every edge call is bounded, a batch's included: one that waits behind a
+  // lock answers 503 at the deadline, and the next batch goes.
+  const database = withDatabaseDeadline(pool, deadlineMs);
   const app = createServerApp({
     ...(env.WHARF_ADMIN_TOKEN ? { operator: { database: operatorPool } } : {}),
-    database: withDatabaseDeadline(pool, deadlineMs),
+    database,
+    // This server's own queue of deliveries: concurrent requests share a batch.
+    ...(admitBatch ? { admit: coalesceAdmissions({ database, bound: admitBatch, logger, ...admissionBatchMetrics(registry) }) } : {}),
     env,
     logger,
-    metrics: rejectionCounter(options.registry ?? register),
+    metrics: rejectionCounter(registry),
   });
   const hostname = options.hostname ?? '127.0.0.1';
   let listening: { server: ReturnType<typeof serve>; address: AddressInfo };

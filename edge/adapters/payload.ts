@@ -21,7 +21,10 @@ export function textAt(value: unknown, ...path: (string | number)[]): string | u
 
 /** `prefix + value` for each value present, in order: the subjects, most specific first. */
 export function subjectsOf(...candidates: [prefix: string, value: string | undefined][]): string[] {
-  return candidates.flatMap(([prefix, value]) => (value === undefined ? [] : [prefix + value]));
+  // A loop, not flatMap: flatMap allocates an array per candidate, on every delivery.
+  const subjects: string[] = [];
+  for (const [prefix, value] of candidates) if (value !== undefined) subjects.push(prefix + value);
+  return subjects;
 }
 
 /** RFC 6901: the value that `pointer` ("/data/customer_id") names in `document`. */

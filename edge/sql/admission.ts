@@ -1,4 +1,5 @@
-// One call of wharf.admit (sql/80-admission.sql): the only write the edge makes.
+// The edge's only writes: one call of wharf.admit per delivery, or of
+// wharf.admit_many per batch of deliveries (sql/80-admission.sql).
 import type { Database } from '../../db/database.js';
 
 export type Provider = 'github' | 'gitlab' | 'slack' | 'outline' | 'forgejo' | 'generic';
@@ -26,6 +27,11 @@ export interface Receipt {
   dropped: string | null;
 }
 
+/** What admit_many says in the slot of an element that admit would have rejected: its SQLSTATE and message. */
+export interface ElementError {
+  error: { code: string; message: string };
+}
+
 export async function admit(database: Database, admission: Admission): Promise<Receipt> {
   const { rows } = await database.query<{ receipt: Receipt }>(
     'SELECT wharf.admit($1, $2, $3, $4, $5::jsonb, $6::text[], $7::jsonb, $8::jsonb, $9) AS receipt',
@@ -42,4 +48,31 @@ export async function admit(database: Database, admission: Admission): Promise<R
     ],
   );
   return rows[0]!.receipt;
+}
+
+/**
+ * One call of wharf.admit_many: the receipts in the order of `admissions`,
+ * each admit's receipt or the element's own error. One transaction: it
+ * rejects as a whole when the call fails (connection lost, the array's
+ * document unparsable, WH409 of the transaction).
+ *
+ * Each payloadText must be one JSON value, as parseJsonBody (edge/request-body.ts)
+ * returns it: it is spliced into the document as it is, so that a body is not
+ * parsed and serialized again on its way.
+ */
+export async function admitMany(database: Database, admissions: readonly Admission[]): Promise<(Receipt | ElementError)[]> {
+  const { rows } = await database.query<{ receipts: (Receipt | ElementError)[] }>(
+    'SELECT wharf.admit_many($1::jsonb) AS receipts',
+    [`[${admissions.map(deliveryDocument).join(',')}]`],
+  );
+  return rows[0]!.receipts;
+}
+
+/** One element of admit_many's argument: admit's arguments by name. */
+function deliveryDocument(admission: Admission): string {
+  return `{"provider":${JSON.stringify(admission.provider)},"source":${JSON.stringify(admission.source)},` +
+    `"delivery_key":${JSON.stringify(admission.deliveryKey)},"event_type":${JSON.stringify(admission.eventType)},` +
+    `"route":${JSON.stringify(admission.route)},"subjects":${JSON.stringify(admission.subjects)},` +
+    `"headers":${JSON.stringify(admission.headers)},"body_sha256":${JSON.stringify(admission.bodySha256 ?? null)},` +
+    `"payload":${admission.payloadText}}`;
 }

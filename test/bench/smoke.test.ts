@@ -29,6 +29,8 @@ describe('bench smoke run', () => {
 
     // Every workload produced its series, each with one positive sample.
     for (const id of ['admission.wharf', 'admission.plain', 'admission.receiver', 'admission.receiver_direct',
+      'admission.admit_many32', 'admission.routing_scale', 'admission.receiver_c64', 'admission.minimal_receiver',
+      'admission.minimal_receiver_c64', 'admission.receiver_latency.coalesced.p99', 'admission.receiver_latency.uncoalesced.p99',
       'admission.graphile_add_job', 'admission.graphile_add_job_queue', 'admission.pgboss_send', 'admission.pgboss_send_fifo',
       'ordered.wharf.c8', 'ordered.wharf_lq.c8', 'ordered.graphile_lq.c8', 'ordered.graphile.c8', 'ordered.pgboss.c8',
       'unordered.wharf', 'unordered.wharf_lq', 'unordered.plain', 'unordered.graphile_lq', 'unordered.graphile', 'unordered.pgboss',
