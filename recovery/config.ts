@@ -30,11 +30,6 @@ export class RecoveryConfigError extends Error {
   }
 }
 
-
-export function envStem(app: string): string {
-  return `GITHUB_APP_${app.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_`;
-}
-
 /** Refuses a name that cannot be an App's (the :app of /hooks/github/:app). */
 export function checkAppName(app: string): void {
   if (!appNamePattern.test(app)) throw new RecoveryConfigError(`not an app name: ${JSON.stringify(app)}`);

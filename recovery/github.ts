@@ -21,7 +21,8 @@
 // Messages hold GitHub's answer, never a request header, the JWT or the key.
 import { createAppAuth } from '@octokit/auth-app';
 import { request as octokitRequest } from '@octokit/request';
-import { envStem, RecoveryConfigError, type GitHubAppConfig } from './config.js';
+import { appVariable } from '../db/environment.js';
+import { RecoveryConfigError, type GitHubAppConfig } from './config.js';
 
 export interface HookDelivery {
   /** GitHub's id of this attempt (a redelivery is a new attempt with a new id). */
@@ -127,8 +128,8 @@ export function createGitHubAppClient(config: GitHubAppConfig, options: GitHubCl
           // It failed before any request left: the auth hook could not sign
           // the App's JWT with its key. Not GitHub's failure, and no retry helps.
           throw new RecoveryConfigError(
-            `GitHub App ${config.app}: ${envStem(config.app)}PRIVATE_KEY cannot sign the App's JWT`, config.app,
-            `${envStem(config.app)}PRIVATE_KEY`);
+            `GitHub App ${config.app}: ${appVariable('GITHUB_APP_<APP>_PRIVATE_KEY', config.app)} cannot sign the App's JWT`, config.app,
+            appVariable('GITHUB_APP_<APP>_PRIVATE_KEY', config.app));
         }
         const verdict = judge(error as ErrorLike);
         // A bounded number of rate-limit waits: a limit that keeps coming
@@ -247,7 +248,7 @@ function toApiError(
 ): GitHubApiError {
   const status = typeof error.status === 'number' ? error.status : undefined;
   const url = requestUrl(error);
-  const stem = envStem(config.app);
+  const [keyVariable, idVariable] = [appVariable('GITHUB_APP_<APP>_PRIVATE_KEY', config.app), appVariable('GITHUB_APP_<APP>_ID', config.app)];
   if (!error.response) {
     const why = whyNoAnswer(error, attempt.timeoutMs);
     return new GitHubApiError('unreachable', undefined,
@@ -261,11 +262,11 @@ function toApiError(
   const details = url ? { url } : {};
   if (failure === 'unauthorized' && status === 401) {
     return new GitHubApiError(failure, status,
-      `GitHub refused the JWT of GitHub App ${config.app} (401: ${detail}): check ${stem}PRIVATE_KEY and ${stem}ID`, details);
+      `GitHub refused the JWT of GitHub App ${config.app} (401: ${detail}): check ${keyVariable} and ${idVariable}`, details);
   }
   if (failure === 'unauthorized') {
     return new GitHubApiError(failure, status,
-      `GitHub refused GitHub App ${config.app}'s request to ${what} (${status}: ${detail}): check ${stem}ID and the App's permissions`,
+      `GitHub refused GitHub App ${config.app}'s request to ${what} (${status}: ${detail}): check ${idVariable} and the App's permissions`,
       details);
   }
   return new GitHubApiError(failure, status, `GitHub ${what}: ${failure}${status ? ` (${status})` : ''}: ${detail}`, details);

@@ -2,7 +2,7 @@
 // delivery by itself, so this part lists a GitHub App's deliveries and asks
 // GitHub to redeliver every failed one the inbox has not stored. Its state is
 // in SQL (sql/85-redelivery.sql); it imports nothing of Wharf but db/.
-export { checkAppName, envStem, parseAppList, readGitHubAppConfig, RecoveryConfigError, type GitHubAppConfig, type RecoveryEnv } from './config.js';
+export { checkAppName, parseAppList, readGitHubAppConfig, RecoveryConfigError, type GitHubAppConfig, type RecoveryEnv } from './config.js';
 export {
   createGitHubAppClient, GitHubApiError, type GitHubAppClient, type GitHubClientOptions, type GitHubFailure, type HookDelivery,
   type NoAnswerCause,
