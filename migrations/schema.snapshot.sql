@@ -292,11 +292,7 @@ BEGIN
 
   -- 1. Control events: one installation row in the provider's system scope.
   IF v_route->'control' = 'true' THEN
-    IF p_provider = 'github'
-       AND p_event_type IN ('installation', 'installation_repositories', 'installation_target')
-       AND v_route->>'installation_id' IS NOT NULL
-       AND p_payload->'installation'->>'id' = v_route->>'installation_id'
-       AND coalesce(p_payload->>'action', '') <> '' THEN
+    IF wharf.is_control_event(p_provider, p_event_type, v_route, p_payload) THEN
       v_events := jsonb_build_array(wharf.store_event(v_item, NULL, NULL, 'system:' || p_provider || ':' || p_source));
       v_stored := v_events->0->>'outcome' = 'stored';
     ELSE
@@ -340,19 +336,9 @@ BEGIN
     v_routes := ARRAY[ROW(1, p_provider, p_source, v_item.subjects, v_connection_signed, NULL, false, NULL,
                           v_source.id)::wharf.admission_route];
     v_first := wharf.admission_recipients(v_routes);
-    PERFORM pg_advisory_xact_lock_shared(l.key)
-       FROM (SELECT 0 AS rank, 0::bigint AS id,
-                    wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)) AS key
-             UNION
-             SELECT 1, f.connection_id, wharf.lifecycle_key('connection', f.connection_id::text) FROM unnest(v_first) f
-             UNION
-             SELECT 2, f.workspace_id, wharf.lifecycle_key('workspace', f.workspace_id::text)
-               FROM unnest(v_first) f WHERE NOT f.is_source
-             ORDER BY rank, id) l;
+    PERFORM wharf.lock_lifecycles(v_routes, v_first);
     v_locked := wharf.admission_recipients(v_routes);
-    IF (SELECT array_agg(ARRAY[f.connection_id, f.generation] ORDER BY f.is_source DESC, f.connection_id) FROM unnest(v_first) f)
-       IS DISTINCT FROM
-       (SELECT array_agg(ARRAY[f.connection_id, f.generation] ORDER BY f.is_source DESC, f.connection_id) FROM unnest(v_locked) f) THEN
+    IF cardinality(wharf.routes_changed(v_first, v_locked)) > 0 THEN
       RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
         USING ERRCODE = 'WH409';
     END IF;
@@ -461,11 +447,7 @@ BEGIN
              coalesce(i.route->'control' = 'true', false) AS control,
              CASE
                WHEN i.route->'control' = 'true' THEN
-                 CASE WHEN i.provider = 'github'
-                           AND i.event_type IN ('installation', 'installation_repositories', 'installation_target')
-                           AND i.route->>'installation_id' IS NOT NULL
-                           AND i.payload->'installation'->>'id' = i.route->>'installation_id'
-                           AND coalesce(i.payload->>'action', '') <> ''
+                 CASE WHEN wharf.is_control_event(i.provider, i.event_type, i.route, i.payload)
                       THEN NULL ELSE 'invalid-event-route' END
                WHEN NOT (i.route ? 'connection_id' OR i.route ? 'installation_id' OR i.route ? 'team_id')
                  THEN 'work-event-without-source'
@@ -520,29 +502,9 @@ BEGIN
   -- recipients changed in between is refused with WH409.
   IF EXISTS (SELECT FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL) THEN
     v_first := wharf.admission_recipients(v_routes);
-    PERFORM pg_advisory_xact_lock_shared(l.key)
-       FROM (SELECT 0 AS rank, wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS id,
-                    wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS key
-               FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL
-             UNION
-             SELECT 1, f.connection_id, wharf.lifecycle_key('connection', f.connection_id::text)
-               FROM unnest(v_first) f
-             UNION
-             SELECT 2, f.workspace_id, wharf.lifecycle_key('workspace', f.workspace_id::text)
-               FROM unnest(v_first) f WHERE NOT f.is_source
-             ORDER BY rank, id) l;
+    PERFORM wharf.lock_lifecycles(v_routes, v_first);
     v_locked := wharf.admission_recipients(v_routes);
-    v_changed := ARRAY(
-      SELECT x.n
-        FROM (SELECT f.n, 1 AS read, f.is_source, f.connection_id, f.generation FROM unnest(v_first) f
-              UNION ALL
-              SELECT f.n, 2, f.is_source, f.connection_id, f.generation FROM unnest(v_locked) f) x
-       GROUP BY x.n
-      HAVING array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
-               FILTER (WHERE x.read = 1)
-             IS DISTINCT FROM
-             array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
-               FILTER (WHERE x.read = 2));
+    v_changed := wharf.routes_changed(v_first, v_locked);
   END IF;
 
   -- 4. Activity, per item and workspace (PAUSED counts as active: it stores
@@ -1584,6 +1546,20 @@ BEGIN
 END $$;
 
 --
+-- Name: is_control_event(text, text, jsonb, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.is_control_event(p_provider text, p_event_type text, p_route jsonb, p_payload jsonb) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT coalesce(p_provider = 'github'
+                  AND p_event_type IN ('installation', 'installation_repositories', 'installation_target')
+                  AND p_route->>'installation_id' IS NOT NULL
+                  AND p_payload->'installation'->>'id' = p_route->>'installation_id'
+                  AND coalesce(p_payload->>'action', '') <> '', false)
+$$;
+
+--
 -- Name: keep_scope_heads(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1830,6 +1806,27 @@ CREATE FUNCTION wharf.lock_lifecycle(p_kind text, p_id text) RETURNS void
     AS $$
   SELECT pg_advisory_xact_lock(wharf.lifecycle_key(p_kind, p_id))
 $$;
+
+--
+-- Name: lock_lifecycles(wharf.admission_route[], wharf.admission_recipient[]); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.lock_lifecycles(p_routes wharf.admission_route[], p_read wharf.admission_recipient[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(l.key)
+     FROM (SELECT 0 AS rank, wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS id,
+                  wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS key
+             FROM unnest(p_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL
+           UNION
+           SELECT 1, f.connection_id, wharf.lifecycle_key('connection', f.connection_id::text)
+             FROM unnest(p_read) f
+           UNION
+           SELECT 2, f.workspace_id, wharf.lifecycle_key('workspace', f.workspace_id::text)
+             FROM unnest(p_read) f WHERE NOT f.is_source
+           ORDER BY rank, id) l;
+END $$;
 
 --
 -- Name: lock_scope(text, bigint); Type: FUNCTION; Schema: wharf; Owner: -
@@ -2448,6 +2445,28 @@ BEGIN
   UPDATE wharf.api_token SET revoked_at = now()
    WHERE id = p_id AND workspace_id = p_workspace_id AND revoked_at IS NULL;
   RETURN FOUND;
+END $$;
+
+--
+-- Name: routes_changed(wharf.admission_recipient[], wharf.admission_recipient[]); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.routes_changed(p_first wharf.admission_recipient[], p_locked wharf.admission_recipient[]) RETURNS integer[]
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+  RETURN ARRAY(
+    SELECT x.n
+      FROM (SELECT f.n, 1 AS read, f.is_source, f.connection_id, f.generation FROM unnest(p_first) f
+            UNION ALL
+            SELECT f.n, 2, f.is_source, f.connection_id, f.generation FROM unnest(p_locked) f) x
+     GROUP BY x.n
+    HAVING array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
+             FILTER (WHERE x.read = 1)
+           IS DISTINCT FROM
+           array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
+             FILTER (WHERE x.read = 2)
+     ORDER BY x.n);
 END $$;
 
 --

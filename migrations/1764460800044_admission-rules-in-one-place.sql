@@ -1,0 +1,1007 @@
+-- Up Migration
+
+-- Release 0.3.0, written by `npm run sql:release` from the difference
+-- between sql/ and the migrations before it. Frozen: never edit it.
+--   new      function wharf.is_control_event(text,text,jsonb,jsonb)
+--   new      function wharf.lock_lifecycles(wharf.admission_route[],wharf.admission_recipient[])
+--   new      function wharf.routes_changed(wharf.admission_recipient[],wharf.admission_recipient[])
+--   changed  function wharf.admit(text,text,text,text,jsonb,text[],jsonb,jsonb,text)
+--   changed  function wharf.admit_items(wharf.admission_item[])
+
+-- ======== sql/80-admission.sql ========
+
+-- Whether a delivery marked control (route.control) is a control event Wharf
+-- stores: a GitHub installation event whose payload names the routed
+-- installation and an action. Anything else marked control is dropped
+-- invalid-event-route. An expression, inlined into its callers.
+CREATE OR REPLACE FUNCTION wharf.is_control_event(p_provider text, p_event_type text, p_route jsonb, p_payload jsonb)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(p_provider = 'github'
+                  AND p_event_type IN ('installation', 'installation_repositories', 'installation_target')
+                  AND p_route->>'installation_id' IS NOT NULL
+                  AND p_payload->'installation'->>'id' = p_route->>'installation_id'
+                  AND coalesce(p_payload->>'action', '') <> '', false)
+$$;
+
+-- Takes the lifecycle locks of routed items in shared mode, in the one
+-- order every admission keeps: every source (by key), every connection read
+-- (by id), every recipient workspace (by id). A change takes the same locks
+-- in exclusive mode (sql/70), so it waits for the admissions in flight and
+-- the next ones wait for it; one order means two admissions never wait for
+-- each other in a cycle.
+CREATE OR REPLACE FUNCTION wharf.lock_lifecycles(p_routes wharf.admission_route[], p_read wharf.admission_recipient[])
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(l.key)
+     FROM (SELECT 0 AS rank, wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS id,
+                  wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS key
+             FROM unnest(p_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL
+           UNION
+           SELECT 1, f.connection_id, wharf.lifecycle_key('connection', f.connection_id::text)
+             FROM unnest(p_read) f
+           UNION
+           SELECT 2, f.workspace_id, wharf.lifecycle_key('workspace', f.workspace_id::text)
+             FROM unnest(p_read) f WHERE NOT f.is_source
+           ORDER BY rank, id) l;
+END $$;
+
+-- The items whose source or recipients differ between two reads of
+-- admission_recipients (a connection added, removed or changed: its
+-- generation moved), in item order.
+CREATE OR REPLACE FUNCTION wharf.routes_changed(p_first wharf.admission_recipient[], p_locked wharf.admission_recipient[])
+RETURNS integer[]
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN ARRAY(
+    SELECT x.n
+      FROM (SELECT f.n, 1 AS read, f.is_source, f.connection_id, f.generation FROM unnest(p_first) f
+            UNION ALL
+            SELECT f.n, 2, f.is_source, f.connection_id, f.generation FROM unnest(p_locked) f) x
+     GROUP BY x.n
+    HAVING array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
+             FILTER (WHERE x.read = 1)
+           IS DISTINCT FROM
+           array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
+             FILTER (WHERE x.read = 2)
+     ORDER BY x.n);
+END $$;
+
+-- Admits the items of one round and returns, in their order, each one's
+-- receipt or {"error": {"code", "message"}}:
+--   {delivery_key, events: [{workspace_id, event_id, outcome: stored|duplicate}],
+--    refused: [{connection_id, workspace_id, reason}], dropped: reason|null}
+-- An item with an error, or whose route changed while admission waited for
+-- its lifecycle locks (WH409), changes nothing. Two items of one round must
+-- not share a body digest (admit_many defers the later one to a round of its
+-- own). Internal: callers use admit and admit_many.
+--
+-- Plans: nested loops over the arrays and index lookups, generic (planned
+-- once per session). JIT off: a plan the disabled methods price at their
+-- penalty would otherwise be compiled on every call, at hundreds of ms.
+CREATE OR REPLACE FUNCTION wharf.admit_items(p_items wharf.admission_item[]) RETURNS jsonb[]
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+DECLARE
+  v_routes    wharf.admission_route[];
+  v_first     wharf.admission_recipient[];
+  v_locked    wharf.admission_recipient[];
+  v_changed   integer[];
+  v_rows      wharf.admission_row[];
+  v_events    jsonb[];   -- per item, the receipt's events
+  v_refused   jsonb[];   -- per item, the receipt's refusals
+  v_drops     text[];    -- per item, the drop reason
+  v_stored    boolean;
+  v_ids       bigint[];  -- the rows this call stored ...
+  v_keys      text[];    -- ... and their dedupe keys
+BEGIN
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees its rows (rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source (a redelivery
+  -- under another delivery id, or a captured body relabelled by its unsigned
+  -- headers): the rows already stored answer. A connection-signed body
+  -- (Forgejo) only ever answers with its own connection's rows: two
+  -- workspaces' webhooks on one repository receive identical bodies, and
+  -- neither may see, or pre-empt, the other's. The lock makes concurrent
+  -- admissions of one body take turns (the first class of locks, in key order).
+  PERFORM pg_advisory_xact_lock(k.key)
+     FROM (SELECT DISTINCT wharf.lifecycle_key('body',
+                    i.source || ' ' || coalesce(i.route->>'connection_id', '') || ' ' || encode(i.body_sha256, 'hex')) AS key
+             FROM unnest(p_items) i
+            WHERE i.error_code IS NULL AND i.body_sha256 IS NOT NULL
+            ORDER BY 1) k;
+
+  -- 1.-2. Control events, and the source of every other item, with the drops
+  -- these rules decide.
+  SELECT array_agg(ROW(r.n, i.provider, i.source, i.subjects, i.route ? 'connection_id', r.body_events,
+                       r.control, r.drop_reason, r.source_id)::wharf.admission_route ORDER BY r.n)
+    INTO v_routes
+    FROM unnest(p_items) WITH ORDINALITY AS i(provider, source, delivery_key, event_type, route, subjects,
+                                              payload, headers, body_sha256, error_code, error_message, n)
+    CROSS JOIN LATERAL (
+      SELECT i.n::integer AS n, dup.events AS body_events,
+             coalesce(i.route->'control' = 'true', false) AS control,
+             CASE
+               WHEN i.route->'control' = 'true' THEN
+                 CASE WHEN wharf.is_control_event(i.provider, i.event_type, i.route, i.payload)
+                      THEN NULL ELSE 'invalid-event-route' END
+               WHEN NOT (i.route ? 'connection_id' OR i.route ? 'installation_id' OR i.route ? 'team_id')
+                 THEN 'work-event-without-source'
+               WHEN src.id IS NULL THEN 'unknown-source'
+               WHEN cardinality(i.subjects) = 0 THEN 'work-event-without-subject'
+               WHEN jsonb_typeof(src.route->'subject_prefixes') = 'array'
+                    AND NOT EXISTS (SELECT FROM jsonb_array_elements_text(src.route->'subject_prefixes') p
+                                     WHERE starts_with(i.subjects[1], p))
+                 THEN 'route-mismatch'
+             END AS drop_reason,
+             CASE WHEN NOT coalesce(i.route->'control' = 'true', false) THEN src.id END AS source_id
+        FROM (SELECT 1) one
+        LEFT JOIN LATERAL (
+          SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                           ORDER BY e.workspace_id NULLS FIRST) AS events
+            FROM wharf.provider_event e
+           WHERE i.body_sha256 IS NOT NULL
+             AND e.source = i.source AND e.body_sha256 = i.body_sha256
+             AND (NOT i.route ? 'connection_id' OR e.connection_id::text = i.route->>'connection_id')
+             AND e.received_at > now() - wharf.setting_interval('replay_window')
+        ) dup ON true
+        LEFT JOIN LATERAL (
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE i.route ? 'connection_id'
+             AND c.id = CASE WHEN i.route->>'connection_id' ~ '^[0-9]{1,18}$' THEN (i.route->>'connection_id')::bigint END
+             AND c.provider = i.provider AND c.source = i.source
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND i.route ? 'installation_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'app_installation'
+             AND c.external_id = i.route->>'installation_id'
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND NOT i.route ? 'installation_id' AND i.route ? 'team_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'slack_team'
+             AND c.external_id = i.route->>'team_id'
+          LIMIT 1
+        ) src ON true
+    ) r
+   WHERE i.error_code IS NULL;
+  -- A body stored before answers alone: nothing else is decided for it.
+  v_routes := ARRAY(SELECT ROW(r.n, r.provider, r.source, r.subjects, r.connection_signed,
+                               r.body_events, r.control AND r.body_events IS NULL,
+                               CASE WHEN r.body_events IS NULL THEN r.drop_reason END,
+                               CASE WHEN r.body_events IS NULL THEN r.source_id END)::wharf.admission_route
+                      FROM unnest(v_routes) r);
+
+  -- 3. Lifecycle lock: read the recipients, lock every source, connection
+  -- and workspace in shared mode (sources by key, connections by id,
+  -- workspaces by id: the second class of locks, in one order for every
+  -- caller), read them again under the locks. An item whose source or
+  -- recipients changed in between is refused with WH409.
+  IF EXISTS (SELECT FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL) THEN
+    v_first := wharf.admission_recipients(v_routes);
+    PERFORM wharf.lock_lifecycles(v_routes, v_first);
+    v_locked := wharf.admission_recipients(v_routes);
+    v_changed := wharf.routes_changed(v_first, v_locked);
+  END IF;
+
+  -- 4. Activity, per item and workspace (PAUSED counts as active: it stores
+  -- and holds), and 5. the rows to store: one per admitted workspace, or the
+  -- control row in the provider's system scope.
+  WITH routed AS (
+    SELECT r.*, ((p_items[r.n]).subjects)[1] AS subject
+      FROM unnest(v_routes) r
+     WHERE r.n <> ALL (coalesce(v_changed, '{}')) AND r.body_events IS NULL AND r.drop_reason IS NULL
+  ), recipients AS (
+    SELECT l.* FROM unnest(v_locked) l WHERE NOT l.is_source AND l.n <> ALL (coalesce(v_changed, '{}'))
+  ), workspaces AS (
+    SELECT x.n, x.workspace_id,
+           bool_or(x.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+           bool_or(x.workspace_state = 'ACTIVE') AS claimable,
+           min(x.connection_id) FILTER (WHERE x.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id
+      FROM recipients x GROUP BY x.n, x.workspace_id
+  ), source_active AS (
+    SELECT l.n, l.state IN ('ACTIVE', 'PAUSED') AS active FROM unnest(v_locked) l WHERE l.is_source
+  )
+  SELECT
+    -- Rows to store, in array order, each item's workspaces in id order.
+    ARRAY(SELECT ROW(w.n, w.workspace_id, w.active_connection_id,
+                     w.workspace_id || ':' || r.provider || ':' || r.subject, w.claimable)::wharf.admission_row
+            FROM workspaces w JOIN routed r ON r.n = w.n
+            JOIN source_active s ON s.n = w.n AND s.active
+           WHERE w.workspace_active AND w.active_connection_id IS NOT NULL
+          UNION ALL
+          SELECT ROW(r.n, NULL, NULL, 'system:' || r.provider || ':' || r.source, true)::wharf.admission_row
+            FROM routed r WHERE r.control
+          ORDER BY 1),
+    -- Refusals: every recipient of a workspace that admits nothing.
+    array_agg_refused.per_item,
+    -- Drops decided under the locks.
+    array_agg_drops.per_item
+    INTO v_rows, v_refused, v_drops
+    FROM (SELECT 1) one
+    CROSS JOIN LATERAL (
+      SELECT array_agg(coalesce(f.refused, '[]') ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN (SELECT x.n, jsonb_agg(jsonb_build_object(
+                                  'connection_id', x.connection_id, 'workspace_id', x.workspace_id,
+                                  'reason', CASE WHEN w.workspace_active THEN 'connection-inactive'
+                                                 ELSE 'workspace-inactive' END)
+                                ORDER BY x.workspace_id, x.connection_id) AS refused
+                     FROM recipients x
+                     JOIN workspaces w ON w.n = x.n AND w.workspace_id = x.workspace_id
+                     JOIN source_active s ON s.n = x.n AND s.active
+                    WHERE NOT (w.workspace_active AND w.active_connection_id IS NOT NULL)
+                    GROUP BY x.n) f ON f.n = k.n
+    ) array_agg_refused
+    CROSS JOIN LATERAL (
+      SELECT array_agg(
+               CASE WHEN r.n IS NULL OR r.n = ANY (coalesce(v_changed, '{}')) OR r.body_events IS NOT NULL THEN NULL
+                    WHEN r.drop_reason IS NOT NULL THEN r.drop_reason
+                    WHEN r.control THEN NULL
+                    WHEN NOT (SELECT s.active FROM source_active s WHERE s.n = r.n) THEN 'source-inactive'
+                    WHEN NOT EXISTS (SELECT FROM recipients x WHERE x.n = r.n) THEN 'no-subscriber'
+               END ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN unnest(v_routes) r ON r.n = k.n
+    ) array_agg_drops;
+
+  -- The scope of every row to store, made when missing and locked, in
+  -- (workspace, scope) order: the third class of locks, the order every
+  -- writer of several scopes keeps. Locked (FOR UPDATE) before the rows are
+  -- inserted, so that within a scope ids are assigned and committed in the
+  -- same order and a claim never passes over a row still being inserted. A
+  -- conflict locks the row without writing it (the WHERE is false).
+  INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
+  SELECT DISTINCT ON (r.workspace_id, r.scope_key) r.scope_key, r.workspace_id, r.scope_active
+    FROM unnest(v_rows) r
+   ORDER BY r.workspace_id NULLS FIRST, r.scope_key
+  ON CONFLICT (scope_key) DO UPDATE SET active = s.active WHERE false;
+
+  -- 5. Insert, in array order, each workspace's row due at once; a delivery
+  -- stored before (or earlier in the array) is a duplicate. The new rows are
+  -- the youngest of their scopes: each heads its scope when it has no head.
+  -- The scope trigger is told that this statement keeps the scopes (sql/20).
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  WITH stored AS (
+    INSERT INTO wharf.provider_event
+      (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+       payload, headers, body_sha256)
+    SELECT r.workspace_id, i.provider, i.delivery_key, i.event_type, i.subjects[1], r.scope_key, i.source,
+           r.connection_id, i.payload, i.headers, i.body_sha256
+      FROM unnest(v_rows) WITH ORDINALITY AS r(n, workspace_id, connection_id, scope_key, scope_active, k)
+      CROSS JOIN LATERAL (SELECT (p_items[r.n]).*) i
+     ORDER BY r.k
+    ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+    RETURNING id, scope_key, next_attempt_at,
+              coalesce(workspace_id::text, '') || ' ' || provider || ' ' || delivery_key AS dedupe_key
+  ), heads AS (
+    UPDATE wharf.scope s
+       SET head_id = h.id, head_due_at = h.due_at, ready_at = greatest(h.due_at, clock_timestamp())
+      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at
+              FROM stored x ORDER BY x.scope_key, x.id) h
+     WHERE s.scope_key = h.scope_key AND s.head_id IS NULL
+  )
+  SELECT count(*) > 0, array_agg(id), array_agg(dedupe_key) INTO v_stored, v_ids, v_keys FROM stored;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+
+  -- The receipts' events: each row's id, stored by this call (the first row
+  -- of its dedupe key) or found stored before.
+  v_events := ARRAY(
+    SELECT coalesce(jsonb_agg(jsonb_build_object('workspace_id', r.workspace_id,
+                                                 'event_id', coalesce(v_ids[r.stored_at], e.id),
+                                                 'outcome', CASE WHEN r.stored_at IS NOT NULL THEN 'stored'
+                                                                 ELSE 'duplicate' END)
+                              ORDER BY r.workspace_id NULLS FIRST) FILTER (WHERE r.n IS NOT NULL), '[]')
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      LEFT JOIN (SELECT x.n, x.workspace_id, i.provider, i.delivery_key,
+                        CASE WHEN x.k = min(x.k) OVER (PARTITION BY x.workspace_id, i.provider, i.delivery_key)
+                             THEN array_position(v_keys, coalesce(x.workspace_id::text, '') || ' ' || i.provider
+                                                         || ' ' || i.delivery_key) END AS stored_at
+                   FROM unnest(v_rows) WITH ORDINALITY AS x(n, workspace_id, connection_id, scope_key, scope_active, k)
+                   CROSS JOIN LATERAL (SELECT (p_items[x.n]).provider, (p_items[x.n]).delivery_key) i) r ON r.n = k.n
+      LEFT JOIN LATERAL (
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NOT NULL
+           AND e.workspace_id = r.workspace_id AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+        UNION ALL
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NULL AND e.workspace_id IS NULL
+           AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+      ) e ON true
+     GROUP BY k.n
+     ORDER BY k.n);
+
+  -- Every refusal and drop, in array order: no payload, no header.
+  INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+  SELECT i.provider, i.source, i.delivery_key, x.connection_id, x.workspace_id, x.reason
+    FROM generate_series(1, cardinality(p_items)) k(n)
+    CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+    CROSS JOIN LATERAL (
+      SELECT (f->>'connection_id')::bigint AS connection_id, (f->>'workspace_id')::bigint AS workspace_id,
+             f->>'reason' AS reason, o AS rank
+        FROM jsonb_array_elements(v_refused[k.n]) WITH ORDINALITY AS f(f, o)
+      UNION ALL
+      SELECT r.source_id, NULL, v_drops[k.n], 0
+        FROM (SELECT 1) one LEFT JOIN unnest(v_routes) r ON r.n = k.n
+       WHERE v_drops[k.n] IS NOT NULL
+    ) x
+   ORDER BY k.n, x.rank;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN ARRAY(
+    SELECT CASE
+             WHEN i.error_code IS NOT NULL
+               THEN jsonb_build_object('error', jsonb_build_object('code', i.error_code, 'message', i.error_message))
+             WHEN k.n = ANY (coalesce(v_changed, '{}'))
+               THEN jsonb_build_object('error', jsonb_build_object('code', 'WH409',
+                      'message', format('wharf.admit: the route of %s changed during admission; retry', i.source)))
+             ELSE jsonb_build_object('delivery_key', i.delivery_key,
+                                     'events', coalesce(r.body_events, v_events[k.n]),
+                                     'refused', CASE WHEN r.body_events IS NULL THEN v_refused[k.n] ELSE '[]' END,
+                                     'dropped', v_drops[k.n])
+           END
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+      LEFT JOIN unnest(v_routes) r ON r.n = k.n
+     ORDER BY k.n);
+END $$;
+
+-- Admits one verified delivery and returns its receipt:
+--   {delivery_key, events: [{workspace_id, event_id, outcome}],
+--    refused: [{connection_id, workspace_id, reason}], dropped: reason|null}
+-- Raises 22004/22023 for missing or malformed arguments (admission_item;
+-- nothing written) and WH409 when a connection changed while admission
+-- waited for its lock (the edge answers 503 and the provider retries against
+-- the current route). p_body_sha256 (hex), for providers that sign the body
+-- alone (GitHub, Forgejo): a body already stored from this source within
+-- replay_window is a duplicate, whatever delivery key or event type comes
+-- with it. SECURITY DEFINER: the edge's role needs EXECUTE on this function.
+--
+-- The rules of admit_items for one delivery, statement by statement: for
+-- one delivery a plan over arrays costs more to start than the statements it
+-- saves (bench/RESULTS.md). A property test admits random arrays through
+-- both and compares everything they write (test/sql/admit-many.test.ts).
+CREATE OR REPLACE FUNCTION wharf.admit(
+  p_provider text, p_source text, p_delivery_key text, p_event_type text,
+  p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_item     wharf.admission_item := wharf.admission_item(p_provider, p_source, p_delivery_key, p_event_type,
+                                                           p_route, p_subjects, p_payload, p_headers, p_body_sha256);
+  v_route    jsonb := v_item.route;
+  v_subject  text := v_item.subjects[1];
+  v_source   wharf.connection;
+  v_routes   wharf.admission_route[];
+  v_first    wharf.admission_recipient[];  -- before the lifecycle locks
+  v_locked   wharf.admission_recipient[];  -- ... and under them
+  v_events   jsonb := '[]'::jsonb;
+  v_refused  jsonb := '[]'::jsonb;
+  v_drop     text;
+  v_ws       record;
+  v_stored   boolean := false;
+  -- Signed with a secret one workspace shares with the provider (GitLab,
+  -- Outline, Forgejo, Standard Webhooks): the body is only as trusted as that
+  -- workspace, so it reaches that connection alone, whatever it names.
+  v_connection_signed boolean := v_route ? 'connection_id';
+BEGIN
+  IF v_item.error_code IS NOT NULL THEN
+    RAISE EXCEPTION '%', v_item.error_message USING ERRCODE = v_item.error_code;
+  END IF;
+
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees the row (rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source: the rows already
+  -- stored answer (see admit_items).
+  IF v_item.body_sha256 IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('body',
+      p_source || ' ' || coalesce(v_route->>'connection_id', '') || ' ' || p_body_sha256));
+    v_events := coalesce((
+      SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                       ORDER BY e.workspace_id NULLS FIRST)
+        FROM wharf.provider_event e
+       WHERE e.source = p_source AND e.body_sha256 = v_item.body_sha256
+         AND (NOT v_connection_signed OR e.connection_id::text = v_route->>'connection_id')
+         AND e.received_at > now() - wharf.setting_interval('replay_window')), '[]'::jsonb);
+    IF jsonb_array_length(v_events) > 0 THEN
+      RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                                'refused', '[]'::jsonb, 'dropped', NULL);
+    END IF;
+  END IF;
+
+  -- 1. Control events: one installation row in the provider's system scope.
+  IF v_route->'control' = 'true' THEN
+    IF wharf.is_control_event(p_provider, p_event_type, v_route, p_payload) THEN
+      v_events := jsonb_build_array(wharf.store_event(v_item, NULL, NULL, 'system:' || p_provider || ':' || p_source));
+      v_stored := v_events->0->>'outcome' = 'stored';
+    ELSE
+      v_drop := 'invalid-event-route';
+    END IF;
+  ELSE
+    -- 2. Source: the connection named by a verified route fact.
+    IF v_route ? 'connection_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE id = CASE WHEN v_route->>'connection_id' ~ '^[0-9]{1,18}$'
+                       THEN (v_route->>'connection_id')::bigint END
+         AND provider = p_provider AND source = p_source;
+    ELSIF v_route ? 'installation_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'app_installation'
+         AND external_id = v_route->>'installation_id';
+    ELSIF v_route ? 'team_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'slack_team'
+         AND external_id = v_route->>'team_id';
+    ELSE
+      v_drop := 'work-event-without-source';
+    END IF;
+
+    IF v_drop IS NULL AND v_source.id IS NULL THEN
+      v_drop := 'unknown-source';
+    ELSIF v_drop IS NULL AND v_subject IS NULL THEN
+      v_drop := 'work-event-without-subject';
+    ELSIF v_drop IS NULL AND jsonb_typeof(v_source.route->'subject_prefixes') = 'array' THEN
+      -- (A test of its own: a connection without prefixes runs no query here.)
+      IF NOT EXISTS (SELECT FROM jsonb_array_elements_text(v_source.route->'subject_prefixes') p
+                      WHERE starts_with(v_subject, p)) THEN
+        v_drop := 'route-mismatch';
+      END IF;
+    END IF;
+  END IF;
+
+  IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
+    -- 3. Lifecycle lock: read the source and recipients, lock them shared
+    -- (source, connections by id, workspaces by id), read them again.
+    v_routes := ARRAY[ROW(1, p_provider, p_source, v_item.subjects, v_connection_signed, NULL, false, NULL,
+                          v_source.id)::wharf.admission_route];
+    v_first := wharf.admission_recipients(v_routes);
+    PERFORM wharf.lock_lifecycles(v_routes, v_first);
+    v_locked := wharf.admission_recipients(v_routes);
+    IF cardinality(wharf.routes_changed(v_first, v_locked)) > 0 THEN
+      RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
+        USING ERRCODE = 'WH409';
+    END IF;
+
+    -- 4. Activity: the source itself must be ACTIVE (or PAUSED: a paused
+    -- workspace or connection stores and holds); then per workspace.
+    IF NOT EXISTS (SELECT FROM unnest(v_locked) f WHERE f.is_source AND f.state IN ('ACTIVE', 'PAUSED')) THEN
+      v_drop := 'source-inactive';
+    ELSIF NOT EXISTS (SELECT FROM unnest(v_locked) f WHERE NOT f.is_source) THEN
+      v_drop := 'no-subscriber';
+    ELSE
+      FOR v_ws IN
+        SELECT f.workspace_id,
+               bool_or(f.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+               min(f.connection_id) FILTER (WHERE f.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id,
+               jsonb_agg(f.connection_id ORDER BY f.connection_id) AS connection_ids
+          FROM unnest(v_locked) f WHERE NOT f.is_source
+         GROUP BY 1 ORDER BY 1
+      LOOP
+        IF v_ws.workspace_active AND v_ws.active_connection_id IS NOT NULL THEN
+          -- 5. Insert: one row per admitted workspace, due at once.
+          v_events := v_events || wharf.store_event(v_item, v_ws.workspace_id, v_ws.active_connection_id,
+                                                    v_ws.workspace_id || ':' || p_provider || ':' || v_subject);
+          v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
+        ELSE
+          v_refused := v_refused || (
+            SELECT jsonb_agg(jsonb_build_object('connection_id', c::bigint, 'workspace_id', v_ws.workspace_id,
+                                                'reason', CASE WHEN v_ws.workspace_active THEN 'connection-inactive'
+                                                               ELSE 'workspace-inactive' END))
+              FROM jsonb_array_elements(v_ws.connection_ids) c);
+        END IF;
+      END LOOP;
+    END IF;
+  END IF;
+
+  -- Every refusal and drop, in order: no payload, no header.
+  IF v_drop IS NOT NULL OR jsonb_array_length(v_refused) > 0 THEN
+    INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+    SELECT p_provider, p_source, p_delivery_key, (r->>'connection_id')::bigint, (r->>'workspace_id')::bigint, r->>'reason'
+      FROM jsonb_array_elements(v_refused) WITH ORDINALITY AS x(r, o)
+    UNION ALL
+    SELECT p_provider, p_source, p_delivery_key, v_source.id, NULL, v_drop WHERE v_drop IS NOT NULL;
+  END IF;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                            'refused', v_refused, 'dropped', v_drop);
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.admit(text, text, text, text, jsonb, text[], jsonb, jsonb, text),
+  wharf.admit_many(jsonb) FROM PUBLIC;
+
+-- Down Migration
+
+-- The released text of everything the up changed.
+
+SET LOCAL check_function_bodies = off;
+
+DROP FUNCTION wharf.is_control_event(text,text,jsonb,jsonb);
+
+DROP FUNCTION wharf.lock_lifecycles(wharf.admission_route[],wharf.admission_recipient[]);
+
+DROP FUNCTION wharf.routes_changed(wharf.admission_recipient[],wharf.admission_recipient[]);
+
+CREATE OR REPLACE FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text DEFAULT NULL::text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+  v_item     wharf.admission_item := wharf.admission_item(p_provider, p_source, p_delivery_key, p_event_type,
+                                                           p_route, p_subjects, p_payload, p_headers, p_body_sha256);
+  v_route    jsonb := v_item.route;
+  v_subject  text := v_item.subjects[1];
+  v_source   wharf.connection;
+  v_routes   wharf.admission_route[];
+  v_first    wharf.admission_recipient[];  -- before the lifecycle locks
+  v_locked   wharf.admission_recipient[];  -- ... and under them
+  v_events   jsonb := '[]'::jsonb;
+  v_refused  jsonb := '[]'::jsonb;
+  v_drop     text;
+  v_ws       record;
+  v_stored   boolean := false;
+  -- Signed with a secret one workspace shares with the provider (GitLab,
+  -- Outline, Forgejo, Standard Webhooks): the body is only as trusted as that
+  -- workspace, so it reaches that connection alone, whatever it names.
+  v_connection_signed boolean := v_route ? 'connection_id';
+BEGIN
+  IF v_item.error_code IS NOT NULL THEN
+    RAISE EXCEPTION '%', v_item.error_message USING ERRCODE = v_item.error_code;
+  END IF;
+
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees the row (rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source: the rows already
+  -- stored answer (see admit_items).
+  IF v_item.body_sha256 IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('body',
+      p_source || ' ' || coalesce(v_route->>'connection_id', '') || ' ' || p_body_sha256));
+    v_events := coalesce((
+      SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                       ORDER BY e.workspace_id NULLS FIRST)
+        FROM wharf.provider_event e
+       WHERE e.source = p_source AND e.body_sha256 = v_item.body_sha256
+         AND (NOT v_connection_signed OR e.connection_id::text = v_route->>'connection_id')
+         AND e.received_at > now() - wharf.setting_interval('replay_window')), '[]'::jsonb);
+    IF jsonb_array_length(v_events) > 0 THEN
+      RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                                'refused', '[]'::jsonb, 'dropped', NULL);
+    END IF;
+  END IF;
+
+  -- 1. Control events: one installation row in the provider's system scope.
+  IF v_route->'control' = 'true' THEN
+    IF p_provider = 'github'
+       AND p_event_type IN ('installation', 'installation_repositories', 'installation_target')
+       AND v_route->>'installation_id' IS NOT NULL
+       AND p_payload->'installation'->>'id' = v_route->>'installation_id'
+       AND coalesce(p_payload->>'action', '') <> '' THEN
+      v_events := jsonb_build_array(wharf.store_event(v_item, NULL, NULL, 'system:' || p_provider || ':' || p_source));
+      v_stored := v_events->0->>'outcome' = 'stored';
+    ELSE
+      v_drop := 'invalid-event-route';
+    END IF;
+  ELSE
+    -- 2. Source: the connection named by a verified route fact.
+    IF v_route ? 'connection_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE id = CASE WHEN v_route->>'connection_id' ~ '^[0-9]{1,18}$'
+                       THEN (v_route->>'connection_id')::bigint END
+         AND provider = p_provider AND source = p_source;
+    ELSIF v_route ? 'installation_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'app_installation'
+         AND external_id = v_route->>'installation_id';
+    ELSIF v_route ? 'team_id' THEN
+      SELECT * INTO v_source FROM wharf.connection
+       WHERE provider = p_provider AND source = p_source AND kind = 'slack_team'
+         AND external_id = v_route->>'team_id';
+    ELSE
+      v_drop := 'work-event-without-source';
+    END IF;
+
+    IF v_drop IS NULL AND v_source.id IS NULL THEN
+      v_drop := 'unknown-source';
+    ELSIF v_drop IS NULL AND v_subject IS NULL THEN
+      v_drop := 'work-event-without-subject';
+    ELSIF v_drop IS NULL AND jsonb_typeof(v_source.route->'subject_prefixes') = 'array' THEN
+      -- (A test of its own: a connection without prefixes runs no query here.)
+      IF NOT EXISTS (SELECT FROM jsonb_array_elements_text(v_source.route->'subject_prefixes') p
+                      WHERE starts_with(v_subject, p)) THEN
+        v_drop := 'route-mismatch';
+      END IF;
+    END IF;
+  END IF;
+
+  IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
+    -- 3. Lifecycle lock: read the source and recipients, lock them shared
+    -- (source, connections by id, workspaces by id), read them again.
+    v_routes := ARRAY[ROW(1, p_provider, p_source, v_item.subjects, v_connection_signed, NULL, false, NULL,
+                          v_source.id)::wharf.admission_route];
+    v_first := wharf.admission_recipients(v_routes);
+    PERFORM pg_advisory_xact_lock_shared(l.key)
+       FROM (SELECT 0 AS rank, 0::bigint AS id,
+                    wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)) AS key
+             UNION
+             SELECT 1, f.connection_id, wharf.lifecycle_key('connection', f.connection_id::text) FROM unnest(v_first) f
+             UNION
+             SELECT 2, f.workspace_id, wharf.lifecycle_key('workspace', f.workspace_id::text)
+               FROM unnest(v_first) f WHERE NOT f.is_source
+             ORDER BY rank, id) l;
+    v_locked := wharf.admission_recipients(v_routes);
+    IF (SELECT array_agg(ARRAY[f.connection_id, f.generation] ORDER BY f.is_source DESC, f.connection_id) FROM unnest(v_first) f)
+       IS DISTINCT FROM
+       (SELECT array_agg(ARRAY[f.connection_id, f.generation] ORDER BY f.is_source DESC, f.connection_id) FROM unnest(v_locked) f) THEN
+      RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
+        USING ERRCODE = 'WH409';
+    END IF;
+
+    -- 4. Activity: the source itself must be ACTIVE (or PAUSED: a paused
+    -- workspace or connection stores and holds); then per workspace.
+    IF NOT EXISTS (SELECT FROM unnest(v_locked) f WHERE f.is_source AND f.state IN ('ACTIVE', 'PAUSED')) THEN
+      v_drop := 'source-inactive';
+    ELSIF NOT EXISTS (SELECT FROM unnest(v_locked) f WHERE NOT f.is_source) THEN
+      v_drop := 'no-subscriber';
+    ELSE
+      FOR v_ws IN
+        SELECT f.workspace_id,
+               bool_or(f.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+               min(f.connection_id) FILTER (WHERE f.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id,
+               jsonb_agg(f.connection_id ORDER BY f.connection_id) AS connection_ids
+          FROM unnest(v_locked) f WHERE NOT f.is_source
+         GROUP BY 1 ORDER BY 1
+      LOOP
+        IF v_ws.workspace_active AND v_ws.active_connection_id IS NOT NULL THEN
+          -- 5. Insert: one row per admitted workspace, due at once.
+          v_events := v_events || wharf.store_event(v_item, v_ws.workspace_id, v_ws.active_connection_id,
+                                                    v_ws.workspace_id || ':' || p_provider || ':' || v_subject);
+          v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
+        ELSE
+          v_refused := v_refused || (
+            SELECT jsonb_agg(jsonb_build_object('connection_id', c::bigint, 'workspace_id', v_ws.workspace_id,
+                                                'reason', CASE WHEN v_ws.workspace_active THEN 'connection-inactive'
+                                                               ELSE 'workspace-inactive' END))
+              FROM jsonb_array_elements(v_ws.connection_ids) c);
+        END IF;
+      END LOOP;
+    END IF;
+  END IF;
+
+  -- Every refusal and drop, in order: no payload, no header.
+  IF v_drop IS NOT NULL OR jsonb_array_length(v_refused) > 0 THEN
+    INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+    SELECT p_provider, p_source, p_delivery_key, (r->>'connection_id')::bigint, (r->>'workspace_id')::bigint, r->>'reason'
+      FROM jsonb_array_elements(v_refused) WITH ORDINALITY AS x(r, o)
+    UNION ALL
+    SELECT p_provider, p_source, p_delivery_key, v_source.id, NULL, v_drop WHERE v_drop IS NOT NULL;
+  END IF;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+                            'refused', v_refused, 'dropped', v_drop);
+END $function$;
+REVOKE ALL ON FUNCTION wharf.admit(text,text,text,text,jsonb,text[],jsonb,jsonb,text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.admit_items(p_items wharf.admission_item[])
+ RETURNS jsonb[]
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+  v_routes    wharf.admission_route[];
+  v_first     wharf.admission_recipient[];
+  v_locked    wharf.admission_recipient[];
+  v_changed   integer[];
+  v_rows      wharf.admission_row[];
+  v_events    jsonb[];   -- per item, the receipt's events
+  v_refused   jsonb[];   -- per item, the receipt's refusals
+  v_drops     text[];    -- per item, the drop reason
+  v_stored    boolean;
+  v_ids       bigint[];  -- the rows this call stored ...
+  v_keys      text[];    -- ... and their dedupe keys
+BEGIN
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees its rows (rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source (a redelivery
+  -- under another delivery id, or a captured body relabelled by its unsigned
+  -- headers): the rows already stored answer. A connection-signed body
+  -- (Forgejo) only ever answers with its own connection's rows: two
+  -- workspaces' webhooks on one repository receive identical bodies, and
+  -- neither may see, or pre-empt, the other's. The lock makes concurrent
+  -- admissions of one body take turns (the first class of locks, in key order).
+  PERFORM pg_advisory_xact_lock(k.key)
+     FROM (SELECT DISTINCT wharf.lifecycle_key('body',
+                    i.source || ' ' || coalesce(i.route->>'connection_id', '') || ' ' || encode(i.body_sha256, 'hex')) AS key
+             FROM unnest(p_items) i
+            WHERE i.error_code IS NULL AND i.body_sha256 IS NOT NULL
+            ORDER BY 1) k;
+
+  -- 1.-2. Control events, and the source of every other item, with the drops
+  -- these rules decide.
+  SELECT array_agg(ROW(r.n, i.provider, i.source, i.subjects, i.route ? 'connection_id', r.body_events,
+                       r.control, r.drop_reason, r.source_id)::wharf.admission_route ORDER BY r.n)
+    INTO v_routes
+    FROM unnest(p_items) WITH ORDINALITY AS i(provider, source, delivery_key, event_type, route, subjects,
+                                              payload, headers, body_sha256, error_code, error_message, n)
+    CROSS JOIN LATERAL (
+      SELECT i.n::integer AS n, dup.events AS body_events,
+             coalesce(i.route->'control' = 'true', false) AS control,
+             CASE
+               WHEN i.route->'control' = 'true' THEN
+                 CASE WHEN i.provider = 'github'
+                           AND i.event_type IN ('installation', 'installation_repositories', 'installation_target')
+                           AND i.route->>'installation_id' IS NOT NULL
+                           AND i.payload->'installation'->>'id' = i.route->>'installation_id'
+                           AND coalesce(i.payload->>'action', '') <> ''
+                      THEN NULL ELSE 'invalid-event-route' END
+               WHEN NOT (i.route ? 'connection_id' OR i.route ? 'installation_id' OR i.route ? 'team_id')
+                 THEN 'work-event-without-source'
+               WHEN src.id IS NULL THEN 'unknown-source'
+               WHEN cardinality(i.subjects) = 0 THEN 'work-event-without-subject'
+               WHEN jsonb_typeof(src.route->'subject_prefixes') = 'array'
+                    AND NOT EXISTS (SELECT FROM jsonb_array_elements_text(src.route->'subject_prefixes') p
+                                     WHERE starts_with(i.subjects[1], p))
+                 THEN 'route-mismatch'
+             END AS drop_reason,
+             CASE WHEN NOT coalesce(i.route->'control' = 'true', false) THEN src.id END AS source_id
+        FROM (SELECT 1) one
+        LEFT JOIN LATERAL (
+          SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                           ORDER BY e.workspace_id NULLS FIRST) AS events
+            FROM wharf.provider_event e
+           WHERE i.body_sha256 IS NOT NULL
+             AND e.source = i.source AND e.body_sha256 = i.body_sha256
+             AND (NOT i.route ? 'connection_id' OR e.connection_id::text = i.route->>'connection_id')
+             AND e.received_at > now() - wharf.setting_interval('replay_window')
+        ) dup ON true
+        LEFT JOIN LATERAL (
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE i.route ? 'connection_id'
+             AND c.id = CASE WHEN i.route->>'connection_id' ~ '^[0-9]{1,18}$' THEN (i.route->>'connection_id')::bigint END
+             AND c.provider = i.provider AND c.source = i.source
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND i.route ? 'installation_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'app_installation'
+             AND c.external_id = i.route->>'installation_id'
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND NOT i.route ? 'installation_id' AND i.route ? 'team_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'slack_team'
+             AND c.external_id = i.route->>'team_id'
+          LIMIT 1
+        ) src ON true
+    ) r
+   WHERE i.error_code IS NULL;
+  -- A body stored before answers alone: nothing else is decided for it.
+  v_routes := ARRAY(SELECT ROW(r.n, r.provider, r.source, r.subjects, r.connection_signed,
+                               r.body_events, r.control AND r.body_events IS NULL,
+                               CASE WHEN r.body_events IS NULL THEN r.drop_reason END,
+                               CASE WHEN r.body_events IS NULL THEN r.source_id END)::wharf.admission_route
+                      FROM unnest(v_routes) r);
+
+  -- 3. Lifecycle lock: read the recipients, lock every source, connection
+  -- and workspace in shared mode (sources by key, connections by id,
+  -- workspaces by id: the second class of locks, in one order for every
+  -- caller), read them again under the locks. An item whose source or
+  -- recipients changed in between is refused with WH409.
+  IF EXISTS (SELECT FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL) THEN
+    v_first := wharf.admission_recipients(v_routes);
+    PERFORM pg_advisory_xact_lock_shared(l.key)
+       FROM (SELECT 0 AS rank, wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS id,
+                    wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS key
+               FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL
+             UNION
+             SELECT 1, f.connection_id, wharf.lifecycle_key('connection', f.connection_id::text)
+               FROM unnest(v_first) f
+             UNION
+             SELECT 2, f.workspace_id, wharf.lifecycle_key('workspace', f.workspace_id::text)
+               FROM unnest(v_first) f WHERE NOT f.is_source
+             ORDER BY rank, id) l;
+    v_locked := wharf.admission_recipients(v_routes);
+    v_changed := ARRAY(
+      SELECT x.n
+        FROM (SELECT f.n, 1 AS read, f.is_source, f.connection_id, f.generation FROM unnest(v_first) f
+              UNION ALL
+              SELECT f.n, 2, f.is_source, f.connection_id, f.generation FROM unnest(v_locked) f) x
+       GROUP BY x.n
+      HAVING array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
+               FILTER (WHERE x.read = 1)
+             IS DISTINCT FROM
+             array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
+               FILTER (WHERE x.read = 2));
+  END IF;
+
+  -- 4. Activity, per item and workspace (PAUSED counts as active: it stores
+  -- and holds), and 5. the rows to store: one per admitted workspace, or the
+  -- control row in the provider's system scope.
+  WITH routed AS (
+    SELECT r.*, ((p_items[r.n]).subjects)[1] AS subject
+      FROM unnest(v_routes) r
+     WHERE r.n <> ALL (coalesce(v_changed, '{}')) AND r.body_events IS NULL AND r.drop_reason IS NULL
+  ), recipients AS (
+    SELECT l.* FROM unnest(v_locked) l WHERE NOT l.is_source AND l.n <> ALL (coalesce(v_changed, '{}'))
+  ), workspaces AS (
+    SELECT x.n, x.workspace_id,
+           bool_or(x.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+           bool_or(x.workspace_state = 'ACTIVE') AS claimable,
+           min(x.connection_id) FILTER (WHERE x.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id
+      FROM recipients x GROUP BY x.n, x.workspace_id
+  ), source_active AS (
+    SELECT l.n, l.state IN ('ACTIVE', 'PAUSED') AS active FROM unnest(v_locked) l WHERE l.is_source
+  )
+  SELECT
+    -- Rows to store, in array order, each item's workspaces in id order.
+    ARRAY(SELECT ROW(w.n, w.workspace_id, w.active_connection_id,
+                     w.workspace_id || ':' || r.provider || ':' || r.subject, w.claimable)::wharf.admission_row
+            FROM workspaces w JOIN routed r ON r.n = w.n
+            JOIN source_active s ON s.n = w.n AND s.active
+           WHERE w.workspace_active AND w.active_connection_id IS NOT NULL
+          UNION ALL
+          SELECT ROW(r.n, NULL, NULL, 'system:' || r.provider || ':' || r.source, true)::wharf.admission_row
+            FROM routed r WHERE r.control
+          ORDER BY 1),
+    -- Refusals: every recipient of a workspace that admits nothing.
+    array_agg_refused.per_item,
+    -- Drops decided under the locks.
+    array_agg_drops.per_item
+    INTO v_rows, v_refused, v_drops
+    FROM (SELECT 1) one
+    CROSS JOIN LATERAL (
+      SELECT array_agg(coalesce(f.refused, '[]') ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN (SELECT x.n, jsonb_agg(jsonb_build_object(
+                                  'connection_id', x.connection_id, 'workspace_id', x.workspace_id,
+                                  'reason', CASE WHEN w.workspace_active THEN 'connection-inactive'
+                                                 ELSE 'workspace-inactive' END)
+                                ORDER BY x.workspace_id, x.connection_id) AS refused
+                     FROM recipients x
+                     JOIN workspaces w ON w.n = x.n AND w.workspace_id = x.workspace_id
+                     JOIN source_active s ON s.n = x.n AND s.active
+                    WHERE NOT (w.workspace_active AND w.active_connection_id IS NOT NULL)
+                    GROUP BY x.n) f ON f.n = k.n
+    ) array_agg_refused
+    CROSS JOIN LATERAL (
+      SELECT array_agg(
+               CASE WHEN r.n IS NULL OR r.n = ANY (coalesce(v_changed, '{}')) OR r.body_events IS NOT NULL THEN NULL
+                    WHEN r.drop_reason IS NOT NULL THEN r.drop_reason
+                    WHEN r.control THEN NULL
+                    WHEN NOT (SELECT s.active FROM source_active s WHERE s.n = r.n) THEN 'source-inactive'
+                    WHEN NOT EXISTS (SELECT FROM recipients x WHERE x.n = r.n) THEN 'no-subscriber'
+               END ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN unnest(v_routes) r ON r.n = k.n
+    ) array_agg_drops;
+
+  -- The scope of every row to store, made when missing and locked, in
+  -- (workspace, scope) order: the third class of locks, the order every
+  -- writer of several scopes keeps. Locked (FOR UPDATE) before the rows are
+  -- inserted, so that within a scope ids are assigned and committed in the
+  -- same order and a claim never passes over a row still being inserted. A
+  -- conflict locks the row without writing it (the WHERE is false).
+  INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
+  SELECT DISTINCT ON (r.workspace_id, r.scope_key) r.scope_key, r.workspace_id, r.scope_active
+    FROM unnest(v_rows) r
+   ORDER BY r.workspace_id NULLS FIRST, r.scope_key
+  ON CONFLICT (scope_key) DO UPDATE SET active = s.active WHERE false;
+
+  -- 5. Insert, in array order, each workspace's row due at once; a delivery
+  -- stored before (or earlier in the array) is a duplicate. The new rows are
+  -- the youngest of their scopes: each heads its scope when it has no head.
+  -- The scope trigger is told that this statement keeps the scopes (sql/20).
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  WITH stored AS (
+    INSERT INTO wharf.provider_event
+      (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+       payload, headers, body_sha256)
+    SELECT r.workspace_id, i.provider, i.delivery_key, i.event_type, i.subjects[1], r.scope_key, i.source,
+           r.connection_id, i.payload, i.headers, i.body_sha256
+      FROM unnest(v_rows) WITH ORDINALITY AS r(n, workspace_id, connection_id, scope_key, scope_active, k)
+      CROSS JOIN LATERAL (SELECT (p_items[r.n]).*) i
+     ORDER BY r.k
+    ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+    RETURNING id, scope_key, next_attempt_at,
+              coalesce(workspace_id::text, '') || ' ' || provider || ' ' || delivery_key AS dedupe_key
+  ), heads AS (
+    UPDATE wharf.scope s
+       SET head_id = h.id, head_due_at = h.due_at, ready_at = greatest(h.due_at, clock_timestamp())
+      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at
+              FROM stored x ORDER BY x.scope_key, x.id) h
+     WHERE s.scope_key = h.scope_key AND s.head_id IS NULL
+  )
+  SELECT count(*) > 0, array_agg(id), array_agg(dedupe_key) INTO v_stored, v_ids, v_keys FROM stored;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+
+  -- The receipts' events: each row's id, stored by this call (the first row
+  -- of its dedupe key) or found stored before.
+  v_events := ARRAY(
+    SELECT coalesce(jsonb_agg(jsonb_build_object('workspace_id', r.workspace_id,
+                                                 'event_id', coalesce(v_ids[r.stored_at], e.id),
+                                                 'outcome', CASE WHEN r.stored_at IS NOT NULL THEN 'stored'
+                                                                 ELSE 'duplicate' END)
+                              ORDER BY r.workspace_id NULLS FIRST) FILTER (WHERE r.n IS NOT NULL), '[]')
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      LEFT JOIN (SELECT x.n, x.workspace_id, i.provider, i.delivery_key,
+                        CASE WHEN x.k = min(x.k) OVER (PARTITION BY x.workspace_id, i.provider, i.delivery_key)
+                             THEN array_position(v_keys, coalesce(x.workspace_id::text, '') || ' ' || i.provider
+                                                         || ' ' || i.delivery_key) END AS stored_at
+                   FROM unnest(v_rows) WITH ORDINALITY AS x(n, workspace_id, connection_id, scope_key, scope_active, k)
+                   CROSS JOIN LATERAL (SELECT (p_items[x.n]).provider, (p_items[x.n]).delivery_key) i) r ON r.n = k.n
+      LEFT JOIN LATERAL (
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NOT NULL
+           AND e.workspace_id = r.workspace_id AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+        UNION ALL
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NULL AND e.workspace_id IS NULL
+           AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+      ) e ON true
+     GROUP BY k.n
+     ORDER BY k.n);
+
+  -- Every refusal and drop, in array order: no payload, no header.
+  INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+  SELECT i.provider, i.source, i.delivery_key, x.connection_id, x.workspace_id, x.reason
+    FROM generate_series(1, cardinality(p_items)) k(n)
+    CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+    CROSS JOIN LATERAL (
+      SELECT (f->>'connection_id')::bigint AS connection_id, (f->>'workspace_id')::bigint AS workspace_id,
+             f->>'reason' AS reason, o AS rank
+        FROM jsonb_array_elements(v_refused[k.n]) WITH ORDINALITY AS f(f, o)
+      UNION ALL
+      SELECT r.source_id, NULL, v_drops[k.n], 0
+        FROM (SELECT 1) one LEFT JOIN unnest(v_routes) r ON r.n = k.n
+       WHERE v_drops[k.n] IS NOT NULL
+    ) x
+   ORDER BY k.n, x.rank;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN ARRAY(
+    SELECT CASE
+             WHEN i.error_code IS NOT NULL
+               THEN jsonb_build_object('error', jsonb_build_object('code', i.error_code, 'message', i.error_message))
+             WHEN k.n = ANY (coalesce(v_changed, '{}'))
+               THEN jsonb_build_object('error', jsonb_build_object('code', 'WH409',
+                      'message', format('wharf.admit: the route of %s changed during admission; retry', i.source)))
+             ELSE jsonb_build_object('delivery_key', i.delivery_key,
+                                     'events', coalesce(r.body_events, v_events[k.n]),
+                                     'refused', CASE WHEN r.body_events IS NULL THEN v_refused[k.n] ELSE '[]' END,
+                                     'dropped', v_drops[k.n])
+           END
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+      LEFT JOIN unnest(v_routes) r ON r.n = k.n
+     ORDER BY k.n);
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.admit_items(wharf.admission_item[]) TO PUBLIC;
