@@ -568,17 +568,14 @@ BEGIN
         LEFT JOIN unnest(v_routes) r ON r.n = k.n
     ) array_agg_drops;
 
-  -- The scope of every row to store, made when missing and locked, in
-  -- (workspace, scope) order: the third class of locks, the order every
-  -- writer of several scopes keeps. Locked (FOR UPDATE) before the rows are
-  -- inserted, so that within a scope ids are assigned and committed in the
-  -- same order and a claim never passes over a row still being inserted. A
-  -- conflict locks the row without writing it (the WHERE is false).
-  INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
-  SELECT DISTINCT ON (r.workspace_id, r.scope_key) r.scope_key, r.workspace_id, r.scope_active
-    FROM unnest(v_rows) r
-   ORDER BY r.workspace_id NULLS FIRST, r.scope_key
-  ON CONFLICT (scope_key) DO UPDATE SET active = s.active WHERE false;
+  -- The scope of every row to store, made when missing and locked, in the
+  -- one lock order (lock_scopes, sql/20): the third class of locks. Locked
+  -- before the rows are inserted, so that within a scope ids are assigned
+  -- and committed in the same order and a claim never passes over a row
+  -- still being inserted.
+  PERFORM wharf.lock_scopes(ARRAY(SELECT r.scope_key FROM unnest(v_rows) r),
+                            ARRAY(SELECT r.workspace_id FROM unnest(v_rows) r),
+                            ARRAY(SELECT r.scope_active FROM unnest(v_rows) r));
 
   -- 5. Insert, in array order, each workspace's row due at once; a delivery
   -- stored before (or earlier in the array) is a duplicate. The new rows are
@@ -833,6 +830,7 @@ CREATE TABLE wharf.provider_event (
     lease_token uuid,
     body_sha256 bytea,
     leased_at timestamp with time zone,
+    transient_since timestamp with time zone,
     CONSTRAINT provider_event_body_sha256_check CHECK ((octet_length(body_sha256) = 32)),
     CONSTRAINT provider_event_dead_at_check CHECK (((state = 'DEAD'::text) = (dead_at IS NOT NULL))),
     CONSTRAINT provider_event_state_check CHECK ((state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text, 'DONE'::text, 'DEAD'::text])))
@@ -1021,6 +1019,7 @@ END $$;
 CREATE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAULT 'handled'::text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '5s'
     AS $$
 DECLARE
   v_scope_key text;
@@ -1028,6 +1027,7 @@ BEGIN
   IF p_id IS NULL OR p_epoch IS NULL OR p_outcome IS NULL OR p_outcome = '' THEN
     RAISE EXCEPTION 'wharf.complete: id, epoch and outcome are required' USING ERRCODE = '22004';
   END IF;
+  PERFORM FROM wharf.provider_event WHERE id = p_id FOR UPDATE;  -- after its fenced writes (top of sql/30)
   PERFORM set_config('wharf.keeping_scopes', 'on', true);
   UPDATE wharf.provider_event
      SET state = 'DONE', outcome = p_outcome, handled_at = clock_timestamp(), leased_until = NULL
@@ -1051,6 +1051,7 @@ CREATE FUNCTION wharf.complete_many(p_ids bigint[], p_epochs bigint[], p_outcome
     SET enable_seqscan TO 'off'
     SET enable_mergejoin TO 'off'
     SET enable_hashjoin TO 'off'
+    SET lock_timeout TO '5s'
     AS $$
 DECLARE
   v_ids    bigint[];
@@ -1067,6 +1068,7 @@ BEGIN
               WHERE c.id IS NULL OR c.epoch IS NULL OR c.outcome IS NULL OR c.outcome = '') THEN
     RAISE EXCEPTION 'wharf.complete_many: every id, epoch and outcome is required' USING ERRCODE = '22004';
   END IF;
+  PERFORM FROM wharf.provider_event WHERE id = ANY (p_ids) ORDER BY id FOR UPDATE;  -- top of sql/30
   PERFORM set_config('wharf.keeping_scopes', 'on', true);
   WITH done AS (
     UPDATE wharf.provider_event e
@@ -1133,7 +1135,8 @@ BEGIN
     RETURN wharf.bulk_replay_summary(v_replay);
   END IF;
 
-  -- Lock the events in id order, then their scopes in key order, then
+  -- Lock the events in id order, then their scopes in the lock order
+  -- (lock_scopes, sql/20), then
   -- requeue: the order erase_person keeps. Left to the scope-head trigger,
   -- the scopes would be locked in event order, and two batches (or a batch
   -- and an erasure) whose events share scopes in another order would wait
@@ -1145,10 +1148,7 @@ BEGIN
            ORDER BY e.id
            LIMIT p_batch) c;
   PERFORM FROM wharf.provider_event WHERE id = ANY (v_ids) ORDER BY id FOR UPDATE;
-  PERFORM FROM wharf.scope s
-   WHERE s.scope_key IN (SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_ids))
-   ORDER BY s.workspace_id NULLS FIRST, s.scope_key
-     FOR UPDATE;
+  PERFORM wharf.lock_scopes(ARRAY(SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_ids)));
 
   FOREACH v_id IN ARRAY coalesce(v_ids, '{}') LOOP
     IF wharf.requeue_dead(p_workspace_id, v_id, v_replay.requested_by, v_replay.force) THEN
@@ -1241,10 +1241,7 @@ BEGIN
              AND wharf.payload_names_person(e.provider, e.payload, v_ids, v_logins)
            ORDER BY e.id
              FOR UPDATE) matched;
-  PERFORM FROM wharf.scope s
-   WHERE s.scope_key IN (SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_events))
-   ORDER BY s.workspace_id NULLS FIRST, s.scope_key
-     FOR UPDATE;
+  PERFORM wharf.lock_scopes(ARRAY(SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_events)));
 
   DELETE FROM wharf.provider_event WHERE id = ANY (v_events);
   GET DIAGNOSTICS v_deleted = ROW_COUNT;
@@ -1387,6 +1384,7 @@ $$;
 CREATE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '5s'
     AS $_$
 DECLARE
   v_now   timestamptz := clock_timestamp();
@@ -1403,19 +1401,22 @@ BEGIN
     RAISE EXCEPTION 'wharf.fail: error_class must be a class name, not free text' USING ERRCODE = '22023';
   END IF;
 
-  SELECT attempt, failures, leased_by, leased_at INTO v_row
+  SELECT attempt, failures, leased_by, leased_at, transient_since INTO v_row
     FROM wharf.provider_event
    WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
-   FOR NO KEY UPDATE;  -- the lock the UPDATE below takes anyway
+   FOR UPDATE;  -- after the lease's fenced writes (top of sql/30)
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
 
   v_dead := p_kind IN ('permanent', 'uncertain')
-            OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'));
+            OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'))
+            OR (p_kind = 'transient' AND v_row.transient_since IS NOT NULL
+                AND v_now - v_row.transient_since > wharf.setting_interval('transient_max_age'));
 
   UPDATE wharf.provider_event
      SET failures        = failures + CASE WHEN p_kind = 'unknown' THEN 1 ELSE 0 END,
+         transient_since = CASE WHEN p_kind = 'transient' THEN coalesce(transient_since, v_now) ELSE transient_since END,
          error_class     = p_error_class,
          leased_until    = NULL,
          state           = CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END,
@@ -1490,11 +1491,12 @@ CREATE FUNCTION wharf.free_scopes(p_ids bigint[], p_scope_keys text[]) RETURNS v
     SET enable_mergejoin TO 'off'
     AS $$
 BEGIN
+  PERFORM wharf.lock_scopes(p_scope_keys);
   DELETE FROM wharf.scope s
    USING unnest(p_ids, p_scope_keys) AS l(id, scope_key)
    WHERE s.scope_key = l.scope_key AND s.leased_id = l.id AND s.head_id IS NULL;
   UPDATE wharf.scope s
-     SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp())
+     SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp()), failing_since = NULL
     FROM unnest(p_ids, p_scope_keys) AS l(id, scope_key)
    WHERE s.scope_key = l.scope_key AND s.leased_id = l.id;
 END $$;
@@ -1584,10 +1586,12 @@ BEGIN
      WHERE scope_key = v_old_scope AND head_id = OLD.id;
   END IF;
 
-  -- A lease ended: its scope is free, ready when its head is due.
+  -- A lease ended: its scope is free, ready when its head is due. Handled,
+  -- dead or gone, the row no longer fails its scope.
   IF v_old_state = 'LEASED' AND (v_moved OR v_new_state IS DISTINCT FROM 'LEASED') THEN
     UPDATE wharf.scope
-       SET leased_id = NULL, ready_at = greatest(head_due_at, clock_timestamp())
+       SET leased_id = NULL, ready_at = greatest(head_due_at, clock_timestamp()),
+           failing_since = CASE WHEN v_moved OR v_new_state IS DISTINCT FROM 'QUEUED' THEN NULL ELSE failing_since END
      WHERE scope_key = v_old_scope AND leased_id = OLD.id;
   END IF;
 
@@ -1606,14 +1610,20 @@ BEGIN
   END IF;
 
   -- Entered the queue or rescheduled in it: it heads its scope when older
-  -- than the head (equal: the head's due time changed).
+  -- than the head (equal: the head's due time changed). A lease of it that
+  -- failed or expired (back to the queue with its attempt kept; a release
+  -- gives its attempt back) marks its scope failing since then, unless it
+  -- was failing already (the stuck scopes of queue_stats).
   IF v_new_state = 'QUEUED' THEN
-    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active, failing_since)
     VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at,
             greatest(NEW.next_attempt_at, clock_timestamp()),
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true),
+            CASE WHEN v_old_state = 'LEASED' AND NOT v_moved AND NEW.attempt = OLD.attempt THEN clock_timestamp() END)
     ON CONFLICT (scope_key) DO UPDATE
-       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at
+       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at,
+           failing_since = CASE WHEN excluded.failing_since IS NULL THEN s.failing_since
+                                ELSE coalesce(s.failing_since, excluded.failing_since) END
      WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
   END IF;
 
@@ -1833,19 +1843,34 @@ END $$;
 --
 
 CREATE FUNCTION wharf.lock_scope(p_scope_key text, p_workspace_id bigint) RETURNS void
+    LANGUAGE sql
+    AS $$
+  SELECT wharf.lock_scopes(ARRAY[p_scope_key], ARRAY[p_workspace_id])
+$$;
+
+--
+-- Name: lock_scopes(text[], bigint[], boolean[]); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.lock_scopes(p_scope_keys text[], p_workspace_ids bigint[] DEFAULT NULL::bigint[], p_active boolean[] DEFAULT NULL::boolean[]) RETURNS void
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     AS $$
 BEGIN
-  PERFORM FROM wharf.scope WHERE scope_key = p_scope_key FOR UPDATE;
-  IF NOT FOUND THEN
-    INSERT INTO wharf.scope (scope_key, workspace_id, active)
-    VALUES (p_scope_key, p_workspace_id,
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true))
-    ON CONFLICT (scope_key) DO NOTHING;
-    -- A concurrent admitter may have created it first: wait for its row.
-    PERFORM FROM wharf.scope WHERE scope_key = p_scope_key FOR UPDATE;
+  IF p_workspace_ids IS NULL THEN
+    PERFORM FROM wharf.scope s
+     WHERE s.scope_key = ANY (p_scope_keys)
+     ORDER BY s.workspace_id NULLS FIRST, s.scope_key
+       FOR UPDATE;
+    RETURN;
   END IF;
+  INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
+  SELECT DISTINCT ON (l.workspace_id, l.scope_key) l.scope_key, l.workspace_id,
+         coalesce(l.active, (SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = l.workspace_id), true)
+    FROM unnest(p_scope_keys, p_workspace_ids, coalesce(p_active, '{}')) AS l(scope_key, workspace_id, active)
+   WHERE l.scope_key IS NOT NULL
+   ORDER BY l.workspace_id NULLS FIRST, l.scope_key
+  ON CONFLICT (scope_key) DO UPDATE SET active = s.active WHERE false;
 END $$;
 
 --
@@ -2013,13 +2038,22 @@ CREATE FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint) RE
 DECLARE
   v_done_before timestamptz := now() - wharf.setting_interval('replay_window');
   v_dead_before timestamptz := now() - wharf.setting_interval('dead_retention');
+  v_batch       integer := wharf.setting_integer('purge_batch');
 BEGIN
   DELETE FROM wharf.provider_event
-   WHERE received_at < v_done_before AND state = 'DONE' AND handled_at < v_done_before;
+   WHERE id IN (SELECT id FROM wharf.provider_event
+                 WHERE received_at < v_done_before AND state = 'DONE' AND handled_at < v_done_before
+                 ORDER BY received_at
+                 LIMIT v_batch
+                   FOR UPDATE SKIP LOCKED);
   GET DIAGNOSTICS done_deleted = ROW_COUNT;
 
   DELETE FROM wharf.provider_event
-   WHERE received_at < v_dead_before AND state = 'DEAD' AND dead_at < v_dead_before;
+   WHERE id IN (SELECT id FROM wharf.provider_event
+                 WHERE received_at < v_dead_before AND state = 'DEAD' AND dead_at < v_dead_before
+                 ORDER BY received_at
+                 LIMIT v_batch
+                   FOR UPDATE SKIP LOCKED);
   GET DIAGNOSTICS dead_deleted = ROW_COUNT;
 
   -- A scope row being used right now is locked: pass over it.
@@ -2027,6 +2061,38 @@ BEGIN
    WHERE s.scope_key IN (SELECT scope_key FROM wharf.scope
                           WHERE head_id IS NULL AND leased_id IS NULL
                           FOR UPDATE SKIP LOCKED);
+END $$;
+
+--
+-- Name: purge_logs(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.purge_logs() RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_log_before   timestamptz := now() - wharf.setting_interval('log_retention');
+  v_audit_before timestamptz := now() - wharf.setting_interval('audit_retention');
+  v_batch        integer := wharf.setting_integer('purge_batch');
+  v_deleted      bigint;
+  v_total        bigint := 0;
+BEGIN
+  DELETE FROM wharf.admission_log
+   WHERE id IN (SELECT id FROM wharf.admission_log WHERE at < v_log_before ORDER BY at LIMIT v_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  v_total := v_total + v_deleted;
+
+  DELETE FROM wharf.replay_audit
+   WHERE id IN (SELECT id FROM wharf.replay_audit WHERE at < v_audit_before ORDER BY at LIMIT v_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  v_total := v_total + v_deleted;
+
+  DELETE FROM wharf.bulk_replay
+   WHERE id IN (SELECT id FROM wharf.bulk_replay
+                 WHERE finished_at < v_audit_before ORDER BY finished_at LIMIT v_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_total + v_deleted;
 END $$;
 
 --
@@ -2122,17 +2188,47 @@ END $$;
 -- Name: queue_stats(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision) RETURNS record
-    LANGUAGE sql STABLE SECURITY DEFINER
+CREATE FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision, OUT depth_estimated boolean, OUT stuck_scopes bigint, OUT oldest_stuck_age double precision) RETURNS record
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT (SELECT coalesce(jsonb_object_agg(state, n), '{}')
-            FROM (SELECT state, count(*) AS n FROM wharf.provider_event GROUP BY state) s),
-         coalesce((SELECT extract(epoch FROM clock_timestamp() - min(head_due_at))::float8
-                     FROM wharf.scope
-                    WHERE head_id IS NOT NULL AND leased_id IS NULL AND active
-                      AND head_due_at <= clock_timestamp()), 0)
-$$;
+DECLARE
+  v_now         timestamptz := clock_timestamp();
+  v_stuck_since timestamptz := clock_timestamp() - wharf.setting_interval('stuck_after');
+  v_pages       bigint := pg_relation_size('wharf.provider_event') / current_setting('block_size')::bigint;
+BEGIN
+  depth_estimated := v_pages > 1024;
+  IF NOT depth_estimated THEN
+    SELECT coalesce(jsonb_object_agg(state, n), '{}') INTO depth_by_state
+      FROM (SELECT state, count(*) AS n FROM wharf.provider_event GROUP BY state) s;
+  ELSE
+    SELECT coalesce(jsonb_object_agg(f.state, round(t.rows * f.freq)::bigint), '{}') INTO depth_by_state
+      FROM (SELECT CASE WHEN c.relpages > 0 THEN c.reltuples / c.relpages * v_pages ELSE 0 END AS rows
+              FROM pg_class c WHERE c.oid = 'wharf.provider_event'::regclass) t,
+           LATERAL (SELECT v.state, v.freq
+                      FROM pg_stats st,
+                           unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS v(state, freq)
+                     WHERE st.schemaname = 'wharf' AND st.tablename = 'provider_event' AND st.attname = 'state') f;
+  END IF;
+
+  SELECT coalesce(extract(epoch FROM v_now - min(head_due_at))::float8, 0) INTO oldest_due_age
+    FROM (SELECT s.head_due_at FROM wharf.scope s
+           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at <= v_now
+           ORDER BY s.ready_at, s.head_id LIMIT 1) oldest;
+
+  SELECT count(*), coalesce(extract(epoch FROM v_now - min(x.since))::float8, 0)
+    INTO stuck_scopes, oldest_stuck_age
+    FROM (SELECT DISTINCT ON (y.scope_key) y.scope_key, y.since
+            FROM ((SELECT s.scope_key, s.failing_since AS since FROM wharf.scope s
+                    WHERE s.failing_since < v_stuck_since
+                    ORDER BY s.failing_since LIMIT 10000)
+                  UNION ALL
+                  (SELECT s.scope_key, s.ready_at FROM wharf.scope s
+                    WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at < v_stuck_since
+                    ORDER BY s.ready_at, s.head_id LIMIT 10000)) y
+           ORDER BY y.scope_key, y.since
+           LIMIT 10000) x;
+END $$;
 
 --
 -- Name: reap(); Type: FUNCTION; Schema: wharf; Owner: -
@@ -2207,6 +2303,7 @@ END $$;
 CREATE FUNCTION wharf.release(p_id bigint, p_epoch bigint) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '5s'
     AS $$
 DECLARE
   v_row record;
@@ -2215,6 +2312,7 @@ BEGIN
     RAISE EXCEPTION 'wharf.release: id and epoch are required' USING ERRCODE = '22004';
   END IF;
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  PERFORM FROM wharf.provider_event WHERE id = p_id FOR UPDATE;  -- after its fenced writes (top of sql/30)
   UPDATE wharf.provider_event
      SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(), leased_until = NULL
    WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
@@ -2387,7 +2485,7 @@ BEGIN
   END IF;
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   UPDATE wharf.provider_event
-     SET state = 'QUEUED', attempt = 0, failures = 0, outcome = NULL, dead_at = NULL,
+     SET state = 'QUEUED', attempt = 0, failures = 0, outcome = NULL, dead_at = NULL, transient_since = NULL,
          next_attempt_at = now(), leased_until = NULL,
          replayed_by = p_account, replayed_at = now()
    WHERE id = p_id
@@ -2856,9 +2954,15 @@ BEGIN
   IF v_id IS NOT NULL THEN
     RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
   END IF;
-  SELECT id INTO v_id FROM wharf.provider_event
-   WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id AND provider = p_item.provider
-     AND delivery_key = p_item.delivery_key;
+  -- Two lookups, not `IS NOT DISTINCT FROM`, which no btree serves: a
+  -- repeated delivery must cost an index probe whatever the inbox holds.
+  IF p_workspace_id IS NULL THEN
+    SELECT id INTO v_id FROM wharf.provider_event
+     WHERE workspace_id IS NULL AND provider = p_item.provider AND delivery_key = p_item.delivery_key;
+  ELSE
+    SELECT id INTO v_id FROM wharf.provider_event
+     WHERE workspace_id = p_workspace_id AND provider = p_item.provider AND delivery_key = p_item.delivery_key;
+  END IF;
   RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
 END $$;
 
@@ -3396,7 +3500,8 @@ CREATE TABLE wharf.scope (
     head_due_at timestamp with time zone,
     leased_id bigint,
     active boolean DEFAULT true NOT NULL,
-    ready_at timestamp with time zone
+    ready_at timestamp with time zone,
+    failing_since timestamp with time zone
 )
 WITH (vacuum_truncate='false', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000');
 
@@ -3565,6 +3670,12 @@ ALTER TABLE ONLY wharf.workspace
 CREATE INDEX ix_admission_log_at ON wharf.admission_log USING btree (at);
 
 --
+-- Name: ix_bulk_replay_finished; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_bulk_replay_finished ON wharf.bulk_replay USING btree (finished_at) WHERE (finished_at IS NOT NULL);
+
+--
 -- Name: ix_bulk_replay_workspace; Type: INDEX; Schema: wharf; Owner: -
 --
 
@@ -3613,10 +3724,22 @@ CREATE INDEX ix_provider_event_scope_order ON wharf.provider_event USING btree (
 CREATE INDEX ix_provider_event_workspace_recent ON wharf.provider_event USING btree (workspace_id, id);
 
 --
+-- Name: ix_replay_audit_at; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_replay_audit_at ON wharf.replay_audit USING btree (at);
+
+--
 -- Name: ix_scope_claim; Type: INDEX; Schema: wharf; Owner: -
 --
 
 CREATE INDEX ix_scope_claim ON wharf.scope USING btree (ready_at, head_id) WHERE ((head_id IS NOT NULL) AND (leased_id IS NULL) AND active);
+
+--
+-- Name: ix_scope_failing; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_scope_failing ON wharf.scope USING btree (failing_since) WHERE (failing_since IS NOT NULL);
 
 --
 -- Name: ix_subscription_recipients; Type: INDEX; Schema: wharf; Owner: -
@@ -3948,16 +4071,22 @@ REVOKE ALL ON FUNCTION wharf.next_due_at() FROM PUBLIC;
 REVOKE ALL ON FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint) FROM PUBLIC;
 
 --
+-- Name: FUNCTION purge_logs(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.purge_logs() FROM PUBLIC;
+
+--
 -- Name: FUNCTION queue_history(p_workspace_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.queue_history(p_workspace_id bigint, p_hours integer) FROM PUBLIC;
 
 --
--- Name: FUNCTION queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision); Type: ACL; Schema: wharf; Owner: -
+-- Name: FUNCTION queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision, OUT depth_estimated boolean, OUT stuck_scopes bigint, OUT oldest_stuck_age double precision); Type: ACL; Schema: wharf; Owner: -
 --
 
-REVOKE ALL ON FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision, OUT depth_estimated boolean, OUT stuck_scopes bigint, OUT oldest_stuck_age double precision) FROM PUBLIC;
 
 --
 -- Name: FUNCTION reap(); Type: ACL; Schema: wharf; Owner: -

@@ -30,23 +30,6 @@
 -- off: their plans stay on the primary key whatever size the table had when
 -- they were planned.
 
--- Locks the scope row of `p_scope_key`, creating it when missing. admit calls
--- it before inserting, so that within a scope ids are assigned and committed
--- in the same order and a claim never passes over a row still being inserted.
-CREATE OR REPLACE FUNCTION wharf.lock_scope(p_scope_key text, p_workspace_id bigint) RETURNS void
-LANGUAGE plpgsql SET enable_seqscan = off AS $$
-BEGIN
-  PERFORM FROM wharf.scope WHERE scope_key = p_scope_key FOR UPDATE;
-  IF NOT FOUND THEN
-    INSERT INTO wharf.scope (scope_key, workspace_id, active)
-    VALUES (p_scope_key, p_workspace_id,
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true))
-    ON CONFLICT (scope_key) DO NOTHING;
-    -- A concurrent admitter may have created it first: wait for its row.
-    PERFORM FROM wharf.scope WHERE scope_key = p_scope_key FOR UPDATE;
-  END IF;
-END $$;
-
 -- The oldest QUEUED event of scope p_scope_key after event p_after_id, and
 -- when it is due; no row when none waits. Read through
 -- ix_provider_event_scope_order from p_after_id on: the rows of a scope after
@@ -62,20 +45,66 @@ LANGUAGE sql STABLE AS $$
    LIMIT 1
 $$;
 
+-- The one lock order of scope rows: (workspace_id NULLS FIRST, scope_key),
+-- scope_key compared by the database's collation, computed here and nowhere
+-- else. Every statement that locks several scope rows calls this function
+-- first, in one pass (admission, complete_many's free_scopes, bulk replay,
+-- erasure); a statement that locks one scope (claim, fail, release, reap,
+-- replay of one row) cannot close a cycle among them. Classes of locks come
+-- in this order too: lifecycle locks (advisory, sql/70), then event rows in
+-- id order, then scope rows here. With p_workspace_ids, missing scope rows
+-- are made (ACTIVE when p_active says nothing: the workspace's state, or
+-- true for installation scopes) and locked in the same pass: a conflict
+-- locks the existing row without writing it (the WHERE is false). Without,
+-- only existing rows are locked. Internal.
+CREATE OR REPLACE FUNCTION wharf.lock_scopes(
+  p_scope_keys text[], p_workspace_ids bigint[] DEFAULT NULL, p_active boolean[] DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+BEGIN
+  IF p_workspace_ids IS NULL THEN
+    PERFORM FROM wharf.scope s
+     WHERE s.scope_key = ANY (p_scope_keys)
+     ORDER BY s.workspace_id NULLS FIRST, s.scope_key
+       FOR UPDATE;
+    RETURN;
+  END IF;
+  INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
+  SELECT DISTINCT ON (l.workspace_id, l.scope_key) l.scope_key, l.workspace_id,
+         coalesce(l.active, (SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = l.workspace_id), true)
+    FROM unnest(p_scope_keys, p_workspace_ids, coalesce(p_active, '{}')) AS l(scope_key, workspace_id, active)
+   WHERE l.scope_key IS NOT NULL
+   ORDER BY l.workspace_id NULLS FIRST, l.scope_key
+  ON CONFLICT (scope_key) DO UPDATE SET active = s.active WHERE false;
+END $$;
+
+-- Locks the scope row of `p_scope_key`, creating it when missing (one
+-- scope of lock_scopes, below). admit calls it before inserting, so that
+-- within a scope ids are assigned and committed in the same order and a
+-- claim never passes over a row still being inserted; its fan-out calls it
+-- per workspace in workspace-id order, which is the lock order.
+CREATE OR REPLACE FUNCTION wharf.lock_scope(p_scope_key text, p_workspace_id bigint) RETURNS void
+LANGUAGE sql AS $$
+  SELECT wharf.lock_scopes(ARRAY[p_scope_key], ARRAY[p_workspace_id])
+$$;
+
 -- Frees the scopes of leases that ended by the lease path (complete,
 -- complete_many): ready when their head is due, or deleted when nothing is
 -- queued in them (a delete costs less than writing the row empty, and
--- admission makes it again). Two statements, the delete first: the update's
--- fresh snapshot sees a head that an admission committed meanwhile, and the
--- delete rechecks the head of a row it waited for. Internal.
+-- admission makes it again). The rows are locked first, all of them in the
+-- one lock order (lock_scopes): deleting some and updating others would lock
+-- them in two passes, an order an admission fanning out to the same scopes
+-- could cross. The statements after the lock see every head an admission
+-- committed before it. Internal.
 CREATE OR REPLACE FUNCTION wharf.free_scopes(p_ids bigint[], p_scope_keys text[]) RETURNS void
 LANGUAGE plpgsql SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 BEGIN
+  PERFORM wharf.lock_scopes(p_scope_keys);
   DELETE FROM wharf.scope s
    USING unnest(p_ids, p_scope_keys) AS l(id, scope_key)
    WHERE s.scope_key = l.scope_key AND s.leased_id = l.id AND s.head_id IS NULL;
   UPDATE wharf.scope s
-     SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp())
+     SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp()), failing_since = NULL
     FROM unnest(p_ids, p_scope_keys) AS l(id, scope_key)
    WHERE s.scope_key = l.scope_key AND s.leased_id = l.id;
 END $$;
@@ -119,10 +148,12 @@ BEGIN
      WHERE scope_key = v_old_scope AND head_id = OLD.id;
   END IF;
 
-  -- A lease ended: its scope is free, ready when its head is due.
+  -- A lease ended: its scope is free, ready when its head is due. Handled,
+  -- dead or gone, the row no longer fails its scope.
   IF v_old_state = 'LEASED' AND (v_moved OR v_new_state IS DISTINCT FROM 'LEASED') THEN
     UPDATE wharf.scope
-       SET leased_id = NULL, ready_at = greatest(head_due_at, clock_timestamp())
+       SET leased_id = NULL, ready_at = greatest(head_due_at, clock_timestamp()),
+           failing_since = CASE WHEN v_moved OR v_new_state IS DISTINCT FROM 'QUEUED' THEN NULL ELSE failing_since END
      WHERE scope_key = v_old_scope AND leased_id = OLD.id;
   END IF;
 
@@ -141,14 +172,20 @@ BEGIN
   END IF;
 
   -- Entered the queue or rescheduled in it: it heads its scope when older
-  -- than the head (equal: the head's due time changed).
+  -- than the head (equal: the head's due time changed). A lease of it that
+  -- failed or expired (back to the queue with its attempt kept; a release
+  -- gives its attempt back) marks its scope failing since then, unless it
+  -- was failing already (the stuck scopes of queue_stats).
   IF v_new_state = 'QUEUED' THEN
-    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active, failing_since)
     VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at,
             greatest(NEW.next_attempt_at, clock_timestamp()),
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true),
+            CASE WHEN v_old_state = 'LEASED' AND NOT v_moved AND NEW.attempt = OLD.attempt THEN clock_timestamp() END)
     ON CONFLICT (scope_key) DO UPDATE
-       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at
+       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at,
+           failing_since = CASE WHEN excluded.failing_since IS NULL THEN s.failing_since
+                                ELSE coalesce(s.failing_since, excluded.failing_since) END
      WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
   END IF;
 

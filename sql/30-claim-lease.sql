@@ -11,6 +11,29 @@
 -- either collation) that no partial index on state could serve. No index of
 -- provider_event names state today (sql/20: claim and complete must stay
 -- HOT); the test keeps these lookups on the primary key should one come.
+--
+-- A lease ends only when no write of it can still commit. A handler's fenced
+-- write (step, fence: sql/50) holds its event row FOR KEY SHARE until it
+-- commits or rolls back. Every way a lease ends takes the row FOR UPDATE
+-- first, which conflicts with KEY SHARE: complete, complete_many, release and
+-- fail (sql/40) wait for the open fenced writes of the lease to end; the
+-- reaper (FOR UPDATE SKIP LOCKED) passes over the row until they have; an
+-- erasure's DELETE waits like the closing writes. A fence that comes after
+-- the end reads the new state and raises WH412; one that comes while the end
+-- holds its lock raises 55P03 at once (NOWAIT) and its transaction is tried
+-- again, then sees WH412. So the next head of a scope is never claimed while
+-- a fenced write of its predecessor is open. Renewals (FOR NO KEY UPDATE, an
+-- UPDATE of no key column) stay compatible with KEY SHARE: a long step keeps
+-- its lease.
+--
+-- Why it cannot deadlock: a fence never waits for an event row (NOWAIT), and
+-- the writers that wait for one (these functions, erasure, bulk replay) hold
+-- no lock a handler's business transaction takes; several event rows are
+-- locked in id order. The wait is bounded (each sets lock_timeout to 5 s):
+-- a closing write that meets a business transaction hung in the
+-- database fails with 55P03 and the worker tries it again, in order, without
+-- charging the failure budget; meanwhile the lease stays, and the worker
+-- cancels the hung transaction (worker/event-run.ts).
 
 -- Leases up to p_max rows, each the oldest QUEUED row of its scope, due now,
 -- in a scope with no LEASED row and an ACTIVE (or no) workspace, admitted by a
@@ -142,13 +165,14 @@ END $$;
 -- index names a column it writes); the scope is freed by free_scopes (sql/20).
 CREATE OR REPLACE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAULT 'handled')
 RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   v_scope_key text;
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL OR p_outcome IS NULL OR p_outcome = '' THEN
     RAISE EXCEPTION 'wharf.complete: id, epoch and outcome are required' USING ERRCODE = '22004';
   END IF;
+  PERFORM FROM wharf.provider_event WHERE id = p_id FOR UPDATE;  -- after its fenced writes (top of sql/30)
   PERFORM set_config('wharf.keeping_scopes', 'on', true);
   UPDATE wharf.provider_event
      SET state = 'DONE', outcome = p_outcome, handled_at = clock_timestamp(), leased_until = NULL
@@ -165,9 +189,9 @@ END $$;
 -- Ends many leases with success, as complete does each: the ids of the rows
 -- that were LEASED under their epoch and are now DONE with their outcome. One
 -- update of the events and one of their scopes: a busy host pays one commit
--- and one scope write per scope for a batch. Callers pass them in
--- admission's lock order (workspace, then scope), so that the scope rows
--- they lock cannot form a cycle with an admission. The arrays must be of one
+-- and one scope write per scope for a batch, its scope rows locked in the
+-- one lock order (free_scopes, lock_scopes in sql/20), whatever order the
+-- caller passes the leases in. The arrays must be of one
 -- length (22023) with no NULL or empty element (22004).
 --
 -- Pinned to the primary key like claim: a generic plan for a batch of
@@ -175,7 +199,7 @@ END $$;
 CREATE OR REPLACE FUNCTION wharf.complete_many(p_ids bigint[], p_epochs bigint[], p_outcomes text[])
 RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off SET enable_mergejoin = off SET enable_hashjoin = off AS $$
+SET enable_seqscan = off SET enable_mergejoin = off SET enable_hashjoin = off SET lock_timeout = '5s' AS $$
 DECLARE
   v_ids    bigint[];
   v_scopes text[];
@@ -191,6 +215,7 @@ BEGIN
               WHERE c.id IS NULL OR c.epoch IS NULL OR c.outcome IS NULL OR c.outcome = '') THEN
     RAISE EXCEPTION 'wharf.complete_many: every id, epoch and outcome is required' USING ERRCODE = '22004';
   END IF;
+  PERFORM FROM wharf.provider_event WHERE id = ANY (p_ids) ORDER BY id FOR UPDATE;  -- top of sql/30
   PERFORM set_config('wharf.keeping_scopes', 'on', true);
   WITH done AS (
     UPDATE wharf.provider_event e
@@ -213,7 +238,7 @@ END $$;
 -- 'released', and idle claimers woken. False when the row is not LEASED
 -- under p_epoch.
 CREATE OR REPLACE FUNCTION wharf.release(p_id bigint, p_epoch bigint) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   v_row record;
 BEGIN
@@ -221,6 +246,7 @@ BEGIN
     RAISE EXCEPTION 'wharf.release: id and epoch are required' USING ERRCODE = '22004';
   END IF;
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  PERFORM FROM wharf.provider_event WHERE id = p_id FOR UPDATE;  -- after its fenced writes (top of sql/30)
   UPDATE wharf.provider_event
      SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(), leased_until = NULL
    WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
@@ -337,17 +363,60 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
    WHERE head_id IS NOT NULL AND leased_id IS NULL AND active AND ready_at > clock_timestamp()
 $$;
 
--- Queue depth by state and the age in seconds of the oldest due scope head
--- that no lease holds (0 when none is): the worker's gauges.
-CREATE OR REPLACE FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age float8)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT (SELECT coalesce(jsonb_object_agg(state, n), '{}')
-            FROM (SELECT state, count(*) AS n FROM wharf.provider_event GROUP BY state) s),
-         coalesce((SELECT extract(epoch FROM clock_timestamp() - min(head_due_at))::float8
-                     FROM wharf.scope
-                    WHERE head_id IS NOT NULL AND leased_id IS NULL AND active
-                      AND head_due_at <= clock_timestamp()), 0)
-$$;
+-- The worker's gauges, at a cost that does not grow with the inbox:
+--   depth_by_state   rows by state: counted while the inbox heap is at most
+--                    1,024 pages (8 MB), else estimated from the planner's
+--                    statistics (the row estimate scaled to the heap's size
+--                    now, times each state's frequency in pg_stats), as
+--                    depth_estimated says
+--   oldest_due_age   seconds the scope first in the claim line has waited
+--                    since it became claimable (0 when none is): the first
+--                    entry of ix_scope_claim, the claims' own order
+--   stuck_scopes     scopes whose head has been failing (ix_scope_failing)
+--                    or due and unclaimed (ix_scope_claim) for longer than
+--                    stuck_after, counted up to 10,000
+--   oldest_stuck_age seconds the longest-stuck of them has been so (0: none)
+CREATE OR REPLACE FUNCTION wharf.queue_stats(
+  OUT depth_by_state jsonb, OUT oldest_due_age float8, OUT depth_estimated boolean,
+  OUT stuck_scopes bigint, OUT oldest_stuck_age float8)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_now         timestamptz := clock_timestamp();
+  v_stuck_since timestamptz := clock_timestamp() - wharf.setting_interval('stuck_after');
+  v_pages       bigint := pg_relation_size('wharf.provider_event') / current_setting('block_size')::bigint;
+BEGIN
+  depth_estimated := v_pages > 1024;
+  IF NOT depth_estimated THEN
+    SELECT coalesce(jsonb_object_agg(state, n), '{}') INTO depth_by_state
+      FROM (SELECT state, count(*) AS n FROM wharf.provider_event GROUP BY state) s;
+  ELSE
+    SELECT coalesce(jsonb_object_agg(f.state, round(t.rows * f.freq)::bigint), '{}') INTO depth_by_state
+      FROM (SELECT CASE WHEN c.relpages > 0 THEN c.reltuples / c.relpages * v_pages ELSE 0 END AS rows
+              FROM pg_class c WHERE c.oid = 'wharf.provider_event'::regclass) t,
+           LATERAL (SELECT v.state, v.freq
+                      FROM pg_stats st,
+                           unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS v(state, freq)
+                     WHERE st.schemaname = 'wharf' AND st.tablename = 'provider_event' AND st.attname = 'state') f;
+  END IF;
+
+  SELECT coalesce(extract(epoch FROM v_now - min(head_due_at))::float8, 0) INTO oldest_due_age
+    FROM (SELECT s.head_due_at FROM wharf.scope s
+           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at <= v_now
+           ORDER BY s.ready_at, s.head_id LIMIT 1) oldest;
+
+  SELECT count(*), coalesce(extract(epoch FROM v_now - min(x.since))::float8, 0)
+    INTO stuck_scopes, oldest_stuck_age
+    FROM (SELECT DISTINCT ON (y.scope_key) y.scope_key, y.since
+            FROM ((SELECT s.scope_key, s.failing_since AS since FROM wharf.scope s
+                    WHERE s.failing_since < v_stuck_since
+                    ORDER BY s.failing_since LIMIT 10000)
+                  UNION ALL
+                  (SELECT s.scope_key, s.ready_at FROM wharf.scope s
+                    WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at < v_stuck_since
+                    ORDER BY s.ready_at, s.head_id LIMIT 10000)) y
+           ORDER BY y.scope_key, y.since
+           LIMIT 10000) x;
+END $$;
 
 REVOKE ALL ON FUNCTION wharf.claim(text, integer, text[]), wharf.renew(bigint, bigint),
   wharf.complete(bigint, bigint, text), wharf.complete_many(bigint[], bigint[], text[]), wharf.release(bigint, bigint), wharf.reap(),

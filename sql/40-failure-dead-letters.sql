@@ -17,8 +17,13 @@ END $$;
 
 -- Records a failed attempt of a row LEASED under p_epoch, in the row and in
 -- its attempt history, and returns its new state; NULL when the lease is
--- gone. p_kind:
---   transient  back to QUEUED after the delay; failures unchanged
+-- gone. Waits (5 s at most, then 55P03) for the lease's open fenced writes,
+-- like every end of a lease (top of sql/30). p_kind:
+--   transient  back to QUEUED after the delay; failures unchanged; but DEAD
+--              once its transient failures have lasted longer than
+--              transient_max_age (counted from the first of them,
+--              transient_since), so that an upstream failing forever for one
+--              payload cannot hold its scope forever
 --   unknown    failures + 1; DEAD at max_attempts, else QUEUED after the delay
 --   permanent  DEAD at once
 --   uncertain  DEAD with outcome 'uncertain', never retried automatically
@@ -26,7 +31,7 @@ END $$;
 -- for anything else, 22023 for an unknown kind.
 CREATE OR REPLACE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text)
 RETURNS text
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   v_now   timestamptz := clock_timestamp();
   v_row   record;
@@ -42,19 +47,22 @@ BEGIN
     RAISE EXCEPTION 'wharf.fail: error_class must be a class name, not free text' USING ERRCODE = '22023';
   END IF;
 
-  SELECT attempt, failures, leased_by, leased_at INTO v_row
+  SELECT attempt, failures, leased_by, leased_at, transient_since INTO v_row
     FROM wharf.provider_event
    WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
-   FOR NO KEY UPDATE;  -- the lock the UPDATE below takes anyway
+   FOR UPDATE;  -- after the lease's fenced writes (top of sql/30)
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
 
   v_dead := p_kind IN ('permanent', 'uncertain')
-            OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'));
+            OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'))
+            OR (p_kind = 'transient' AND v_row.transient_since IS NOT NULL
+                AND v_now - v_row.transient_since > wharf.setting_interval('transient_max_age'));
 
   UPDATE wharf.provider_event
      SET failures        = failures + CASE WHEN p_kind = 'unknown' THEN 1 ELSE 0 END,
+         transient_since = CASE WHEN p_kind = 'transient' THEN coalesce(transient_since, v_now) ELSE transient_since END,
          error_class     = p_error_class,
          leased_until    = NULL,
          state           = CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END,

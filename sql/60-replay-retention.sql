@@ -3,7 +3,8 @@
 
 -- Sends the DEAD row p_id whose workspace is p_workspace_id (NULL: an
 -- installation row) back to QUEUED, due at once, with attempt and failures at
--- zero, keeping its id, error_class and committed steps. A row whose outcome is
+-- zero (and its transient failures forgotten), keeping its id, error_class
+-- and committed steps. A row whose outcome is
 -- 'uncertain' needs p_force. False, changing nothing, for anything else.
 -- Idle claimers are woken at commit, so a replayed row runs at once rather
 -- than at the next poll.
@@ -16,7 +17,7 @@ BEGIN
   END IF;
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   UPDATE wharf.provider_event
-     SET state = 'QUEUED', attempt = 0, failures = 0, outcome = NULL, dead_at = NULL,
+     SET state = 'QUEUED', attempt = 0, failures = 0, outcome = NULL, dead_at = NULL, transient_since = NULL,
          next_attempt_at = now(), leased_until = NULL,
          replayed_by = p_account, replayed_at = now()
    WHERE id = p_id
@@ -57,26 +58,40 @@ BEGIN
 END $$;
 
 -- Deletes DONE rows handled longer ago than replay_window and DEAD rows dead
--- longer than dead_retention (never a QUEUED or LEASED row), then the scope
--- rows left with nothing queued or leased.
+-- longer than dead_retention (never a QUEUED or LEASED row), at most
+-- purge_batch of each, oldest arrivals first, then the scope rows left with
+-- nothing queued or leased. One call is one short transaction's work, so
+-- retention never holds back the cleanup horizon the way a long transaction
+-- does: the retention loop (worker/retention.ts) calls it again until it
+-- deletes nothing.
 --
 -- The candidates are found by arrival (ix_provider_event_received): a row
 -- handled or dead before a time arrived before it. handled_at and state are
 -- in no index, so that completing a row stays a heap-only update; what purge
 -- reads besides what it deletes is the older rows it keeps (dead letters
--- within their retention, rows held by a paused workspace).
+-- within their retention, rows held by a paused workspace). A row locked by
+-- an erasure or a replay is passed over (SKIP LOCKED) for the next call.
 CREATE OR REPLACE FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_done_before timestamptz := now() - wharf.setting_interval('replay_window');
   v_dead_before timestamptz := now() - wharf.setting_interval('dead_retention');
+  v_batch       integer := wharf.setting_integer('purge_batch');
 BEGIN
   DELETE FROM wharf.provider_event
-   WHERE received_at < v_done_before AND state = 'DONE' AND handled_at < v_done_before;
+   WHERE id IN (SELECT id FROM wharf.provider_event
+                 WHERE received_at < v_done_before AND state = 'DONE' AND handled_at < v_done_before
+                 ORDER BY received_at
+                 LIMIT v_batch
+                   FOR UPDATE SKIP LOCKED);
   GET DIAGNOSTICS done_deleted = ROW_COUNT;
 
   DELETE FROM wharf.provider_event
-   WHERE received_at < v_dead_before AND state = 'DEAD' AND dead_at < v_dead_before;
+   WHERE id IN (SELECT id FROM wharf.provider_event
+                 WHERE received_at < v_dead_before AND state = 'DEAD' AND dead_at < v_dead_before
+                 ORDER BY received_at
+                 LIMIT v_batch
+                   FOR UPDATE SKIP LOCKED);
   GET DIAGNOSTICS dead_deleted = ROW_COUNT;
 
   -- A scope row being used right now is locked: pass over it.
@@ -86,6 +101,38 @@ BEGIN
                           FOR UPDATE SKIP LOCKED);
 END $$;
 
+-- Retention of the tables that grow with traffic besides the inbox (whose
+-- attempts and steps go with their event): admission_log entries older than
+-- log_retention, replay_audit entries and finished bulk replays older than
+-- audit_retention, at most purge_batch of each per call, like purge. Returns
+-- how many rows it deleted; the retention loop calls it until that is 0.
+-- (GitHub redelivery bookkeeping is pruned by its own sweep, sql/85.)
+CREATE OR REPLACE FUNCTION wharf.purge_logs() RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_log_before   timestamptz := now() - wharf.setting_interval('log_retention');
+  v_audit_before timestamptz := now() - wharf.setting_interval('audit_retention');
+  v_batch        integer := wharf.setting_integer('purge_batch');
+  v_deleted      bigint;
+  v_total        bigint := 0;
+BEGIN
+  DELETE FROM wharf.admission_log
+   WHERE id IN (SELECT id FROM wharf.admission_log WHERE at < v_log_before ORDER BY at LIMIT v_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  v_total := v_total + v_deleted;
+
+  DELETE FROM wharf.replay_audit
+   WHERE id IN (SELECT id FROM wharf.replay_audit WHERE at < v_audit_before ORDER BY at LIMIT v_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  v_total := v_total + v_deleted;
+
+  DELETE FROM wharf.bulk_replay
+   WHERE id IN (SELECT id FROM wharf.bulk_replay
+                 WHERE finished_at < v_audit_before ORDER BY finished_at LIMIT v_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_total + v_deleted;
+END $$;
+
 REVOKE ALL ON FUNCTION wharf.replay(bigint, bigint, text, boolean),
   wharf.replay_installation(bigint, text, boolean),
-  wharf.purge() FROM PUBLIC;
+  wharf.purge(), wharf.purge_logs() FROM PUBLIC;

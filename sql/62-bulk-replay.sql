@@ -124,7 +124,8 @@ BEGIN
     RETURN wharf.bulk_replay_summary(v_replay);
   END IF;
 
-  -- Lock the events in id order, then their scopes in key order, then
+  -- Lock the events in id order, then their scopes in the lock order
+  -- (lock_scopes, sql/20), then
   -- requeue: the order erase_person keeps. Left to the scope-head trigger,
   -- the scopes would be locked in event order, and two batches (or a batch
   -- and an erasure) whose events share scopes in another order would wait
@@ -136,10 +137,7 @@ BEGIN
            ORDER BY e.id
            LIMIT p_batch) c;
   PERFORM FROM wharf.provider_event WHERE id = ANY (v_ids) ORDER BY id FOR UPDATE;
-  PERFORM FROM wharf.scope s
-   WHERE s.scope_key IN (SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_ids))
-   ORDER BY s.workspace_id NULLS FIRST, s.scope_key
-     FOR UPDATE;
+  PERFORM wharf.lock_scopes(ARRAY(SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_ids)));
 
   FOREACH v_id IN ARRAY coalesce(v_ids, '{}') LOOP
     IF wharf.requeue_dead(p_workspace_id, v_id, v_replay.requested_by, v_replay.force) THEN

@@ -397,17 +397,14 @@ BEGIN
         LEFT JOIN unnest(v_routes) r ON r.n = k.n
     ) array_agg_drops;
 
-  -- The scope of every row to store, made when missing and locked, in
-  -- (workspace, scope) order: the third class of locks, the order every
-  -- writer of several scopes keeps. Locked (FOR UPDATE) before the rows are
-  -- inserted, so that within a scope ids are assigned and committed in the
-  -- same order and a claim never passes over a row still being inserted. A
-  -- conflict locks the row without writing it (the WHERE is false).
-  INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
-  SELECT DISTINCT ON (r.workspace_id, r.scope_key) r.scope_key, r.workspace_id, r.scope_active
-    FROM unnest(v_rows) r
-   ORDER BY r.workspace_id NULLS FIRST, r.scope_key
-  ON CONFLICT (scope_key) DO UPDATE SET active = s.active WHERE false;
+  -- The scope of every row to store, made when missing and locked, in the
+  -- one lock order (lock_scopes, sql/20): the third class of locks. Locked
+  -- before the rows are inserted, so that within a scope ids are assigned
+  -- and committed in the same order and a claim never passes over a row
+  -- still being inserted.
+  PERFORM wharf.lock_scopes(ARRAY(SELECT r.scope_key FROM unnest(v_rows) r),
+                            ARRAY(SELECT r.workspace_id FROM unnest(v_rows) r),
+                            ARRAY(SELECT r.scope_active FROM unnest(v_rows) r));
 
   -- 5. Insert, in array order, each workspace's row due at once; a delivery
   -- stored before (or earlier in the array) is a duplicate. The new rows are
@@ -527,9 +524,15 @@ BEGIN
   IF v_id IS NOT NULL THEN
     RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
   END IF;
-  SELECT id INTO v_id FROM wharf.provider_event
-   WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id AND provider = p_item.provider
-     AND delivery_key = p_item.delivery_key;
+  -- Two lookups, not `IS NOT DISTINCT FROM`, which no btree serves: a
+  -- repeated delivery must cost an index probe whatever the inbox holds.
+  IF p_workspace_id IS NULL THEN
+    SELECT id INTO v_id FROM wharf.provider_event
+     WHERE workspace_id IS NULL AND provider = p_item.provider AND delivery_key = p_item.delivery_key;
+  ELSE
+    SELECT id INTO v_id FROM wharf.provider_event
+     WHERE workspace_id = p_workspace_id AND provider = p_item.provider AND delivery_key = p_item.delivery_key;
+  END IF;
   RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
 END $$;
 

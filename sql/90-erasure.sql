@@ -94,10 +94,7 @@ BEGIN
              AND wharf.payload_names_person(e.provider, e.payload, v_ids, v_logins)
            ORDER BY e.id
              FOR UPDATE) matched;
-  PERFORM FROM wharf.scope s
-   WHERE s.scope_key IN (SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_events))
-   ORDER BY s.workspace_id NULLS FIRST, s.scope_key
-     FOR UPDATE;
+  PERFORM wharf.lock_scopes(ARRAY(SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_events)));
 
   DELETE FROM wharf.provider_event WHERE id = ANY (v_events);
   GET DIAGNOSTICS v_deleted = ROW_COUNT;

@@ -173,7 +173,7 @@ SELECT set_eq($$SELECT p.proname::text, c.setting
                  FROM pg_proc p, unnest(p.proconfig) AS c(setting)
                 WHERE p.pronamespace = 'wharf'::regnamespace
                   AND (c.setting LIKE 'enable_%' OR c.setting LIKE 'plan_cache_mode=%' OR c.setting LIKE 'jit=%')$$,
-              $$VALUES ('lock_scope', 'enable_seqscan=off'), ('keep_scope_heads', 'enable_seqscan=off'),
+              $$VALUES ('lock_scopes', 'enable_seqscan=off'), ('keep_scope_heads', 'enable_seqscan=off'),
                        ('free_scopes', 'enable_seqscan=off'), ('free_scopes', 'enable_hashjoin=off'), ('free_scopes', 'enable_mergejoin=off'),
                        ('claim', 'enable_seqscan=off'), ('claim', 'enable_bitmapscan=off'), ('claim', 'enable_mergejoin=off'),
                        ('claim', 'enable_hashjoin=off'), ('claim', 'plan_cache_mode=force_generic_plan'),

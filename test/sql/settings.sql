@@ -6,10 +6,12 @@ SELECT is(wharf.setting_interval('lease'), interval '2 minutes', 'lease defaults
 SELECT is(wharf.setting_integer('max_attempts'), 10, 'max_attempts defaults to 10');
 SELECT results_eq(
   $$SELECT key, value FROM wharf.setting ORDER BY key$$,
-  $$VALUES ('base_delay', '2 seconds'), ('dead_retention', '30 days'), ('handler_timeout', '30 minutes'),
-           ('lease', '2 minutes'), ('max_attempts', '10'), ('max_delay', '5 minutes'),
-           ('poll_every', '5 seconds'), ('renew_every', '30 seconds'), ('replay_window', '3 days'),
-           ('secret_overlap', '1 day')$$,
+  $$VALUES ('audit_retention', '365 days'), ('base_delay', '2 seconds'), ('dead_retention', '30 days'),
+           ('handler_timeout', '30 minutes'), ('lease', '2 minutes'), ('log_retention', '30 days'),
+           ('max_attempts', '10'), ('max_delay', '5 minutes'),
+           ('poll_every', '5 seconds'), ('purge_batch', '5000'), ('renew_every', '30 seconds'),
+           ('replay_window', '3 days'), ('secret_overlap', '1 day'), ('stuck_after', '15 minutes'),
+           ('transient_max_age', '24 hours')$$,
   'every setting of the contract has its default');
 SELECT is(wharf.setting_interval('secret_overlap'), interval '1 day', 'secret_overlap is an interval setting of 1 day');
 

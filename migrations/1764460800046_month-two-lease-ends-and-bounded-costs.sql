@@ -1,0 +1,1719 @@
+-- Up Migration
+
+-- Release 0.4.0, written by `npm run sql:release` from the difference
+-- between sql/ and the migrations before it. Frozen: never edit it.
+--   new      function wharf.lock_scopes(text[],bigint[],boolean[])
+--   new      function wharf.purge_logs()
+--   changed  function wharf.admit_items(wharf.admission_item[])
+--   changed  function wharf.complete(bigint,bigint,text)
+--   changed  function wharf.complete_many(bigint[],bigint[],text[])
+--   changed  function wharf.continue_bulk_replay(bigint,bigint,integer)
+--   changed  function wharf.erase_person(text,jsonb)
+--   changed  function wharf.fail(bigint,bigint,text,text)
+--   changed  function wharf.free_scopes(bigint[],text[])
+--   changed  function wharf.keep_scope_heads()
+--   changed  function wharf.lock_scope(text,bigint)
+--   changed  function wharf.purge()
+--   changed  function wharf.queue_stats()
+--   changed  function wharf.release(bigint,bigint)
+--   changed  function wharf.requeue_dead(bigint,bigint,text,boolean)
+--   changed  function wharf.store_event(wharf.admission_item,bigint,bigint,text)
+
+-- The grants of the functions dropped below, given again to the functions of the same name created after them.
+CREATE TEMP TABLE wharf_release_grants ON COMMIT DROP AS
+  SELECT p.proname::text AS name, a.grantee::regrole::text AS grantee
+    FROM pg_proc p CROSS JOIN LATERAL aclexplode(p.proacl) a
+   WHERE p.oid IN ('wharf.queue_stats()'::regprocedure)
+     AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner;
+
+DROP FUNCTION wharf.queue_stats();
+
+-- ======== sql/20-scope-heads.sql ========
+
+-- The one lock order of scope rows: (workspace_id NULLS FIRST, scope_key),
+-- scope_key compared by the database's collation, computed here and nowhere
+-- else. Every statement that locks several scope rows calls this function
+-- first, in one pass (admission, complete_many's free_scopes, bulk replay,
+-- erasure); a statement that locks one scope (claim, fail, release, reap,
+-- replay of one row) cannot close a cycle among them. Classes of locks come
+-- in this order too: lifecycle locks (advisory, sql/70), then event rows in
+-- id order, then scope rows here. With p_workspace_ids, missing scope rows
+-- are made (ACTIVE when p_active says nothing: the workspace's state, or
+-- true for installation scopes) and locked in the same pass: a conflict
+-- locks the existing row without writing it (the WHERE is false). Without,
+-- only existing rows are locked. Internal.
+CREATE OR REPLACE FUNCTION wharf.lock_scopes(
+  p_scope_keys text[], p_workspace_ids bigint[] DEFAULT NULL, p_active boolean[] DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+BEGIN
+  IF p_workspace_ids IS NULL THEN
+    PERFORM FROM wharf.scope s
+     WHERE s.scope_key = ANY (p_scope_keys)
+     ORDER BY s.workspace_id NULLS FIRST, s.scope_key
+       FOR UPDATE;
+    RETURN;
+  END IF;
+  INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
+  SELECT DISTINCT ON (l.workspace_id, l.scope_key) l.scope_key, l.workspace_id,
+         coalesce(l.active, (SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = l.workspace_id), true)
+    FROM unnest(p_scope_keys, p_workspace_ids, coalesce(p_active, '{}')) AS l(scope_key, workspace_id, active)
+   WHERE l.scope_key IS NOT NULL
+   ORDER BY l.workspace_id NULLS FIRST, l.scope_key
+  ON CONFLICT (scope_key) DO UPDATE SET active = s.active WHERE false;
+END $$;
+
+-- Locks the scope row of `p_scope_key`, creating it when missing (one
+-- scope of lock_scopes, below). admit calls it before inserting, so that
+-- within a scope ids are assigned and committed in the same order and a
+-- claim never passes over a row still being inserted; its fan-out calls it
+-- per workspace in workspace-id order, which is the lock order.
+CREATE OR REPLACE FUNCTION wharf.lock_scope(p_scope_key text, p_workspace_id bigint) RETURNS void
+LANGUAGE sql AS $$
+  SELECT wharf.lock_scopes(ARRAY[p_scope_key], ARRAY[p_workspace_id])
+$$;
+
+-- Frees the scopes of leases that ended by the lease path (complete,
+-- complete_many): ready when their head is due, or deleted when nothing is
+-- queued in them (a delete costs less than writing the row empty, and
+-- admission makes it again). The rows are locked first, all of them in the
+-- one lock order (lock_scopes): deleting some and updating others would lock
+-- them in two passes, an order an admission fanning out to the same scopes
+-- could cross. The statements after the lock see every head an admission
+-- committed before it. Internal.
+CREATE OR REPLACE FUNCTION wharf.free_scopes(p_ids bigint[], p_scope_keys text[]) RETURNS void
+LANGUAGE plpgsql SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+BEGIN
+  PERFORM wharf.lock_scopes(p_scope_keys);
+  DELETE FROM wharf.scope s
+   USING unnest(p_ids, p_scope_keys) AS l(id, scope_key)
+   WHERE s.scope_key = l.scope_key AND s.leased_id = l.id AND s.head_id IS NULL;
+  UPDATE wharf.scope s
+     SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp()), failing_since = NULL
+    FROM unnest(p_ids, p_scope_keys) AS l(id, scope_key)
+   WHERE s.scope_key = l.scope_key AND s.leased_id = l.id;
+END $$;
+
+-- Trigger on provider_event, per row, for every write the lease path does
+-- not make itself (see the top of this file): moves the head and the lease
+-- mark of the row's scope. A row leaving the queue hands the head to the next
+-- one; a lease ended frees its scope, ready when its head is due, or deletes
+-- the scope when nothing is left in it; a row entering the queue (admitted,
+-- retried, released, reaped, replayed) or rescheduled in it heads its scope
+-- when it is older than the current head; a row taking a lease marks its
+-- scope, and raises 23505 when the scope has a LEASED row already.
+--
+-- ready_at is when the scope last became claimable (never before its head is
+-- due): claims serve scopes longest ready first, so a scope just served goes
+-- to the back of the line. It also keeps ix_scope_claim healthy: its new
+-- entries land at its end, while the dead entries of served heads stay at
+-- its front, on pages no insert touches, where an index scan can mark them
+-- dead.
+--
+-- The next head is read from provider_event, so whoever moves a head out of
+-- the queue holds its scope row already (claim, erase, purge lock it first);
+-- the other statements use only the scope row's own columns and stay exact
+-- when they wait for its lock.
+CREATE OR REPLACE FUNCTION wharf.keep_scope_heads() RETURNS trigger
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+DECLARE
+  v_old_scope  text := CASE WHEN TG_OP <> 'INSERT' THEN OLD.scope_key END;
+  v_new_scope  text := CASE WHEN TG_OP <> 'DELETE' THEN NEW.scope_key END;
+  v_old_state  text := CASE WHEN TG_OP <> 'INSERT' THEN OLD.state END;
+  v_new_state  text := CASE WHEN TG_OP <> 'DELETE' THEN NEW.state END;
+  v_moved      boolean := v_old_scope IS DISTINCT FROM v_new_scope;
+  v_next       record;
+BEGIN
+  -- Left the queue (claimed by hand, ended, deleted, moved): the next row heads.
+  IF v_old_state = 'QUEUED' AND (v_moved OR v_new_state IS DISTINCT FROM 'QUEUED') THEN
+    SELECT * INTO v_next FROM wharf.next_in_scope(v_old_scope, OLD.id);
+    UPDATE wharf.scope
+       SET head_id = v_next.id, head_due_at = v_next.due_at,
+           ready_at = greatest(v_next.due_at, clock_timestamp())
+     WHERE scope_key = v_old_scope AND head_id = OLD.id;
+  END IF;
+
+  -- A lease ended: its scope is free, ready when its head is due. Handled,
+  -- dead or gone, the row no longer fails its scope.
+  IF v_old_state = 'LEASED' AND (v_moved OR v_new_state IS DISTINCT FROM 'LEASED') THEN
+    UPDATE wharf.scope
+       SET leased_id = NULL, ready_at = greatest(head_due_at, clock_timestamp()),
+           failing_since = CASE WHEN v_moved OR v_new_state IS DISTINCT FROM 'QUEUED' THEN NULL ELSE failing_since END
+     WHERE scope_key = v_old_scope AND leased_id = OLD.id;
+  END IF;
+
+  -- A lease taken: the scope's one lease, or an error.
+  IF v_new_state = 'LEASED' AND (v_moved OR v_old_state IS DISTINCT FROM 'LEASED') THEN
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, leased_id, active)
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id,
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+    ON CONFLICT (scope_key) DO UPDATE SET leased_id = excluded.leased_id
+     WHERE s.leased_id IS NULL OR s.leased_id = excluded.leased_id;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'wharf: scope % already has a LEASED event; event % cannot be leased too',
+        NEW.scope_key, NEW.id
+        USING ERRCODE = '23505', TABLE = 'provider_event', CONSTRAINT = 'scope_one_lease';
+    END IF;
+  END IF;
+
+  -- Entered the queue or rescheduled in it: it heads its scope when older
+  -- than the head (equal: the head's due time changed). A lease of it that
+  -- failed or expired (back to the queue with its attempt kept; a release
+  -- gives its attempt back) marks its scope failing since then, unless it
+  -- was failing already (the stuck scopes of queue_stats).
+  IF v_new_state = 'QUEUED' THEN
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active, failing_since)
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at,
+            greatest(NEW.next_attempt_at, clock_timestamp()),
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true),
+            CASE WHEN v_old_state = 'LEASED' AND NOT v_moved AND NEW.attempt = OLD.attempt THEN clock_timestamp() END)
+    ON CONFLICT (scope_key) DO UPDATE
+       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at,
+           failing_since = CASE WHEN excluded.failing_since IS NULL THEN s.failing_since
+                                ELSE coalesce(s.failing_since, excluded.failing_since) END
+     WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
+  END IF;
+
+  -- A scope left with nothing queued or leased goes (admission makes it again).
+  IF v_old_state IN ('QUEUED', 'LEASED') AND (v_moved OR v_new_state NOT IN ('QUEUED', 'LEASED') OR TG_OP = 'DELETE') THEN
+    DELETE FROM wharf.scope
+     WHERE scope_key = v_old_scope AND head_id IS NULL AND leased_id IS NULL;
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- ======== sql/30-claim-lease.sql ========
+
+-- Ends a lease with success: DONE with p_outcome ('handled', 'ignored', ...).
+-- False when the row is not LEASED under p_epoch. The update is HOT (no
+-- index names a column it writes); the scope is freed by free_scopes (sql/20).
+CREATE OR REPLACE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAULT 'handled')
+RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  v_scope_key text;
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL OR p_outcome IS NULL OR p_outcome = '' THEN
+    RAISE EXCEPTION 'wharf.complete: id, epoch and outcome are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM FROM wharf.provider_event WHERE id = p_id FOR UPDATE;  -- after its fenced writes (top of sql/30)
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  UPDATE wharf.provider_event
+     SET state = 'DONE', outcome = p_outcome, handled_at = clock_timestamp(), leased_until = NULL
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+  RETURNING scope_key INTO v_scope_key;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  IF v_scope_key IS NULL THEN
+    RETURN false;
+  END IF;
+  PERFORM wharf.free_scopes(ARRAY[p_id], ARRAY[v_scope_key]);
+  RETURN true;
+END $$;
+
+-- Ends many leases with success, as complete does each: the ids of the rows
+-- that were LEASED under their epoch and are now DONE with their outcome. One
+-- update of the events and one of their scopes: a busy host pays one commit
+-- and one scope write per scope for a batch, its scope rows locked in the
+-- one lock order (free_scopes, lock_scopes in sql/20), whatever order the
+-- caller passes the leases in. The arrays must be of one
+-- length (22023) with no NULL or empty element (22004).
+--
+-- Pinned to the primary key like claim: a generic plan for a batch of
+-- unknown size must never scan the inbox.
+CREATE OR REPLACE FUNCTION wharf.complete_many(p_ids bigint[], p_epochs bigint[], p_outcomes text[])
+RETURNS SETOF bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off SET enable_mergejoin = off SET enable_hashjoin = off SET lock_timeout = '5s' AS $$
+DECLARE
+  v_ids    bigint[];
+  v_scopes text[];
+BEGIN
+  IF p_ids IS NULL OR p_epochs IS NULL OR p_outcomes IS NULL THEN
+    RAISE EXCEPTION 'wharf.complete_many: ids, epochs and outcomes are required' USING ERRCODE = '22004';
+  END IF;
+  IF cardinality(p_epochs) <> cardinality(p_ids) OR cardinality(p_outcomes) <> cardinality(p_ids) THEN
+    RAISE EXCEPTION 'wharf.complete_many: % ids, % epochs and % outcomes: one of each per lease',
+      cardinality(p_ids), cardinality(p_epochs), cardinality(p_outcomes) USING ERRCODE = '22023';
+  END IF;
+  IF EXISTS (SELECT FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
+              WHERE c.id IS NULL OR c.epoch IS NULL OR c.outcome IS NULL OR c.outcome = '') THEN
+    RAISE EXCEPTION 'wharf.complete_many: every id, epoch and outcome is required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM FROM wharf.provider_event WHERE id = ANY (p_ids) ORDER BY id FOR UPDATE;  -- top of sql/30
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  WITH done AS (
+    UPDATE wharf.provider_event e
+       SET state = 'DONE', outcome = c.outcome, handled_at = clock_timestamp(), leased_until = NULL
+      FROM unnest(p_ids, p_epochs, p_outcomes) WITH ORDINALITY AS c(id, epoch, outcome, n)
+     WHERE e.id = c.id AND e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+    RETURNING e.id, e.scope_key, c.n
+  )
+  SELECT array_agg(id ORDER BY n), array_agg(scope_key ORDER BY n) INTO v_ids, v_scopes FROM done;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  PERFORM wharf.free_scopes(v_ids, v_scopes);
+  RETURN QUERY SELECT unnest(v_ids);
+END $$;
+
+-- A stopping worker gives the row back: QUEUED, due at once, attempt as it
+-- was before the claim, the lease kept in the attempt history as
+-- 'released', and idle claimers woken. False when the row is not LEASED
+-- under p_epoch.
+CREATE OR REPLACE FUNCTION wharf.release(p_id bigint, p_epoch bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  v_row record;
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL THEN
+    RAISE EXCEPTION 'wharf.release: id and epoch are required' USING ERRCODE = '22004';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  PERFORM FROM wharf.provider_event WHERE id = p_id FOR UPDATE;  -- after its fenced writes (top of sql/30)
+  UPDATE wharf.provider_event
+     SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(), leased_until = NULL
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+  RETURNING attempt + 1 AS attempt, leased_by, leased_at INTO v_row;  -- the lease's own attempt
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, clock_timestamp(), 'released');
+  PERFORM wharf.notify_idle_claimers();
+  RETURN true;
+END $$;
+
+-- The worker's gauges, at a cost that does not grow with the inbox:
+--   depth_by_state   rows by state: counted while the inbox heap is at most
+--                    1,024 pages (8 MB), else estimated from the planner's
+--                    statistics (the row estimate scaled to the heap's size
+--                    now, times each state's frequency in pg_stats), as
+--                    depth_estimated says
+--   oldest_due_age   seconds the scope first in the claim line has waited
+--                    since it became claimable (0 when none is): the first
+--                    entry of ix_scope_claim, the claims' own order
+--   stuck_scopes     scopes whose head has been failing (ix_scope_failing)
+--                    or due and unclaimed (ix_scope_claim) for longer than
+--                    stuck_after, counted up to 10,000
+--   oldest_stuck_age seconds the longest-stuck of them has been so (0: none)
+CREATE OR REPLACE FUNCTION wharf.queue_stats(
+  OUT depth_by_state jsonb, OUT oldest_due_age float8, OUT depth_estimated boolean,
+  OUT stuck_scopes bigint, OUT oldest_stuck_age float8)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_now         timestamptz := clock_timestamp();
+  v_stuck_since timestamptz := clock_timestamp() - wharf.setting_interval('stuck_after');
+  v_pages       bigint := pg_relation_size('wharf.provider_event') / current_setting('block_size')::bigint;
+BEGIN
+  depth_estimated := v_pages > 1024;
+  IF NOT depth_estimated THEN
+    SELECT coalesce(jsonb_object_agg(state, n), '{}') INTO depth_by_state
+      FROM (SELECT state, count(*) AS n FROM wharf.provider_event GROUP BY state) s;
+  ELSE
+    SELECT coalesce(jsonb_object_agg(f.state, round(t.rows * f.freq)::bigint), '{}') INTO depth_by_state
+      FROM (SELECT CASE WHEN c.relpages > 0 THEN c.reltuples / c.relpages * v_pages ELSE 0 END AS rows
+              FROM pg_class c WHERE c.oid = 'wharf.provider_event'::regclass) t,
+           LATERAL (SELECT v.state, v.freq
+                      FROM pg_stats st,
+                           unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS v(state, freq)
+                     WHERE st.schemaname = 'wharf' AND st.tablename = 'provider_event' AND st.attname = 'state') f;
+  END IF;
+
+  SELECT coalesce(extract(epoch FROM v_now - min(head_due_at))::float8, 0) INTO oldest_due_age
+    FROM (SELECT s.head_due_at FROM wharf.scope s
+           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at <= v_now
+           ORDER BY s.ready_at, s.head_id LIMIT 1) oldest;
+
+  SELECT count(*), coalesce(extract(epoch FROM v_now - min(x.since))::float8, 0)
+    INTO stuck_scopes, oldest_stuck_age
+    FROM (SELECT DISTINCT ON (y.scope_key) y.scope_key, y.since
+            FROM ((SELECT s.scope_key, s.failing_since AS since FROM wharf.scope s
+                    WHERE s.failing_since < v_stuck_since
+                    ORDER BY s.failing_since LIMIT 10000)
+                  UNION ALL
+                  (SELECT s.scope_key, s.ready_at FROM wharf.scope s
+                    WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at < v_stuck_since
+                    ORDER BY s.ready_at, s.head_id LIMIT 10000)) y
+           ORDER BY y.scope_key, y.since
+           LIMIT 10000) x;
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.claim(text, integer, text[]), wharf.renew(bigint, bigint),
+  wharf.complete(bigint, bigint, text), wharf.complete_many(bigint[], bigint[], text[]), wharf.release(bigint, bigint), wharf.reap(),
+  wharf.mark_idle(text), wharf.mark_busy(text), wharf.next_due_at(), wharf.queue_stats() FROM PUBLIC;
+
+-- ======== sql/40-failure-dead-letters.sql ========
+
+-- Records a failed attempt of a row LEASED under p_epoch, in the row and in
+-- its attempt history, and returns its new state; NULL when the lease is
+-- gone. Waits (5 s at most, then 55P03) for the lease's open fenced writes,
+-- like every end of a lease (top of sql/30). p_kind:
+--   transient  back to QUEUED after the delay; failures unchanged; but DEAD
+--              once its transient failures have lasted longer than
+--              transient_max_age (counted from the first of them,
+--              transient_since), so that an upstream failing forever for one
+--              payload cannot hold its scope forever
+--   unknown    failures + 1; DEAD at max_attempts, else QUEUED after the delay
+--   permanent  DEAD at once
+--   uncertain  DEAD with outcome 'uncertain', never retried automatically
+-- p_error_class is a class name (e.g. 'TypeError'), never a message: 22023
+-- for anything else, 22023 for an unknown kind.
+CREATE OR REPLACE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  v_now   timestamptz := clock_timestamp();
+  v_row   record;
+  v_dead  boolean;
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL OR p_kind IS NULL OR p_error_class IS NULL THEN
+    RAISE EXCEPTION 'wharf.fail: id, epoch, kind and error_class are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_kind NOT IN ('transient', 'unknown', 'permanent', 'uncertain') THEN
+    RAISE EXCEPTION 'wharf.fail: unknown failure kind %', quote_literal(p_kind) USING ERRCODE = '22023';
+  END IF;
+  IF p_error_class !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$' THEN
+    RAISE EXCEPTION 'wharf.fail: error_class must be a class name, not free text' USING ERRCODE = '22023';
+  END IF;
+
+  SELECT attempt, failures, leased_by, leased_at, transient_since INTO v_row
+    FROM wharf.provider_event
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+   FOR UPDATE;  -- after the lease's fenced writes (top of sql/30)
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+
+  v_dead := p_kind IN ('permanent', 'uncertain')
+            OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'))
+            OR (p_kind = 'transient' AND v_row.transient_since IS NOT NULL
+                AND v_now - v_row.transient_since > wharf.setting_interval('transient_max_age'));
+
+  UPDATE wharf.provider_event
+     SET failures        = failures + CASE WHEN p_kind = 'unknown' THEN 1 ELSE 0 END,
+         transient_since = CASE WHEN p_kind = 'transient' THEN coalesce(transient_since, v_now) ELSE transient_since END,
+         error_class     = p_error_class,
+         leased_until    = NULL,
+         state           = CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END,
+         outcome         = CASE WHEN p_kind = 'uncertain' THEN 'uncertain' END,
+         dead_at         = CASE WHEN v_dead THEN v_now END,
+         next_attempt_at = CASE WHEN v_dead THEN next_attempt_at
+                                ELSE v_now + wharf.retry_delay(v_row.attempt) END
+   WHERE id = p_id;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class);
+  RETURN CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.fail(bigint, bigint, text, text) FROM PUBLIC;
+
+-- ======== sql/60-replay-retention.sql ========
+
+-- Sends the DEAD row p_id whose workspace is p_workspace_id (NULL: an
+-- installation row) back to QUEUED, due at once, with attempt and failures at
+-- zero (and its transient failures forgotten), keeping its id, error_class
+-- and committed steps. A row whose outcome is
+-- 'uncertain' needs p_force. False, changing nothing, for anything else.
+-- Idle claimers are woken at commit, so a replayed row runs at once rather
+-- than at the next poll.
+CREATE OR REPLACE FUNCTION wharf.requeue_dead(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_id IS NULL OR p_account IS NULL OR p_account = '' OR p_force IS NULL THEN
+    RAISE EXCEPTION 'wharf: replay needs an event id, an account and force' USING ERRCODE = '22004';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  UPDATE wharf.provider_event
+     SET state = 'QUEUED', attempt = 0, failures = 0, outcome = NULL, dead_at = NULL, transient_since = NULL,
+         next_attempt_at = now(), leased_until = NULL,
+         replayed_by = p_account, replayed_at = now()
+   WHERE id = p_id
+     AND workspace_id IS NOT DISTINCT FROM p_workspace_id
+     AND state = 'DEAD'
+     AND (outcome IS DISTINCT FROM 'uncertain' OR p_force);
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM wharf.notify_idle_claimers();
+  RETURN true;
+END $$;
+
+-- Deletes DONE rows handled longer ago than replay_window and DEAD rows dead
+-- longer than dead_retention (never a QUEUED or LEASED row), at most
+-- purge_batch of each, oldest arrivals first, then the scope rows left with
+-- nothing queued or leased. One call is one short transaction's work, so
+-- retention never holds back the cleanup horizon the way a long transaction
+-- does: the retention loop (worker/retention.ts) calls it again until it
+-- deletes nothing.
+--
+-- The candidates are found by arrival (ix_provider_event_received): a row
+-- handled or dead before a time arrived before it. handled_at and state are
+-- in no index, so that completing a row stays a heap-only update; what purge
+-- reads besides what it deletes is the older rows it keeps (dead letters
+-- within their retention, rows held by a paused workspace). A row locked by
+-- an erasure or a replay is passed over (SKIP LOCKED) for the next call.
+CREATE OR REPLACE FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_done_before timestamptz := now() - wharf.setting_interval('replay_window');
+  v_dead_before timestamptz := now() - wharf.setting_interval('dead_retention');
+  v_batch       integer := wharf.setting_integer('purge_batch');
+BEGIN
+  DELETE FROM wharf.provider_event
+   WHERE id IN (SELECT id FROM wharf.provider_event
+                 WHERE received_at < v_done_before AND state = 'DONE' AND handled_at < v_done_before
+                 ORDER BY received_at
+                 LIMIT v_batch
+                   FOR UPDATE SKIP LOCKED);
+  GET DIAGNOSTICS done_deleted = ROW_COUNT;
+
+  DELETE FROM wharf.provider_event
+   WHERE id IN (SELECT id FROM wharf.provider_event
+                 WHERE received_at < v_dead_before AND state = 'DEAD' AND dead_at < v_dead_before
+                 ORDER BY received_at
+                 LIMIT v_batch
+                   FOR UPDATE SKIP LOCKED);
+  GET DIAGNOSTICS dead_deleted = ROW_COUNT;
+
+  -- A scope row being used right now is locked: pass over it.
+  DELETE FROM wharf.scope s
+   WHERE s.scope_key IN (SELECT scope_key FROM wharf.scope
+                          WHERE head_id IS NULL AND leased_id IS NULL
+                          FOR UPDATE SKIP LOCKED);
+END $$;
+
+-- Retention of the tables that grow with traffic besides the inbox (whose
+-- attempts and steps go with their event): admission_log entries older than
+-- log_retention, replay_audit entries and finished bulk replays older than
+-- audit_retention, at most purge_batch of each per call, like purge. Returns
+-- how many rows it deleted; the retention loop calls it until that is 0.
+-- (GitHub redelivery bookkeeping is pruned by its own sweep, sql/85.)
+CREATE OR REPLACE FUNCTION wharf.purge_logs() RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_log_before   timestamptz := now() - wharf.setting_interval('log_retention');
+  v_audit_before timestamptz := now() - wharf.setting_interval('audit_retention');
+  v_batch        integer := wharf.setting_integer('purge_batch');
+  v_deleted      bigint;
+  v_total        bigint := 0;
+BEGIN
+  DELETE FROM wharf.admission_log
+   WHERE id IN (SELECT id FROM wharf.admission_log WHERE at < v_log_before ORDER BY at LIMIT v_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  v_total := v_total + v_deleted;
+
+  DELETE FROM wharf.replay_audit
+   WHERE id IN (SELECT id FROM wharf.replay_audit WHERE at < v_audit_before ORDER BY at LIMIT v_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  v_total := v_total + v_deleted;
+
+  DELETE FROM wharf.bulk_replay
+   WHERE id IN (SELECT id FROM wharf.bulk_replay
+                 WHERE finished_at < v_audit_before ORDER BY finished_at LIMIT v_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_total + v_deleted;
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.replay(bigint, bigint, text, boolean),
+  wharf.replay_installation(bigint, text, boolean),
+  wharf.purge(), wharf.purge_logs() FROM PUBLIC;
+
+-- ======== sql/62-bulk-replay.sql ========
+
+-- Replays the next at most p_batch (1..1000) events of bulk replay p_id of
+-- workspace p_workspace_id, in id order, in this one transaction, waking idle
+-- claimers once; finished when fewer remain. Returns the bulk replay as it is
+-- after; NULL when another transaction is running a batch of it. P0002 when
+-- the workspace has no such bulk replay.
+CREATE OR REPLACE FUNCTION wharf.continue_bulk_replay(p_workspace_id bigint, p_id bigint, p_batch integer)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_replay   wharf.bulk_replay;
+  v_ids      bigint[];
+  v_id       bigint;
+  v_replayed integer := 0;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 OR p_batch > 1000 THEN
+    RAISE EXCEPTION 'wharf.continue_bulk_replay: batch must be between 1 and 1000' USING ERRCODE = '22023';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  SELECT * INTO v_replay FROM wharf.bulk_replay
+   WHERE id = p_id AND workspace_id = p_workspace_id
+     FOR UPDATE SKIP LOCKED;
+  IF NOT FOUND THEN
+    IF EXISTS (SELECT FROM wharf.bulk_replay WHERE id = p_id AND workspace_id = p_workspace_id) THEN
+      RETURN NULL;
+    END IF;
+    RAISE EXCEPTION 'wharf: workspace % has no bulk replay %', p_workspace_id, p_id USING ERRCODE = 'P0002';
+  END IF;
+  IF v_replay.finished_at IS NOT NULL THEN
+    RETURN wharf.bulk_replay_summary(v_replay);
+  END IF;
+
+  -- Lock the events in id order, then their scopes in the lock order
+  -- (lock_scopes, sql/20), then
+  -- requeue: the order erase_person keeps. Left to the scope-head trigger,
+  -- the scopes would be locked in event order, and two batches (or a batch
+  -- and an erasure) whose events share scopes in another order would wait
+  -- for each other in a cycle.
+  SELECT array_agg(c.id ORDER BY c.id) INTO v_ids
+    FROM (SELECT e.id
+            FROM wharf.bulk_replay_candidates(p_workspace_id, v_replay.filter, v_replay.force,
+                                              v_replay.started_at, v_replay.after_id) e
+           ORDER BY e.id
+           LIMIT p_batch) c;
+  PERFORM FROM wharf.provider_event WHERE id = ANY (v_ids) ORDER BY id FOR UPDATE;
+  PERFORM wharf.lock_scopes(ARRAY(SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_ids)));
+
+  FOREACH v_id IN ARRAY coalesce(v_ids, '{}') LOOP
+    IF wharf.requeue_dead(p_workspace_id, v_id, v_replay.requested_by, v_replay.force) THEN
+      v_replayed := v_replayed + 1;
+    END IF;
+  END LOOP;
+
+  UPDATE wharf.bulk_replay
+     SET replayed    = replayed + v_replayed,
+         after_id    = coalesce(v_ids[cardinality(v_ids)], after_id),
+         updated_at  = clock_timestamp(),
+         finished_at = CASE WHEN coalesce(cardinality(v_ids), 0) < p_batch THEN clock_timestamp() END,
+         -- An event that died just before the start but committed after the
+         -- count is replayed too: the total is never below what was done.
+         matched     = greatest(matched, replayed + v_replayed)
+   WHERE id = p_id
+  RETURNING * INTO v_replay;
+  RETURN wharf.bulk_replay_summary(v_replay);
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.start_bulk_replay(bigint, jsonb, text, boolean),
+  wharf.continue_bulk_replay(bigint, bigint, integer), wharf.show_bulk_replay(bigint, bigint),
+  wharf.list_bulk_replays(bigint) FROM PUBLIC;
+
+-- ======== sql/80-admission.sql ========
+
+-- Admits the items of one round and returns, in their order, each one's
+-- receipt or {"error": {"code", "message"}}:
+--   {delivery_key, events: [{workspace_id, event_id, outcome: stored|duplicate}],
+--    refused: [{connection_id, workspace_id, reason}], dropped: reason|null}
+-- An item with an error, or whose route changed while admission waited for
+-- its lifecycle locks (WH409), changes nothing. Two items of one round must
+-- not share a body digest (admit_many defers the later one to a round of its
+-- own). Internal: callers use admit and admit_many.
+--
+-- Plans: nested loops over the arrays and index lookups, generic (planned
+-- once per session). JIT off: a plan the disabled methods price at their
+-- penalty would otherwise be compiled on every call, at hundreds of ms.
+CREATE OR REPLACE FUNCTION wharf.admit_items(p_items wharf.admission_item[]) RETURNS jsonb[]
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+DECLARE
+  v_routes    wharf.admission_route[];
+  v_first     wharf.admission_recipient[];
+  v_locked    wharf.admission_recipient[];
+  v_changed   integer[];
+  v_rows      wharf.admission_row[];
+  v_events    jsonb[];   -- per item, the receipt's events
+  v_refused   jsonb[];   -- per item, the receipt's refusals
+  v_drops     text[];    -- per item, the drop reason
+  v_stored    boolean;
+  v_ids       bigint[];  -- the rows this call stored ...
+  v_keys      text[];    -- ... and their dedupe keys
+BEGIN
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees its rows (rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source (a redelivery
+  -- under another delivery id, or a captured body relabelled by its unsigned
+  -- headers): the rows already stored answer. A connection-signed body
+  -- (Forgejo) only ever answers with its own connection's rows: two
+  -- workspaces' webhooks on one repository receive identical bodies, and
+  -- neither may see, or pre-empt, the other's. The lock makes concurrent
+  -- admissions of one body take turns (the first class of locks, in key order).
+  PERFORM pg_advisory_xact_lock(k.key)
+     FROM (SELECT DISTINCT wharf.lifecycle_key('body',
+                    i.source || ' ' || coalesce(i.route->>'connection_id', '') || ' ' || encode(i.body_sha256, 'hex')) AS key
+             FROM unnest(p_items) i
+            WHERE i.error_code IS NULL AND i.body_sha256 IS NOT NULL
+            ORDER BY 1) k;
+
+  -- 1.-2. Control events, and the source of every other item, with the drops
+  -- these rules decide.
+  SELECT array_agg(ROW(r.n, i.provider, i.source, i.subjects, i.route ? 'connection_id', r.body_events,
+                       r.control, r.drop_reason, r.source_id)::wharf.admission_route ORDER BY r.n)
+    INTO v_routes
+    FROM unnest(p_items) WITH ORDINALITY AS i(provider, source, delivery_key, event_type, route, subjects,
+                                              payload, headers, body_sha256, error_code, error_message, n)
+    CROSS JOIN LATERAL (
+      SELECT i.n::integer AS n, dup.events AS body_events,
+             coalesce(i.route->'control' = 'true', false) AS control,
+             CASE
+               WHEN i.route->'control' = 'true' THEN
+                 CASE WHEN wharf.is_control_event(i.provider, i.event_type, i.route, i.payload)
+                      THEN NULL ELSE 'invalid-event-route' END
+               WHEN NOT (i.route ? 'connection_id' OR i.route ? 'installation_id' OR i.route ? 'team_id')
+                 THEN 'work-event-without-source'
+               WHEN src.id IS NULL THEN 'unknown-source'
+               WHEN cardinality(i.subjects) = 0 THEN 'work-event-without-subject'
+               WHEN jsonb_typeof(src.route->'subject_prefixes') = 'array'
+                    AND NOT EXISTS (SELECT FROM jsonb_array_elements_text(src.route->'subject_prefixes') p
+                                     WHERE starts_with(i.subjects[1], p))
+                 THEN 'route-mismatch'
+             END AS drop_reason,
+             CASE WHEN NOT coalesce(i.route->'control' = 'true', false) THEN src.id END AS source_id
+        FROM (SELECT 1) one
+        LEFT JOIN LATERAL (
+          SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                           ORDER BY e.workspace_id NULLS FIRST) AS events
+            FROM wharf.provider_event e
+           WHERE i.body_sha256 IS NOT NULL
+             AND e.source = i.source AND e.body_sha256 = i.body_sha256
+             AND (NOT i.route ? 'connection_id' OR e.connection_id::text = i.route->>'connection_id')
+             AND e.received_at > now() - wharf.setting_interval('replay_window')
+        ) dup ON true
+        LEFT JOIN LATERAL (
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE i.route ? 'connection_id'
+             AND c.id = CASE WHEN i.route->>'connection_id' ~ '^[0-9]{1,18}$' THEN (i.route->>'connection_id')::bigint END
+             AND c.provider = i.provider AND c.source = i.source
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND i.route ? 'installation_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'app_installation'
+             AND c.external_id = i.route->>'installation_id'
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND NOT i.route ? 'installation_id' AND i.route ? 'team_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'slack_team'
+             AND c.external_id = i.route->>'team_id'
+          LIMIT 1
+        ) src ON true
+    ) r
+   WHERE i.error_code IS NULL;
+  -- A body stored before answers alone: nothing else is decided for it.
+  v_routes := ARRAY(SELECT ROW(r.n, r.provider, r.source, r.subjects, r.connection_signed,
+                               r.body_events, r.control AND r.body_events IS NULL,
+                               CASE WHEN r.body_events IS NULL THEN r.drop_reason END,
+                               CASE WHEN r.body_events IS NULL THEN r.source_id END)::wharf.admission_route
+                      FROM unnest(v_routes) r);
+
+  -- 3. Lifecycle lock: read the recipients, lock every source, connection
+  -- and workspace in shared mode (sources by key, connections by id,
+  -- workspaces by id: the second class of locks, in one order for every
+  -- caller), read them again under the locks. An item whose source or
+  -- recipients changed in between is refused with WH409.
+  IF EXISTS (SELECT FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL) THEN
+    v_first := wharf.admission_recipients(v_routes);
+    PERFORM wharf.lock_lifecycles(v_routes, v_first);
+    v_locked := wharf.admission_recipients(v_routes);
+    v_changed := wharf.routes_changed(v_first, v_locked);
+  END IF;
+
+  -- 4. Activity, per item and workspace (PAUSED counts as active: it stores
+  -- and holds), and 5. the rows to store: one per admitted workspace, or the
+  -- control row in the provider's system scope.
+  WITH routed AS (
+    SELECT r.*, ((p_items[r.n]).subjects)[1] AS subject
+      FROM unnest(v_routes) r
+     WHERE r.n <> ALL (coalesce(v_changed, '{}')) AND r.body_events IS NULL AND r.drop_reason IS NULL
+  ), recipients AS (
+    SELECT l.* FROM unnest(v_locked) l WHERE NOT l.is_source AND l.n <> ALL (coalesce(v_changed, '{}'))
+  ), workspaces AS (
+    SELECT x.n, x.workspace_id,
+           bool_or(x.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+           bool_or(x.workspace_state = 'ACTIVE') AS claimable,
+           min(x.connection_id) FILTER (WHERE x.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id
+      FROM recipients x GROUP BY x.n, x.workspace_id
+  ), source_active AS (
+    SELECT l.n, l.state IN ('ACTIVE', 'PAUSED') AS active FROM unnest(v_locked) l WHERE l.is_source
+  )
+  SELECT
+    -- Rows to store, in array order, each item's workspaces in id order.
+    ARRAY(SELECT ROW(w.n, w.workspace_id, w.active_connection_id,
+                     w.workspace_id || ':' || r.provider || ':' || r.subject, w.claimable)::wharf.admission_row
+            FROM workspaces w JOIN routed r ON r.n = w.n
+            JOIN source_active s ON s.n = w.n AND s.active
+           WHERE w.workspace_active AND w.active_connection_id IS NOT NULL
+          UNION ALL
+          SELECT ROW(r.n, NULL, NULL, 'system:' || r.provider || ':' || r.source, true)::wharf.admission_row
+            FROM routed r WHERE r.control
+          ORDER BY 1),
+    -- Refusals: every recipient of a workspace that admits nothing.
+    array_agg_refused.per_item,
+    -- Drops decided under the locks.
+    array_agg_drops.per_item
+    INTO v_rows, v_refused, v_drops
+    FROM (SELECT 1) one
+    CROSS JOIN LATERAL (
+      SELECT array_agg(coalesce(f.refused, '[]') ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN (SELECT x.n, jsonb_agg(jsonb_build_object(
+                                  'connection_id', x.connection_id, 'workspace_id', x.workspace_id,
+                                  'reason', CASE WHEN w.workspace_active THEN 'connection-inactive'
+                                                 ELSE 'workspace-inactive' END)
+                                ORDER BY x.workspace_id, x.connection_id) AS refused
+                     FROM recipients x
+                     JOIN workspaces w ON w.n = x.n AND w.workspace_id = x.workspace_id
+                     JOIN source_active s ON s.n = x.n AND s.active
+                    WHERE NOT (w.workspace_active AND w.active_connection_id IS NOT NULL)
+                    GROUP BY x.n) f ON f.n = k.n
+    ) array_agg_refused
+    CROSS JOIN LATERAL (
+      SELECT array_agg(
+               CASE WHEN r.n IS NULL OR r.n = ANY (coalesce(v_changed, '{}')) OR r.body_events IS NOT NULL THEN NULL
+                    WHEN r.drop_reason IS NOT NULL THEN r.drop_reason
+                    WHEN r.control THEN NULL
+                    WHEN NOT (SELECT s.active FROM source_active s WHERE s.n = r.n) THEN 'source-inactive'
+                    WHEN NOT EXISTS (SELECT FROM recipients x WHERE x.n = r.n) THEN 'no-subscriber'
+               END ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN unnest(v_routes) r ON r.n = k.n
+    ) array_agg_drops;
+
+  -- The scope of every row to store, made when missing and locked, in the
+  -- one lock order (lock_scopes, sql/20): the third class of locks. Locked
+  -- before the rows are inserted, so that within a scope ids are assigned
+  -- and committed in the same order and a claim never passes over a row
+  -- still being inserted.
+  PERFORM wharf.lock_scopes(ARRAY(SELECT r.scope_key FROM unnest(v_rows) r),
+                            ARRAY(SELECT r.workspace_id FROM unnest(v_rows) r),
+                            ARRAY(SELECT r.scope_active FROM unnest(v_rows) r));
+
+  -- 5. Insert, in array order, each workspace's row due at once; a delivery
+  -- stored before (or earlier in the array) is a duplicate. The new rows are
+  -- the youngest of their scopes: each heads its scope when it has no head.
+  -- The scope trigger is told that this statement keeps the scopes (sql/20).
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  WITH stored AS (
+    INSERT INTO wharf.provider_event
+      (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+       payload, headers, body_sha256)
+    SELECT r.workspace_id, i.provider, i.delivery_key, i.event_type, i.subjects[1], r.scope_key, i.source,
+           r.connection_id, i.payload, i.headers, i.body_sha256
+      FROM unnest(v_rows) WITH ORDINALITY AS r(n, workspace_id, connection_id, scope_key, scope_active, k)
+      CROSS JOIN LATERAL (SELECT (p_items[r.n]).*) i
+     ORDER BY r.k
+    ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+    RETURNING id, scope_key, next_attempt_at,
+              coalesce(workspace_id::text, '') || ' ' || provider || ' ' || delivery_key AS dedupe_key
+  ), heads AS (
+    UPDATE wharf.scope s
+       SET head_id = h.id, head_due_at = h.due_at, ready_at = greatest(h.due_at, clock_timestamp())
+      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at
+              FROM stored x ORDER BY x.scope_key, x.id) h
+     WHERE s.scope_key = h.scope_key AND s.head_id IS NULL
+  )
+  SELECT count(*) > 0, array_agg(id), array_agg(dedupe_key) INTO v_stored, v_ids, v_keys FROM stored;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+
+  -- The receipts' events: each row's id, stored by this call (the first row
+  -- of its dedupe key) or found stored before.
+  v_events := ARRAY(
+    SELECT coalesce(jsonb_agg(jsonb_build_object('workspace_id', r.workspace_id,
+                                                 'event_id', coalesce(v_ids[r.stored_at], e.id),
+                                                 'outcome', CASE WHEN r.stored_at IS NOT NULL THEN 'stored'
+                                                                 ELSE 'duplicate' END)
+                              ORDER BY r.workspace_id NULLS FIRST) FILTER (WHERE r.n IS NOT NULL), '[]')
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      LEFT JOIN (SELECT x.n, x.workspace_id, i.provider, i.delivery_key,
+                        CASE WHEN x.k = min(x.k) OVER (PARTITION BY x.workspace_id, i.provider, i.delivery_key)
+                             THEN array_position(v_keys, coalesce(x.workspace_id::text, '') || ' ' || i.provider
+                                                         || ' ' || i.delivery_key) END AS stored_at
+                   FROM unnest(v_rows) WITH ORDINALITY AS x(n, workspace_id, connection_id, scope_key, scope_active, k)
+                   CROSS JOIN LATERAL (SELECT (p_items[x.n]).provider, (p_items[x.n]).delivery_key) i) r ON r.n = k.n
+      LEFT JOIN LATERAL (
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NOT NULL
+           AND e.workspace_id = r.workspace_id AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+        UNION ALL
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NULL AND e.workspace_id IS NULL
+           AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+      ) e ON true
+     GROUP BY k.n
+     ORDER BY k.n);
+
+  -- Every refusal and drop, in array order: no payload, no header.
+  INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+  SELECT i.provider, i.source, i.delivery_key, x.connection_id, x.workspace_id, x.reason
+    FROM generate_series(1, cardinality(p_items)) k(n)
+    CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+    CROSS JOIN LATERAL (
+      SELECT (f->>'connection_id')::bigint AS connection_id, (f->>'workspace_id')::bigint AS workspace_id,
+             f->>'reason' AS reason, o AS rank
+        FROM jsonb_array_elements(v_refused[k.n]) WITH ORDINALITY AS f(f, o)
+      UNION ALL
+      SELECT r.source_id, NULL, v_drops[k.n], 0
+        FROM (SELECT 1) one LEFT JOIN unnest(v_routes) r ON r.n = k.n
+       WHERE v_drops[k.n] IS NOT NULL
+    ) x
+   ORDER BY k.n, x.rank;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN ARRAY(
+    SELECT CASE
+             WHEN i.error_code IS NOT NULL
+               THEN jsonb_build_object('error', jsonb_build_object('code', i.error_code, 'message', i.error_message))
+             WHEN k.n = ANY (coalesce(v_changed, '{}'))
+               THEN jsonb_build_object('error', jsonb_build_object('code', 'WH409',
+                      'message', format('wharf.admit: the route of %s changed during admission; retry', i.source)))
+             ELSE jsonb_build_object('delivery_key', i.delivery_key,
+                                     'events', coalesce(r.body_events, v_events[k.n]),
+                                     'refused', CASE WHEN r.body_events IS NULL THEN v_refused[k.n] ELSE '[]' END,
+                                     'dropped', v_drops[k.n])
+           END
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+      LEFT JOIN unnest(v_routes) r ON r.n = k.n
+     ORDER BY k.n);
+END $$;
+
+-- Stores one event row in p_scope_key unless the delivery is already stored
+-- for that workspace; returns the receipt entry {workspace_id, event_id,
+-- outcome: stored|duplicate}. The row heads its scope through the scope
+-- trigger (sql/20), after lock_scope has locked the scope: within a scope ids
+-- are assigned and committed in the same order, and a claim never passes
+-- over a row still being inserted. Internal: admit's.
+CREATE OR REPLACE FUNCTION wharf.store_event(
+  p_item wharf.admission_item, p_workspace_id bigint, p_connection_id bigint, p_scope_key text)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id bigint;
+BEGIN
+  PERFORM wharf.lock_scope(p_scope_key, p_workspace_id);
+  INSERT INTO wharf.provider_event
+    (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+     payload, headers, body_sha256)
+  VALUES
+    (p_workspace_id, p_item.provider, p_item.delivery_key, p_item.event_type, p_item.subjects[1], p_scope_key,
+     p_item.source, p_connection_id, p_item.payload, p_item.headers, p_item.body_sha256)
+  ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+  RETURNING id INTO v_id;
+  IF v_id IS NOT NULL THEN
+    RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
+  END IF;
+  -- Two lookups, not `IS NOT DISTINCT FROM`, which no btree serves: a
+  -- repeated delivery must cost an index probe whatever the inbox holds.
+  IF p_workspace_id IS NULL THEN
+    SELECT id INTO v_id FROM wharf.provider_event
+     WHERE workspace_id IS NULL AND provider = p_item.provider AND delivery_key = p_item.delivery_key;
+  ELSE
+    SELECT id INTO v_id FROM wharf.provider_event
+     WHERE workspace_id = p_workspace_id AND provider = p_item.provider AND delivery_key = p_item.delivery_key;
+  END IF;
+  RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
+END $$;
+
+-- ======== sql/90-erasure.sql ========
+
+-- Deletes the events of p_source (installation rows included, every state,
+-- LEASED too) whose payload names the person p_identities =
+-- {"ids": [...], "logins": [...]} at its provider's person paths (for GitHub
+-- and Forgejo push events, logins also match commits[] and head_commit
+-- author/committer.username), with their steps. Returns how many.
+-- Raises 22004 for a NULL argument, 22023 for malformed identities or none.
+CREATE OR REPLACE FUNCTION wharf.erase_person(p_source text, p_identities jsonb) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_ids     text[];
+  v_logins  text[];
+  v_events  bigint[];
+  v_deleted bigint;
+BEGIN
+  IF p_source IS NULL OR p_identities IS NULL THEN
+    RAISE EXCEPTION 'wharf.erase_person: source and identities are required' USING ERRCODE = '22004';
+  END IF;
+  IF jsonb_typeof(p_identities) <> 'object'
+     OR jsonb_typeof(coalesce(p_identities->'ids', '[]')) <> 'array'
+     OR jsonb_typeof(coalesce(p_identities->'logins', '[]')) <> 'array' THEN
+    RAISE EXCEPTION 'wharf.erase_person: identities must be {"ids": [...], "logins": [...]}'
+      USING ERRCODE = '22023';
+  END IF;
+  SELECT coalesce(array_agg(v #>> '{}'), '{}') INTO v_ids
+    FROM jsonb_array_elements(coalesce(p_identities->'ids', '[]')) v
+   WHERE jsonb_typeof(v) IN ('string', 'number');
+  SELECT coalesce(array_agg(v #>> '{}'), '{}') INTO v_logins
+    FROM jsonb_array_elements(coalesce(p_identities->'logins', '[]')) v
+   WHERE jsonb_typeof(v) IN ('string', 'number');
+  IF cardinality(v_ids) + cardinality(v_logins) = 0 THEN
+    RAISE EXCEPTION 'wharf.erase_person: name at least one id or login' USING ERRCODE = '22023';
+  END IF;
+
+  -- Lock the events, then their scopes, then delete: the same order as every
+  -- state change (event row, then its scope through the trigger). Deleting at
+  -- once would lock the scopes in scan order at the end of the DELETE, while
+  -- a redelivery that holds one of them waits for the deleted row (ON
+  -- CONFLICT): a deadlock. Locked but not yet deleted, a row is simply a
+  -- duplicate to that redelivery.
+  SELECT coalesce(array_agg(id), '{}') INTO v_events
+    FROM (SELECT e.id FROM wharf.provider_event e
+           WHERE e.source = p_source
+             AND wharf.payload_names_person(e.provider, e.payload, v_ids, v_logins)
+           ORDER BY e.id
+             FOR UPDATE) matched;
+  PERFORM wharf.lock_scopes(ARRAY(SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_events)));
+
+  DELETE FROM wharf.provider_event WHERE id = ANY (v_events);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
+END $$;
+
+DO $$
+DECLARE g record;
+BEGIN
+  FOR g IN SELECT * FROM wharf_release_grants LOOP
+    IF g.name = 'queue_stats' THEN EXECUTE format('GRANT EXECUTE ON FUNCTION wharf.queue_stats() TO %s', g.grantee); END IF;
+  END LOOP;
+END $$;
+
+-- Down Migration
+
+-- The released text of everything the up changed.
+
+SET LOCAL check_function_bodies = off;
+
+DROP FUNCTION wharf.lock_scopes(text[],bigint[],boolean[]);
+
+DROP FUNCTION wharf.purge_logs();
+
+DROP FUNCTION wharf.queue_stats();
+
+CREATE OR REPLACE FUNCTION wharf.admit_items(p_items wharf.admission_item[])
+ RETURNS jsonb[]
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET jit TO 'off'
+AS $function$
+DECLARE
+  v_routes    wharf.admission_route[];
+  v_first     wharf.admission_recipient[];
+  v_locked    wharf.admission_recipient[];
+  v_changed   integer[];
+  v_rows      wharf.admission_row[];
+  v_events    jsonb[];   -- per item, the receipt's events
+  v_refused   jsonb[];   -- per item, the receipt's refusals
+  v_drops     text[];    -- per item, the drop reason
+  v_stored    boolean;
+  v_ids       bigint[];  -- the rows this call stored ...
+  v_keys      text[];    -- ... and their dedupe keys
+BEGIN
+  -- Held to commit: a claimer going idle (mark_idle) waits for this
+  -- admission, so that the claim it makes next sees its rows (rule 6).
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
+
+  -- 0. A body signed alone, stored before from this source (a redelivery
+  -- under another delivery id, or a captured body relabelled by its unsigned
+  -- headers): the rows already stored answer. A connection-signed body
+  -- (Forgejo) only ever answers with its own connection's rows: two
+  -- workspaces' webhooks on one repository receive identical bodies, and
+  -- neither may see, or pre-empt, the other's. The lock makes concurrent
+  -- admissions of one body take turns (the first class of locks, in key order).
+  PERFORM pg_advisory_xact_lock(k.key)
+     FROM (SELECT DISTINCT wharf.lifecycle_key('body',
+                    i.source || ' ' || coalesce(i.route->>'connection_id', '') || ' ' || encode(i.body_sha256, 'hex')) AS key
+             FROM unnest(p_items) i
+            WHERE i.error_code IS NULL AND i.body_sha256 IS NOT NULL
+            ORDER BY 1) k;
+
+  -- 1.-2. Control events, and the source of every other item, with the drops
+  -- these rules decide.
+  SELECT array_agg(ROW(r.n, i.provider, i.source, i.subjects, i.route ? 'connection_id', r.body_events,
+                       r.control, r.drop_reason, r.source_id)::wharf.admission_route ORDER BY r.n)
+    INTO v_routes
+    FROM unnest(p_items) WITH ORDINALITY AS i(provider, source, delivery_key, event_type, route, subjects,
+                                              payload, headers, body_sha256, error_code, error_message, n)
+    CROSS JOIN LATERAL (
+      SELECT i.n::integer AS n, dup.events AS body_events,
+             coalesce(i.route->'control' = 'true', false) AS control,
+             CASE
+               WHEN i.route->'control' = 'true' THEN
+                 CASE WHEN wharf.is_control_event(i.provider, i.event_type, i.route, i.payload)
+                      THEN NULL ELSE 'invalid-event-route' END
+               WHEN NOT (i.route ? 'connection_id' OR i.route ? 'installation_id' OR i.route ? 'team_id')
+                 THEN 'work-event-without-source'
+               WHEN src.id IS NULL THEN 'unknown-source'
+               WHEN cardinality(i.subjects) = 0 THEN 'work-event-without-subject'
+               WHEN jsonb_typeof(src.route->'subject_prefixes') = 'array'
+                    AND NOT EXISTS (SELECT FROM jsonb_array_elements_text(src.route->'subject_prefixes') p
+                                     WHERE starts_with(i.subjects[1], p))
+                 THEN 'route-mismatch'
+             END AS drop_reason,
+             CASE WHEN NOT coalesce(i.route->'control' = 'true', false) THEN src.id END AS source_id
+        FROM (SELECT 1) one
+        LEFT JOIN LATERAL (
+          SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                           ORDER BY e.workspace_id NULLS FIRST) AS events
+            FROM wharf.provider_event e
+           WHERE i.body_sha256 IS NOT NULL
+             AND e.source = i.source AND e.body_sha256 = i.body_sha256
+             AND (NOT i.route ? 'connection_id' OR e.connection_id::text = i.route->>'connection_id')
+             AND e.received_at > now() - wharf.setting_interval('replay_window')
+        ) dup ON true
+        LEFT JOIN LATERAL (
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE i.route ? 'connection_id'
+             AND c.id = CASE WHEN i.route->>'connection_id' ~ '^[0-9]{1,18}$' THEN (i.route->>'connection_id')::bigint END
+             AND c.provider = i.provider AND c.source = i.source
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND i.route ? 'installation_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'app_installation'
+             AND c.external_id = i.route->>'installation_id'
+          UNION ALL
+          SELECT c.id, c.route FROM wharf.connection c
+           WHERE NOT i.route ? 'connection_id' AND NOT i.route ? 'installation_id' AND i.route ? 'team_id'
+             AND c.provider = i.provider AND c.source = i.source AND c.kind = 'slack_team'
+             AND c.external_id = i.route->>'team_id'
+          LIMIT 1
+        ) src ON true
+    ) r
+   WHERE i.error_code IS NULL;
+  -- A body stored before answers alone: nothing else is decided for it.
+  v_routes := ARRAY(SELECT ROW(r.n, r.provider, r.source, r.subjects, r.connection_signed,
+                               r.body_events, r.control AND r.body_events IS NULL,
+                               CASE WHEN r.body_events IS NULL THEN r.drop_reason END,
+                               CASE WHEN r.body_events IS NULL THEN r.source_id END)::wharf.admission_route
+                      FROM unnest(v_routes) r);
+
+  -- 3. Lifecycle lock: read the recipients, lock every source, connection
+  -- and workspace in shared mode (sources by key, connections by id,
+  -- workspaces by id: the second class of locks, in one order for every
+  -- caller), read them again under the locks. An item whose source or
+  -- recipients changed in between is refused with WH409.
+  IF EXISTS (SELECT FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL) THEN
+    v_first := wharf.admission_recipients(v_routes);
+    PERFORM wharf.lock_lifecycles(v_routes, v_first);
+    v_locked := wharf.admission_recipients(v_routes);
+    v_changed := wharf.routes_changed(v_first, v_locked);
+  END IF;
+
+  -- 4. Activity, per item and workspace (PAUSED counts as active: it stores
+  -- and holds), and 5. the rows to store: one per admitted workspace, or the
+  -- control row in the provider's system scope.
+  WITH routed AS (
+    SELECT r.*, ((p_items[r.n]).subjects)[1] AS subject
+      FROM unnest(v_routes) r
+     WHERE r.n <> ALL (coalesce(v_changed, '{}')) AND r.body_events IS NULL AND r.drop_reason IS NULL
+  ), recipients AS (
+    SELECT l.* FROM unnest(v_locked) l WHERE NOT l.is_source AND l.n <> ALL (coalesce(v_changed, '{}'))
+  ), workspaces AS (
+    SELECT x.n, x.workspace_id,
+           bool_or(x.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
+           bool_or(x.workspace_state = 'ACTIVE') AS claimable,
+           min(x.connection_id) FILTER (WHERE x.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id
+      FROM recipients x GROUP BY x.n, x.workspace_id
+  ), source_active AS (
+    SELECT l.n, l.state IN ('ACTIVE', 'PAUSED') AS active FROM unnest(v_locked) l WHERE l.is_source
+  )
+  SELECT
+    -- Rows to store, in array order, each item's workspaces in id order.
+    ARRAY(SELECT ROW(w.n, w.workspace_id, w.active_connection_id,
+                     w.workspace_id || ':' || r.provider || ':' || r.subject, w.claimable)::wharf.admission_row
+            FROM workspaces w JOIN routed r ON r.n = w.n
+            JOIN source_active s ON s.n = w.n AND s.active
+           WHERE w.workspace_active AND w.active_connection_id IS NOT NULL
+          UNION ALL
+          SELECT ROW(r.n, NULL, NULL, 'system:' || r.provider || ':' || r.source, true)::wharf.admission_row
+            FROM routed r WHERE r.control
+          ORDER BY 1),
+    -- Refusals: every recipient of a workspace that admits nothing.
+    array_agg_refused.per_item,
+    -- Drops decided under the locks.
+    array_agg_drops.per_item
+    INTO v_rows, v_refused, v_drops
+    FROM (SELECT 1) one
+    CROSS JOIN LATERAL (
+      SELECT array_agg(coalesce(f.refused, '[]') ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN (SELECT x.n, jsonb_agg(jsonb_build_object(
+                                  'connection_id', x.connection_id, 'workspace_id', x.workspace_id,
+                                  'reason', CASE WHEN w.workspace_active THEN 'connection-inactive'
+                                                 ELSE 'workspace-inactive' END)
+                                ORDER BY x.workspace_id, x.connection_id) AS refused
+                     FROM recipients x
+                     JOIN workspaces w ON w.n = x.n AND w.workspace_id = x.workspace_id
+                     JOIN source_active s ON s.n = x.n AND s.active
+                    WHERE NOT (w.workspace_active AND w.active_connection_id IS NOT NULL)
+                    GROUP BY x.n) f ON f.n = k.n
+    ) array_agg_refused
+    CROSS JOIN LATERAL (
+      SELECT array_agg(
+               CASE WHEN r.n IS NULL OR r.n = ANY (coalesce(v_changed, '{}')) OR r.body_events IS NOT NULL THEN NULL
+                    WHEN r.drop_reason IS NOT NULL THEN r.drop_reason
+                    WHEN r.control THEN NULL
+                    WHEN NOT (SELECT s.active FROM source_active s WHERE s.n = r.n) THEN 'source-inactive'
+                    WHEN NOT EXISTS (SELECT FROM recipients x WHERE x.n = r.n) THEN 'no-subscriber'
+               END ORDER BY k.n) AS per_item
+        FROM generate_series(1, cardinality(p_items)) k(n)
+        LEFT JOIN unnest(v_routes) r ON r.n = k.n
+    ) array_agg_drops;
+
+  -- The scope of every row to store, made when missing and locked, in
+  -- (workspace, scope) order: the third class of locks, the order every
+  -- writer of several scopes keeps. Locked (FOR UPDATE) before the rows are
+  -- inserted, so that within a scope ids are assigned and committed in the
+  -- same order and a claim never passes over a row still being inserted. A
+  -- conflict locks the row without writing it (the WHERE is false).
+  INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
+  SELECT DISTINCT ON (r.workspace_id, r.scope_key) r.scope_key, r.workspace_id, r.scope_active
+    FROM unnest(v_rows) r
+   ORDER BY r.workspace_id NULLS FIRST, r.scope_key
+  ON CONFLICT (scope_key) DO UPDATE SET active = s.active WHERE false;
+
+  -- 5. Insert, in array order, each workspace's row due at once; a delivery
+  -- stored before (or earlier in the array) is a duplicate. The new rows are
+  -- the youngest of their scopes: each heads its scope when it has no head.
+  -- The scope trigger is told that this statement keeps the scopes (sql/20).
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  WITH stored AS (
+    INSERT INTO wharf.provider_event
+      (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+       payload, headers, body_sha256)
+    SELECT r.workspace_id, i.provider, i.delivery_key, i.event_type, i.subjects[1], r.scope_key, i.source,
+           r.connection_id, i.payload, i.headers, i.body_sha256
+      FROM unnest(v_rows) WITH ORDINALITY AS r(n, workspace_id, connection_id, scope_key, scope_active, k)
+      CROSS JOIN LATERAL (SELECT (p_items[r.n]).*) i
+     ORDER BY r.k
+    ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+    RETURNING id, scope_key, next_attempt_at,
+              coalesce(workspace_id::text, '') || ' ' || provider || ' ' || delivery_key AS dedupe_key
+  ), heads AS (
+    UPDATE wharf.scope s
+       SET head_id = h.id, head_due_at = h.due_at, ready_at = greatest(h.due_at, clock_timestamp())
+      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at
+              FROM stored x ORDER BY x.scope_key, x.id) h
+     WHERE s.scope_key = h.scope_key AND s.head_id IS NULL
+  )
+  SELECT count(*) > 0, array_agg(id), array_agg(dedupe_key) INTO v_stored, v_ids, v_keys FROM stored;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+
+  -- The receipts' events: each row's id, stored by this call (the first row
+  -- of its dedupe key) or found stored before.
+  v_events := ARRAY(
+    SELECT coalesce(jsonb_agg(jsonb_build_object('workspace_id', r.workspace_id,
+                                                 'event_id', coalesce(v_ids[r.stored_at], e.id),
+                                                 'outcome', CASE WHEN r.stored_at IS NOT NULL THEN 'stored'
+                                                                 ELSE 'duplicate' END)
+                              ORDER BY r.workspace_id NULLS FIRST) FILTER (WHERE r.n IS NOT NULL), '[]')
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      LEFT JOIN (SELECT x.n, x.workspace_id, i.provider, i.delivery_key,
+                        CASE WHEN x.k = min(x.k) OVER (PARTITION BY x.workspace_id, i.provider, i.delivery_key)
+                             THEN array_position(v_keys, coalesce(x.workspace_id::text, '') || ' ' || i.provider
+                                                         || ' ' || i.delivery_key) END AS stored_at
+                   FROM unnest(v_rows) WITH ORDINALITY AS x(n, workspace_id, connection_id, scope_key, scope_active, k)
+                   CROSS JOIN LATERAL (SELECT (p_items[x.n]).provider, (p_items[x.n]).delivery_key) i) r ON r.n = k.n
+      LEFT JOIN LATERAL (
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NOT NULL
+           AND e.workspace_id = r.workspace_id AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+        UNION ALL
+        SELECT e.id FROM wharf.provider_event e
+         WHERE r.stored_at IS NULL AND r.workspace_id IS NULL AND e.workspace_id IS NULL
+           AND e.provider = r.provider AND e.delivery_key = r.delivery_key
+      ) e ON true
+     GROUP BY k.n
+     ORDER BY k.n);
+
+  -- Every refusal and drop, in array order: no payload, no header.
+  INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+  SELECT i.provider, i.source, i.delivery_key, x.connection_id, x.workspace_id, x.reason
+    FROM generate_series(1, cardinality(p_items)) k(n)
+    CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+    CROSS JOIN LATERAL (
+      SELECT (f->>'connection_id')::bigint AS connection_id, (f->>'workspace_id')::bigint AS workspace_id,
+             f->>'reason' AS reason, o AS rank
+        FROM jsonb_array_elements(v_refused[k.n]) WITH ORDINALITY AS f(f, o)
+      UNION ALL
+      SELECT r.source_id, NULL, v_drops[k.n], 0
+        FROM (SELECT 1) one LEFT JOIN unnest(v_routes) r ON r.n = k.n
+       WHERE v_drops[k.n] IS NOT NULL
+    ) x
+   ORDER BY k.n, x.rank;
+
+  -- 6. Wake-up, delivered at commit, only while some claimer is idle.
+  IF v_stored THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+
+  RETURN ARRAY(
+    SELECT CASE
+             WHEN i.error_code IS NOT NULL
+               THEN jsonb_build_object('error', jsonb_build_object('code', i.error_code, 'message', i.error_message))
+             WHEN k.n = ANY (coalesce(v_changed, '{}'))
+               THEN jsonb_build_object('error', jsonb_build_object('code', 'WH409',
+                      'message', format('wharf.admit: the route of %s changed during admission; retry', i.source)))
+             ELSE jsonb_build_object('delivery_key', i.delivery_key,
+                                     'events', coalesce(r.body_events, v_events[k.n]),
+                                     'refused', CASE WHEN r.body_events IS NULL THEN v_refused[k.n] ELSE '[]' END,
+                                     'dropped', v_drops[k.n])
+           END
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+      LEFT JOIN unnest(v_routes) r ON r.n = k.n
+     ORDER BY k.n);
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.admit_items(wharf.admission_item[]) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAULT 'handled'::text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+  v_scope_key text;
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL OR p_outcome IS NULL OR p_outcome = '' THEN
+    RAISE EXCEPTION 'wharf.complete: id, epoch and outcome are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  UPDATE wharf.provider_event
+     SET state = 'DONE', outcome = p_outcome, handled_at = clock_timestamp(), leased_until = NULL
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+  RETURNING scope_key INTO v_scope_key;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  IF v_scope_key IS NULL THEN
+    RETURN false;
+  END IF;
+  PERFORM wharf.free_scopes(ARRAY[p_id], ARRAY[v_scope_key]);
+  RETURN true;
+END $function$;
+REVOKE ALL ON FUNCTION wharf.complete(bigint,bigint,text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.complete_many(p_ids bigint[], p_epochs bigint[], p_outcomes text[])
+ RETURNS SETOF bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET enable_seqscan TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_hashjoin TO 'off'
+AS $function$
+DECLARE
+  v_ids    bigint[];
+  v_scopes text[];
+BEGIN
+  IF p_ids IS NULL OR p_epochs IS NULL OR p_outcomes IS NULL THEN
+    RAISE EXCEPTION 'wharf.complete_many: ids, epochs and outcomes are required' USING ERRCODE = '22004';
+  END IF;
+  IF cardinality(p_epochs) <> cardinality(p_ids) OR cardinality(p_outcomes) <> cardinality(p_ids) THEN
+    RAISE EXCEPTION 'wharf.complete_many: % ids, % epochs and % outcomes: one of each per lease',
+      cardinality(p_ids), cardinality(p_epochs), cardinality(p_outcomes) USING ERRCODE = '22023';
+  END IF;
+  IF EXISTS (SELECT FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
+              WHERE c.id IS NULL OR c.epoch IS NULL OR c.outcome IS NULL OR c.outcome = '') THEN
+    RAISE EXCEPTION 'wharf.complete_many: every id, epoch and outcome is required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  WITH done AS (
+    UPDATE wharf.provider_event e
+       SET state = 'DONE', outcome = c.outcome, handled_at = clock_timestamp(), leased_until = NULL
+      FROM unnest(p_ids, p_epochs, p_outcomes) WITH ORDINALITY AS c(id, epoch, outcome, n)
+     WHERE e.id = c.id AND e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+    RETURNING e.id, e.scope_key, c.n
+  )
+  SELECT array_agg(id ORDER BY n), array_agg(scope_key ORDER BY n) INTO v_ids, v_scopes FROM done;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  PERFORM wharf.free_scopes(v_ids, v_scopes);
+  RETURN QUERY SELECT unnest(v_ids);
+END $function$;
+REVOKE ALL ON FUNCTION wharf.complete_many(bigint[],bigint[],text[]) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.continue_bulk_replay(p_workspace_id bigint, p_id bigint, p_batch integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+  v_replay   wharf.bulk_replay;
+  v_ids      bigint[];
+  v_id       bigint;
+  v_replayed integer := 0;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 OR p_batch > 1000 THEN
+    RAISE EXCEPTION 'wharf.continue_bulk_replay: batch must be between 1 and 1000' USING ERRCODE = '22023';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  SELECT * INTO v_replay FROM wharf.bulk_replay
+   WHERE id = p_id AND workspace_id = p_workspace_id
+     FOR UPDATE SKIP LOCKED;
+  IF NOT FOUND THEN
+    IF EXISTS (SELECT FROM wharf.bulk_replay WHERE id = p_id AND workspace_id = p_workspace_id) THEN
+      RETURN NULL;
+    END IF;
+    RAISE EXCEPTION 'wharf: workspace % has no bulk replay %', p_workspace_id, p_id USING ERRCODE = 'P0002';
+  END IF;
+  IF v_replay.finished_at IS NOT NULL THEN
+    RETURN wharf.bulk_replay_summary(v_replay);
+  END IF;
+
+  -- Lock the events in id order, then their scopes in key order, then
+  -- requeue: the order erase_person keeps. Left to the scope-head trigger,
+  -- the scopes would be locked in event order, and two batches (or a batch
+  -- and an erasure) whose events share scopes in another order would wait
+  -- for each other in a cycle.
+  SELECT array_agg(c.id ORDER BY c.id) INTO v_ids
+    FROM (SELECT e.id
+            FROM wharf.bulk_replay_candidates(p_workspace_id, v_replay.filter, v_replay.force,
+                                              v_replay.started_at, v_replay.after_id) e
+           ORDER BY e.id
+           LIMIT p_batch) c;
+  PERFORM FROM wharf.provider_event WHERE id = ANY (v_ids) ORDER BY id FOR UPDATE;
+  PERFORM FROM wharf.scope s
+   WHERE s.scope_key IN (SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_ids))
+   ORDER BY s.workspace_id NULLS FIRST, s.scope_key
+     FOR UPDATE;
+
+  FOREACH v_id IN ARRAY coalesce(v_ids, '{}') LOOP
+    IF wharf.requeue_dead(p_workspace_id, v_id, v_replay.requested_by, v_replay.force) THEN
+      v_replayed := v_replayed + 1;
+    END IF;
+  END LOOP;
+
+  UPDATE wharf.bulk_replay
+     SET replayed    = replayed + v_replayed,
+         after_id    = coalesce(v_ids[cardinality(v_ids)], after_id),
+         updated_at  = clock_timestamp(),
+         finished_at = CASE WHEN coalesce(cardinality(v_ids), 0) < p_batch THEN clock_timestamp() END,
+         -- An event that died just before the start but committed after the
+         -- count is replayed too: the total is never below what was done.
+         matched     = greatest(matched, replayed + v_replayed)
+   WHERE id = p_id
+  RETURNING * INTO v_replay;
+  RETURN wharf.bulk_replay_summary(v_replay);
+END $function$;
+REVOKE ALL ON FUNCTION wharf.continue_bulk_replay(bigint,bigint,integer) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.erase_person(p_source text, p_identities jsonb)
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_ids     text[];
+  v_logins  text[];
+  v_events  bigint[];
+  v_deleted bigint;
+BEGIN
+  IF p_source IS NULL OR p_identities IS NULL THEN
+    RAISE EXCEPTION 'wharf.erase_person: source and identities are required' USING ERRCODE = '22004';
+  END IF;
+  IF jsonb_typeof(p_identities) <> 'object'
+     OR jsonb_typeof(coalesce(p_identities->'ids', '[]')) <> 'array'
+     OR jsonb_typeof(coalesce(p_identities->'logins', '[]')) <> 'array' THEN
+    RAISE EXCEPTION 'wharf.erase_person: identities must be {"ids": [...], "logins": [...]}'
+      USING ERRCODE = '22023';
+  END IF;
+  SELECT coalesce(array_agg(v #>> '{}'), '{}') INTO v_ids
+    FROM jsonb_array_elements(coalesce(p_identities->'ids', '[]')) v
+   WHERE jsonb_typeof(v) IN ('string', 'number');
+  SELECT coalesce(array_agg(v #>> '{}'), '{}') INTO v_logins
+    FROM jsonb_array_elements(coalesce(p_identities->'logins', '[]')) v
+   WHERE jsonb_typeof(v) IN ('string', 'number');
+  IF cardinality(v_ids) + cardinality(v_logins) = 0 THEN
+    RAISE EXCEPTION 'wharf.erase_person: name at least one id or login' USING ERRCODE = '22023';
+  END IF;
+
+  -- Lock the events, then their scopes, then delete: the same order as every
+  -- state change (event row, then its scope through the trigger). Deleting at
+  -- once would lock the scopes in scan order at the end of the DELETE, while
+  -- a redelivery that holds one of them waits for the deleted row (ON
+  -- CONFLICT): a deadlock. Locked but not yet deleted, a row is simply a
+  -- duplicate to that redelivery.
+  SELECT coalesce(array_agg(id), '{}') INTO v_events
+    FROM (SELECT e.id FROM wharf.provider_event e
+           WHERE e.source = p_source
+             AND wharf.payload_names_person(e.provider, e.payload, v_ids, v_logins)
+           ORDER BY e.id
+             FOR UPDATE) matched;
+  PERFORM FROM wharf.scope s
+   WHERE s.scope_key IN (SELECT e.scope_key FROM wharf.provider_event e WHERE e.id = ANY (v_events))
+   ORDER BY s.workspace_id NULLS FIRST, s.scope_key
+     FOR UPDATE;
+
+  DELETE FROM wharf.provider_event WHERE id = ANY (v_events);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.erase_person(text,jsonb) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+  v_now   timestamptz := clock_timestamp();
+  v_row   record;
+  v_dead  boolean;
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL OR p_kind IS NULL OR p_error_class IS NULL THEN
+    RAISE EXCEPTION 'wharf.fail: id, epoch, kind and error_class are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_kind NOT IN ('transient', 'unknown', 'permanent', 'uncertain') THEN
+    RAISE EXCEPTION 'wharf.fail: unknown failure kind %', quote_literal(p_kind) USING ERRCODE = '22023';
+  END IF;
+  IF p_error_class !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$' THEN
+    RAISE EXCEPTION 'wharf.fail: error_class must be a class name, not free text' USING ERRCODE = '22023';
+  END IF;
+
+  SELECT attempt, failures, leased_by, leased_at INTO v_row
+    FROM wharf.provider_event
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+   FOR NO KEY UPDATE;  -- the lock the UPDATE below takes anyway
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+
+  v_dead := p_kind IN ('permanent', 'uncertain')
+            OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'));
+
+  UPDATE wharf.provider_event
+     SET failures        = failures + CASE WHEN p_kind = 'unknown' THEN 1 ELSE 0 END,
+         error_class     = p_error_class,
+         leased_until    = NULL,
+         state           = CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END,
+         outcome         = CASE WHEN p_kind = 'uncertain' THEN 'uncertain' END,
+         dead_at         = CASE WHEN v_dead THEN v_now END,
+         next_attempt_at = CASE WHEN v_dead THEN next_attempt_at
+                                ELSE v_now + wharf.retry_delay(v_row.attempt) END
+   WHERE id = p_id;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class);
+  RETURN CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
+END $function$;
+REVOKE ALL ON FUNCTION wharf.fail(bigint,bigint,text,text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.free_scopes(p_ids bigint[], p_scope_keys text[])
+ RETURNS void
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+BEGIN
+  DELETE FROM wharf.scope s
+   USING unnest(p_ids, p_scope_keys) AS l(id, scope_key)
+   WHERE s.scope_key = l.scope_key AND s.leased_id = l.id AND s.head_id IS NULL;
+  UPDATE wharf.scope s
+     SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp())
+    FROM unnest(p_ids, p_scope_keys) AS l(id, scope_key)
+   WHERE s.scope_key = l.scope_key AND s.leased_id = l.id;
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.free_scopes(bigint[],text[]) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.keep_scope_heads()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+AS $function$
+DECLARE
+  v_old_scope  text := CASE WHEN TG_OP <> 'INSERT' THEN OLD.scope_key END;
+  v_new_scope  text := CASE WHEN TG_OP <> 'DELETE' THEN NEW.scope_key END;
+  v_old_state  text := CASE WHEN TG_OP <> 'INSERT' THEN OLD.state END;
+  v_new_state  text := CASE WHEN TG_OP <> 'DELETE' THEN NEW.state END;
+  v_moved      boolean := v_old_scope IS DISTINCT FROM v_new_scope;
+  v_next       record;
+BEGIN
+  -- Left the queue (claimed by hand, ended, deleted, moved): the next row heads.
+  IF v_old_state = 'QUEUED' AND (v_moved OR v_new_state IS DISTINCT FROM 'QUEUED') THEN
+    SELECT * INTO v_next FROM wharf.next_in_scope(v_old_scope, OLD.id);
+    UPDATE wharf.scope
+       SET head_id = v_next.id, head_due_at = v_next.due_at,
+           ready_at = greatest(v_next.due_at, clock_timestamp())
+     WHERE scope_key = v_old_scope AND head_id = OLD.id;
+  END IF;
+
+  -- A lease ended: its scope is free, ready when its head is due.
+  IF v_old_state = 'LEASED' AND (v_moved OR v_new_state IS DISTINCT FROM 'LEASED') THEN
+    UPDATE wharf.scope
+       SET leased_id = NULL, ready_at = greatest(head_due_at, clock_timestamp())
+     WHERE scope_key = v_old_scope AND leased_id = OLD.id;
+  END IF;
+
+  -- A lease taken: the scope's one lease, or an error.
+  IF v_new_state = 'LEASED' AND (v_moved OR v_old_state IS DISTINCT FROM 'LEASED') THEN
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, leased_id, active)
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id,
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+    ON CONFLICT (scope_key) DO UPDATE SET leased_id = excluded.leased_id
+     WHERE s.leased_id IS NULL OR s.leased_id = excluded.leased_id;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'wharf: scope % already has a LEASED event; event % cannot be leased too',
+        NEW.scope_key, NEW.id
+        USING ERRCODE = '23505', TABLE = 'provider_event', CONSTRAINT = 'scope_one_lease';
+    END IF;
+  END IF;
+
+  -- Entered the queue or rescheduled in it: it heads its scope when older
+  -- than the head (equal: the head's due time changed).
+  IF v_new_state = 'QUEUED' THEN
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active)
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at,
+            greatest(NEW.next_attempt_at, clock_timestamp()),
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+    ON CONFLICT (scope_key) DO UPDATE
+       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at
+     WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
+  END IF;
+
+  -- A scope left with nothing queued or leased goes (admission makes it again).
+  IF v_old_state IN ('QUEUED', 'LEASED') AND (v_moved OR v_new_state NOT IN ('QUEUED', 'LEASED') OR TG_OP = 'DELETE') THEN
+    DELETE FROM wharf.scope
+     WHERE scope_key = v_old_scope AND head_id IS NULL AND leased_id IS NULL;
+  END IF;
+  RETURN NULL;
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.keep_scope_heads() TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.lock_scope(p_scope_key text, p_workspace_id bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+AS $function$
+BEGIN
+  PERFORM FROM wharf.scope WHERE scope_key = p_scope_key FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO wharf.scope (scope_key, workspace_id, active)
+    VALUES (p_scope_key, p_workspace_id,
+            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true))
+    ON CONFLICT (scope_key) DO NOTHING;
+    -- A concurrent admitter may have created it first: wait for its row.
+    PERFORM FROM wharf.scope WHERE scope_key = p_scope_key FOR UPDATE;
+  END IF;
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.lock_scope(text,bigint) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint)
+ RETURNS record
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+  v_done_before timestamptz := now() - wharf.setting_interval('replay_window');
+  v_dead_before timestamptz := now() - wharf.setting_interval('dead_retention');
+BEGIN
+  DELETE FROM wharf.provider_event
+   WHERE received_at < v_done_before AND state = 'DONE' AND handled_at < v_done_before;
+  GET DIAGNOSTICS done_deleted = ROW_COUNT;
+
+  DELETE FROM wharf.provider_event
+   WHERE received_at < v_dead_before AND state = 'DEAD' AND dead_at < v_dead_before;
+  GET DIAGNOSTICS dead_deleted = ROW_COUNT;
+
+  -- A scope row being used right now is locked: pass over it.
+  DELETE FROM wharf.scope s
+   WHERE s.scope_key IN (SELECT scope_key FROM wharf.scope
+                          WHERE head_id IS NULL AND leased_id IS NULL
+                          FOR UPDATE SKIP LOCKED);
+END $function$;
+REVOKE ALL ON FUNCTION wharf.purge() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision)
+ RETURNS record
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+  SELECT (SELECT coalesce(jsonb_object_agg(state, n), '{}')
+            FROM (SELECT state, count(*) AS n FROM wharf.provider_event GROUP BY state) s),
+         coalesce((SELECT extract(epoch FROM clock_timestamp() - min(head_due_at))::float8
+                     FROM wharf.scope
+                    WHERE head_id IS NOT NULL AND leased_id IS NULL AND active
+                      AND head_due_at <= clock_timestamp()), 0)
+$function$;
+REVOKE ALL ON FUNCTION wharf.queue_stats() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.release(p_id bigint, p_epoch bigint)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+  v_row record;
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL THEN
+    RAISE EXCEPTION 'wharf.release: id and epoch are required' USING ERRCODE = '22004';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  UPDATE wharf.provider_event
+     SET state = 'QUEUED', attempt = greatest(attempt - 1, 0), next_attempt_at = now(), leased_until = NULL
+   WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
+  RETURNING attempt + 1 AS attempt, leased_by, leased_at INTO v_row;  -- the lease's own attempt
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, clock_timestamp(), 'released');
+  PERFORM wharf.notify_idle_claimers();
+  RETURN true;
+END $function$;
+REVOKE ALL ON FUNCTION wharf.release(bigint,bigint) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.requeue_dead(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF p_id IS NULL OR p_account IS NULL OR p_account = '' OR p_force IS NULL THEN
+    RAISE EXCEPTION 'wharf: replay needs an event id, an account and force' USING ERRCODE = '22004';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  UPDATE wharf.provider_event
+     SET state = 'QUEUED', attempt = 0, failures = 0, outcome = NULL, dead_at = NULL,
+         next_attempt_at = now(), leased_until = NULL,
+         replayed_by = p_account, replayed_at = now()
+   WHERE id = p_id
+     AND workspace_id IS NOT DISTINCT FROM p_workspace_id
+     AND state = 'DEAD'
+     AND (outcome IS DISTINCT FROM 'uncertain' OR p_force);
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM wharf.notify_idle_claimers();
+  RETURN true;
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.requeue_dead(bigint,bigint,text,boolean) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.store_event(p_item wharf.admission_item, p_workspace_id bigint, p_connection_id bigint, p_scope_key text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_id bigint;
+BEGIN
+  PERFORM wharf.lock_scope(p_scope_key, p_workspace_id);
+  INSERT INTO wharf.provider_event
+    (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+     payload, headers, body_sha256)
+  VALUES
+    (p_workspace_id, p_item.provider, p_item.delivery_key, p_item.event_type, p_item.subjects[1], p_scope_key,
+     p_item.source, p_connection_id, p_item.payload, p_item.headers, p_item.body_sha256)
+  ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+  RETURNING id INTO v_id;
+  IF v_id IS NOT NULL THEN
+    RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
+  END IF;
+  SELECT id INTO v_id FROM wharf.provider_event
+   WHERE workspace_id IS NOT DISTINCT FROM p_workspace_id AND provider = p_item.provider
+     AND delivery_key = p_item.delivery_key;
+  RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.store_event(wharf.admission_item,bigint,bigint,text) TO PUBLIC;
