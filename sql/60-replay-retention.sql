@@ -114,7 +114,7 @@ DECLARE
   v_audit_before timestamptz := now() - wharf.setting_interval('audit_retention');
   v_batch        integer := wharf.setting_integer('purge_batch');
   v_deleted      bigint;
-  v_total        bigint := 0;
+  v_total        bigint := 0::bigint;
 BEGIN
   DELETE FROM wharf.admission_log
    WHERE id IN (SELECT id FROM wharf.admission_log WHERE at < v_log_before ORDER BY at LIMIT v_batch);

@@ -11,8 +11,6 @@ import { completeEvents, type Completion } from './sql/claim-lease.js';
 import { isConnectionTrouble, retryOnConnectionTrouble } from './transient.js';
 
 interface Pending extends Completion {
-  workspaceId: string | null;
-  scopeKey: string;
   resolve: (completed: boolean) => void;
   reject: (error: unknown) => void;
 }
@@ -37,9 +35,7 @@ export class CompletionBatcher {
   /** Resolves true when the row is DONE, false when its lease was no longer held. */
   complete(row: ProviderEventRow, outcome: Completion['outcome']): Promise<boolean> {
     return new Promise((resolve, reject) => {
-      this.queue.push({
-        id: row.id, epoch: row.lease_epoch, outcome, workspaceId: row.workspace_id, scopeKey: row.scope_key, resolve, reject,
-      });
+      this.queue.push({ id: row.id, epoch: row.lease_epoch, outcome, resolve, reject });
       if (this.writing) return;
       // Wait out the current turn of the event loop: the other handlers of
       // the same claim end in it, and their completions join this one.
@@ -50,10 +46,8 @@ export class CompletionBatcher {
 
   private async write(): Promise<void> {
     while (this.queue.length > 0) {
-      // Admission's lock order: workspace (installation rows first), then scope.
-      const batch = this.queue.splice(0, maxBatch).sort(
-        (a, b) => compareWorkspaces(a.workspaceId, b.workspaceId) || (a.scopeKey < b.scopeKey ? -1 : a.scopeKey > b.scopeKey ? 1 : 0),
-      );
+      // In any order: complete_many locks events and scopes in the database's one lock order (sql/20, sql/30).
+      const batch = this.queue.splice(0, maxBatch);
       try {
         const completed = await retryOnConnectionTrouble(
           () => completeEvents(this.pool, batch),
@@ -66,8 +60,9 @@ export class CompletionBatcher {
           for (const pending of batch) pending.reject(error);
           continue;
         }
-        // A batch can deadlock with an erasure, which locks events in id
-        // order: nothing of it committed, so each completion is tried alone.
+        // Whatever failed the batch (a bad element, a lock wait past its
+        // bound that outlasted the retries), nothing of it committed: each
+        // completion is tried alone.
         this.logger.debug({ error_class: classOf(error), size: batch.length }, 'batched completion failed; completing one by one');
         for (const pending of batch) {
           completeEvents(this.pool, [pending]).then(([completed]) => pending.resolve(completed === true), pending.reject);
@@ -76,11 +71,4 @@ export class CompletionBatcher {
     }
     this.writing = false;
   }
-}
-
-function compareWorkspaces(a: string | null, b: string | null): number {
-  if (a === b) return 0;
-  if (a === null) return -1;
-  if (b === null) return 1;
-  return BigInt(a) < BigInt(b) ? -1 : 1;
 }

@@ -1,6 +1,7 @@
 // Builds the ctx a handler receives for one leased event.
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import type { AttemptTransactions } from './attempt-transactions.js';
 import { runFencedTransaction } from './fenced-transaction.js';
 import type { HandlerContext, InboxEvent } from './handlers.js';
 import type { LazyAbort } from './lazy-abort.js';
@@ -37,12 +38,14 @@ export function createHandlerContext(options: {
   pool: pg.Pool;
   row: ProviderEventRow;
   abort: LazyAbort;
+  attempt: AttemptTransactions;
   logger: () => Logger;
 }): HandlerContext {
-  const { pool, row, abort } = options;
+  const { pool, row, abort, attempt } = options;
   const lease: LeaseWithToken = { id: row.id, epoch: row.lease_epoch, token: row.lease_token };
   const transactionOptions = {
     pool,
+    attempt,
     get signal() {
       return abort.signal;
     },

@@ -33,7 +33,13 @@ export interface WorkerOptions {
    * Where handlers' business transactions (ctx.step, ctx.transaction) run:
    * a pool of the application's own role, which needs EXECUTE on the
    * token-taking wharf.step and wharf.fence and nothing else of the inbox.
-   * Default: `pool`.
+   * Default: a pool of `concurrency` connections the worker makes from
+   * `connectionString` (or `pool`'s settings), apart from the one its own
+   * statements use, so that hung handlers never hold up claims, renewals,
+   * completions or the reaper. A pool given here should set
+   * `options: '-c client_connection_check_interval=1000'`: when an attempt
+   * ends, its open transactions have their connection cut, and a statement
+   * that is running notices only at that interval.
    */
   handlerPool?: pg.Pool;
   handlers: HandlerMap;
@@ -90,6 +96,10 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   readonly registry = workerRegistry;
   private readonly pool: pg.Pool;
   private readonly ownsPool: boolean;
+  private readonly handlerPool: pg.Pool;
+  private readonly ownsHandlerPool: boolean;
+  /** Handlers past their timeout that have not returned. */
+  private abandoned = 0;
   private readonly concurrency: number;
   private readonly logger: Logger;
   private readonly wakeup = new Wakeup();
@@ -136,6 +146,16 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
         connectionTimeoutMillis: 10_000, keepAlive: true,
       });
     this.pool.on('error', (error) => this.logger.warn({ error_class: classOf(error) }, 'idle pool connection lost'));
+    this.ownsHandlerPool = !options.handlerPool;
+    this.handlerPool = options.handlerPool ?? new pg.Pool({
+      ...(options.pool?.options ?? { connectionString: options.connectionString, connectionTimeoutMillis: 10_000, keepAlive: true }),
+      max: this.concurrency, idleTimeoutMillis: 2_000,
+      // A statement of an attempt whose connection was cut stops within a second (worker/attempt-transactions.ts).
+      options: [options.pool?.options.options, '-c client_connection_check_interval=1000'].filter(Boolean).join(' '),
+    });
+    if (this.ownsHandlerPool) {
+      this.handlerPool.on('error', (error) => this.logger.warn({ error_class: classOf(error) }, 'idle handler connection lost'));
+    }
     this.completions = new CompletionBatcher(this.pool, this.logger, this.closingAbort.signal);
     this.listener = new Listener({
       pool: this.pool,
@@ -197,6 +217,8 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   }
 
   async ready(): Promise<boolean> {
+    // Every slot's handler hung past its timeout: this host is wedged, whatever the database says.
+    if (this.abandoned >= this.concurrency) return false;
     try {
       await this.pool.query('SELECT 1');
       return true;
@@ -294,12 +316,16 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     const settings = this.current;
     const run = new EventRun({
       pool: this.pool,
-      handlerPool: this.options.handlerPool ?? this.pool,
+      handlerPool: this.handlerPool,
       completions: this.completions,
       row,
       handler: findHandler(this.options.handlers, row.provider, row.event_type),
       handlerTimeout: settings.handlerTimeout,
       logger: this.logger,
+      onAbandoned: (change) => {
+        this.abandoned += change;
+        if (change === 1) this.logger.warn({ event_id: row.id, abandoned: this.abandoned }, 'handler abandoned past its timeout');
+      },
       onHandlerEnded: () => {
         this.handling -= 1;
         this.startWaiting();
@@ -321,6 +347,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   private async shutDown(): Promise<void> {
     if (!this.settings) {
       if (this.ownsPool) await this.pool.end();
+      if (this.ownsHandlerPool) await this.handlerPool.end();
       return;
     }
     this.stopping = true;
@@ -350,7 +377,8 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     await this.listener.stop();
     // A handler stuck in a business transaction holds its connection: the
     // pool's end waits for it only so long.
-    if (this.ownsPool) await Promise.race([this.pool.end(), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]);
+    const ended = [this.ownsPool && this.pool.end(), this.ownsHandlerPool && this.handlerPool.end()].filter((end) => end !== false);
+    if (ended.length > 0) await Promise.race([Promise.all(ended), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]);
     this.logger.info('worker stopped');
   }
 }

@@ -5,6 +5,7 @@
 // is abandoned.
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import { AttemptTransactions } from './attempt-transactions.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import { classifyFailure, classOf, type Classification } from './classify.js';
 import { createHandlerContext } from './context.js';
@@ -12,6 +13,7 @@ import { HandlerTimeoutError, LeaseLostError, WorkerStoppingError } from './erro
 import type { Handler } from './handlers.js';
 import { LazyAbort } from './lazy-abort.js';
 import {
+  abandonedHandlers,
   completedTotal,
   deadTotal,
   droppedTotal,
@@ -50,6 +52,8 @@ export interface EventRunOptions {
   logger: Logger;
   /** The handler is over (or never ran): its slot is free while the closing write goes on. */
   onHandlerEnded: () => void;
+  /** A handler past its timeout is still running (+1), or has returned at last (-1). */
+  onAbandoned: (change: 1 | -1) => void;
   onSettled: (outcome: RunOutcome) => void;
   /** Aborts the retries of a closing write when the worker stops waiting for them. */
   closingSignal: AbortSignal;
@@ -75,10 +79,13 @@ export class EventRun {
   private resolveSettled!: (outcome: RunOutcome) => void;
   private ending: Ending | undefined;
   private readonly handlerAbort = new LazyAbort();
+  /** The handler's business transactions: closed before the closing write (worker/attempt-transactions.ts). */
+  private readonly transactions = new AttemptTransactions();
   private readonly started = performance.now();
   private childLogger: Logger | undefined;
   private timeoutTimer: NodeJS.Timeout | undefined;
   private leaseLost = false;
+  private handlerReturned = false;
 
   constructor(private readonly options: EventRunOptions) {
     this.lease = { id: options.row.id, epoch: options.row.lease_epoch };
@@ -106,7 +113,9 @@ export class EventRun {
       return;
     }
     this.timeoutTimer = setTimeout(() => this.end({ by: 'timeout' }), handlerTimeout);
-    const ctx = createHandlerContext({ pool: handlerPool, row, abort: this.handlerAbort, logger: () => this.logger });
+    const ctx = createHandlerContext({
+      pool: handlerPool, row, abort: this.handlerAbort, attempt: this.transactions, logger: () => this.logger,
+    });
     // Called now, not in a later microtask: the claim loop's next statement
     // (a socket write, about 0.1 ms on loopback TCP here) would otherwise go
     // first and delay every handler's start. A handler that throws
@@ -120,7 +129,10 @@ export class EventRun {
     Promise.resolve(handled).then(
       () => this.end({ by: 'success' }),
       (error: unknown) => this.end({ by: 'error', error }),
-    );
+    ).finally(() => {
+      this.handlerReturned = true;
+      if (this.ending?.by === 'timeout') this.abandoned(-1);
+    });
   }
 
   /** The worker is stopping: tell the handler, let it finish within the drain. */
@@ -150,7 +162,15 @@ export class EventRun {
     if (this.ending) return;
     this.ending = ending;
     clearTimeout(this.timeoutTimer);
-    if (ending.by === 'timeout') this.handlerAbort.abort(new HandlerTimeoutError('handler timeout'));
+    if (ending.by === 'timeout') {
+      this.handlerAbort.abort(new HandlerTimeoutError('handler timeout'));
+      // Still running after the timeout: counted until it returns, if ever.
+      if (!this.handlerReturned) this.abandoned(1);
+    }
+    // No business transaction of this attempt commits after this point, and
+    // the open ones are cut off, so that the closing write below, which
+    // waits for them in SQL, ends the lease after them (top of sql/30).
+    this.transactions.close();
     this.options.onHandlerEnded();
     this.close(ending).then(
       (outcome) => this.finish(outcome),
@@ -161,6 +181,11 @@ export class EventRun {
         this.finish('write-failed');
       },
     );
+  }
+
+  private abandoned(change: 1 | -1): void {
+    abandonedHandlers.inc(change);
+    this.options.onAbandoned(change);
   }
 
   private finish(outcome: RunOutcome): void {

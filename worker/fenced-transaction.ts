@@ -3,6 +3,7 @@
 // deadlock) rolls back and runs the same transaction again, in order, without
 // touching the failure budget.
 import type pg from 'pg';
+import type { AttemptTransactions } from './attempt-transactions.js';
 import { causeChain, errorCode } from './causes.js';
 import { busySqlStates } from './classify.js';
 import { withPoolClient } from './pool-client.js';
@@ -10,6 +11,8 @@ import { backoff, sleep } from './transient.js';
 
 export interface FencedTransactionOptions {
   pool: pg.Pool;
+  /** The attempt's open transactions: none commits once the attempt has ended. */
+  attempt: AttemptTransactions;
   /** Stops the retries (the thrown error is the signal's reason). */
   signal: AbortSignal;
   onBusyRetry: () => void;
@@ -24,15 +27,19 @@ export async function runFencedTransaction<T>(
 ): Promise<T> {
   for (let retry = 0; ; retry += 1) {
     const outcome = await withPoolClient(options.pool, async (tx, discard) => {
+      options.attempt.begin(tx);
       try {
         await tx.query('BEGIN');
         const result = await body(tx);
+        options.attempt.beforeCommit();
         await tx.query('COMMIT');
         return { committed: true as const, result };
       } catch (error) {
         await tx.query('ROLLBACK').catch(discard);
         if (!isBusy(error) || options.signal.aborted) throw error;
         return { committed: false as const };
+      } finally {
+        options.attempt.end(tx);
       }
     });
     if (outcome.committed) return outcome.result;

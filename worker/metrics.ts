@@ -67,7 +67,7 @@ export const retentionFailuresTotal = new Counter({
 
 export const retentionDeletedTotal = new Counter({
   name: 'integration_consumer_inbox_retention_deleted_total',
-  help: 'Rows deleted by retention, by state',
+  help: 'Rows deleted by retention: events by state, and LOG for admission log, replay audit and finished bulk replay rows',
   labelNames: ['state'] as const,
   registers,
 });
@@ -129,4 +129,30 @@ export const oldestDueAge = new Gauge({
     const stats = await currentStats();
     if (stats) this.set(stats.oldestDueAge);
   },
+});
+
+export const stuckScopes = new Gauge({
+  name: 'integration_consumer_stuck_scopes',
+  help: 'Scopes whose head has been failing, or due and unclaimed, for longer than the stuck_after setting',
+  registers,
+  async collect() {
+    const stats = await currentStats();
+    if (stats) this.set(stats.stuckScopes);
+  },
+});
+
+export const oldestStuckAge = new Gauge({
+  name: 'integration_consumer_oldest_stuck_scope_age_seconds',
+  help: 'How long the longest-stuck scope has been failing or waiting (0 when none is stuck)',
+  registers,
+  async collect() {
+    const stats = await currentStats();
+    if (stats) this.set(stats.oldestStuckAge);
+  },
+});
+
+export const abandonedHandlers = new Gauge({
+  name: 'integration_consumer_abandoned_handlers',
+  help: 'Handlers past handler_timeout that have not returned yet (their attempts are closed; they hold no lease)',
+  registers,
 });

@@ -2,7 +2,7 @@
 -- jitter, the four failure kinds, the unknown-failure budget, and DEAD rows
 -- that keep their payload but no message.
 BEGIN;
-SELECT plan(41);
+SELECT plan(54);
 
 -- Fixture: workspace 1 with one generic connection; rows admitted through
 -- wharf.admit.
@@ -136,6 +136,39 @@ SELECT is_empty(
   $$SELECT 1 FROM wharf.provider_event WHERE state = 'DEAD'
       AND (error_class !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]*$' OR headers::text ILIKE '%s3cret%')$$,
   'no DEAD row stores a message or a credential');
+
+-- transient_max_age (contract v5): transient failures have a ceiling.
+SELECT pg_temp.admit_with_headers('repo:t', k) FROM unnest(ARRAY['t1', 't2']) k;
+SELECT is((SELECT delivery_key FROM wharf.claim('w', 10) WHERE delivery_key LIKE 't%'), 't1', 't1 heads its scope');
+SELECT is(wharf.fail((pg_temp.event('t1')).id, 1, 'transient', 'HTTP503'), 'QUEUED', 'a first transient failure is retried');
+SELECT ok((pg_temp.event('t1')).transient_since BETWEEN now() AND clock_timestamp(),
+          'it records when the transient failures began');
+SELECT ok((SELECT failing_since IS NOT NULL FROM wharf.scope WHERE scope_key = (pg_temp.event('t1')).scope_key),
+          'its scope is failing since then');
+-- Within transient_max_age: retried, the start kept.
+UPDATE wharf.provider_event SET transient_since = clock_timestamp() - interval '23 hours' WHERE delivery_key = 't1';
+SELECT is(pg_temp.reclaim('t1'), 2::bigint, 't1 is leased again');
+SELECT is(wharf.fail((pg_temp.event('t1')).id, 2, 'transient', 'HTTP503'), 'QUEUED',
+          'transient failures younger than transient_max_age are retried');
+SELECT ok((pg_temp.event('t1')).transient_since < now() - interval '22 hours', 'the first failure''s time is kept');
+-- A scope failing longer than stuck_after is counted stuck.
+UPDATE wharf.scope SET failing_since = clock_timestamp() - interval '1 hour'
+ WHERE scope_key = (pg_temp.event('t1')).scope_key;
+SELECT ok((SELECT stuck_scopes >= 1 AND oldest_stuck_age >= 3600 FROM wharf.queue_stats()),
+          'queue_stats counts the failing scope as stuck, with its age');
+-- Past it: DEAD with its class, and the scope moves on.
+UPDATE wharf.provider_event SET transient_since = clock_timestamp() - interval '25 hours' WHERE delivery_key = 't1';
+SELECT is(pg_temp.reclaim('t1'), 3::bigint, 't1 is leased a third time');
+SELECT is(wharf.fail((pg_temp.event('t1')).id, 3, 'transient', 'HTTP503'), 'DEAD',
+          'a transient failure older than transient_max_age returns DEAD');
+SELECT results_eq(
+  $$SELECT state, failures, error_class FROM wharf.provider_event WHERE delivery_key = 't1'$$,
+  $$VALUES ('DEAD', 0, 'HTTP503')$$,
+  'the dead row keeps its transient error class, failures untouched');
+SELECT ok((SELECT failing_since IS NULL FROM wharf.scope WHERE scope_key = (pg_temp.event('t1')).scope_key),
+          'its scope is no longer failing');
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10) WHERE delivery_key LIKE 't%'$$, ARRAY['t2'],
+              'the next event of the scope runs');
 
 SELECT * FROM finish();
 ROLLBACK;

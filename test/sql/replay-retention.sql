@@ -2,7 +2,7 @@
 -- back to the head of its scope keeping its id and steps; retention forgets
 -- DONE and DEAD rows after their windows, and nothing else.
 BEGIN;
-SELECT plan(48);
+SELECT plan(54);
 
 -- Fixture: workspaces 1 and 2, one generic connection in workspace 1; rows
 -- admitted through wharf.admit, installation rows as GitHub control events.
@@ -127,6 +127,32 @@ SELECT wharf.set_setting('dead_retention', '28 days');
 SELECT results_eq($$SELECT * FROM wharf.purge()$$, $$VALUES (1::bigint, 1::bigint)$$,
                   'purge reads replay_window and dead_retention from the settings');
 SELECT results_eq($$SELECT * FROM wharf.purge()$$, $$VALUES (0::bigint, 0::bigint)$$, 'a second purge finds nothing');
+
+-- Bounded work: at most purge_batch rows of each kind per call, oldest first.
+SELECT wharf.set_setting('purge_batch', '2');
+INSERT INTO wharf.provider_event (workspace_id, provider, delivery_key, event_type, subject, scope_key, source,
+                                  payload, state, outcome, received_at, handled_at)
+SELECT 1, 'generic', 'batch-' || n, 'ping', 'repo:batch', '1:generic:repo:batch', 'https://hooks.example/1',
+       '{}', 'DONE', 'handled', now() - interval '10 days' + n * interval '1 minute',
+       now() - interval '10 days' + n * interval '1 minute'
+  FROM generate_series(1, 5) n;
+SELECT results_eq($$SELECT * FROM wharf.purge()$$, $$VALUES (2::bigint, 0::bigint)$$,
+                  'one purge deletes at most purge_batch rows');
+SELECT set_eq($$SELECT delivery_key FROM wharf.provider_event WHERE delivery_key LIKE 'batch-%'$$,
+              ARRAY['batch-3', 'batch-4', 'batch-5'], '... the oldest arrivals first');
+SELECT results_eq($$SELECT sum(done_deleted) FROM (SELECT (wharf.purge()).done_deleted FROM generate_series(1, 3)) p$$,
+                  $$VALUES (3::numeric)$$, 'calls repeated until one deletes nothing remove the rest');
+
+-- The tables that grow with traffic besides the inbox have a retention too.
+INSERT INTO wharf.admission_log (at, provider, source, delivery_key, reason)
+SELECT now() - n * interval '20 days', 'github', 'https://github.com', 'log-' || n, 'unknown-source'
+  FROM generate_series(0, 4) n;  -- 0, 20, 40, 60 and 80 days old
+INSERT INTO wharf.replay_audit (event_id, account, at) VALUES (1, 'ops', now() - interval '400 days'), (2, 'ops', now());
+SELECT is(wharf.purge_logs(), 3::bigint,
+          'purge_logs deletes a batch: two admission log entries past log_retention and the audit past audit_retention');
+SELECT is(wharf.purge_logs() + wharf.purge_logs(), 1::bigint, '... then the last old entry, then nothing');
+SELECT results_eq($$SELECT delivery_key FROM wharf.admission_log WHERE delivery_key LIKE 'log-%' ORDER BY at DESC$$,
+                  $$VALUES ('log-0'), ('log-1')$$, 'entries within log_retention (30 days) stay');
 
 SELECT * FROM finish();
 ROLLBACK;

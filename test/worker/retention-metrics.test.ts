@@ -56,11 +56,12 @@ function host(name: string, retentionEvery: number): { worker: Worker; results: 
 describe('retention', () => {
   it('purges on one host while the other, finding the lock taken, skips', async () => {
     const ids = await insertExpiredDone(5, 'retention-lock');
-    // Hold one expired row so that whichever host wins the lock stays inside
-    // its purge until the test lets go.
+    // Hold the admission log so that whichever host wins the lock stays
+    // inside its first batch (purge_logs deletes from it) until the test
+    // lets go. (A locked event row would not do: purge passes over it.)
     const holder = await db.connect();
     await holder.query('BEGIN');
-    await holder.query('SELECT 1 FROM wharf.provider_event WHERE id = $1 FOR UPDATE', [ids[0]]);
+    await holder.query('LOCK TABLE wharf.admission_log IN SHARE MODE');
 
     const a = host('host-a', 200);
     const b = host('host-b', 200);
@@ -78,7 +79,7 @@ describe('retention', () => {
     const purged = await waitFor(async () => purger.results.find((result) => result.purged), 10_000, 'the purge to finish');
     await Promise.all([a.worker.stop(), b.worker.stop()]);
 
-    expect(purged).toEqual({ purged: true, doneDeleted: 5, deadDeleted: 0 });
+    expect(purged).toEqual({ purged: true, doneDeleted: 5, deadDeleted: 0, logsDeleted: 0, batches: 2 });
     expect(skipper.results.every((result) => !result.purged || result.doneDeleted === 0)).toBe(true);
     expect(await remaining(ids)).toBe(0);
   });

@@ -93,14 +93,29 @@ export async function readNextDueIn(db: Database): Promise<number | null> {
 }
 
 export interface QueueStats {
+  /** Rows by state: counted on a small inbox, estimated from statistics on a large one (depthEstimated). */
   depthByState: Record<string, number>;
-  /** Seconds since the oldest claimable head became due; 0 when none is. */
+  depthEstimated: boolean;
+  /** Seconds the scope first in the claim line has waited since it became claimable; 0 when none is. */
   oldestDueAge: number;
+  /** Scopes whose head has been failing, or due and unclaimed, longer than stuck_after. */
+  stuckScopes: number;
+  /** Seconds the longest-stuck scope has been so; 0 when none is. */
+  oldestStuckAge: number;
 }
 
-/** Queue depth by state and the age of the oldest due scope head (wharf.queue_stats). */
+/** The worker's gauges, at a cost that does not grow with the inbox (wharf.queue_stats). */
 export async function readQueueStats(db: Database): Promise<QueueStats> {
-  const { rows } = await db.query<{ depth_by_state: Record<string, number>; oldest_due_age: number }>(
-    'SELECT depth_by_state, oldest_due_age FROM wharf.queue_stats()');
-  return { depthByState: rows[0]?.depth_by_state ?? {}, oldestDueAge: rows[0]?.oldest_due_age ?? 0 };
+  const { rows } = await db.query<{
+    depth_by_state: Record<string, number>; depth_estimated: boolean; oldest_due_age: number;
+    stuck_scopes: string; oldest_stuck_age: number;
+  }>('SELECT depth_by_state, depth_estimated, oldest_due_age, stuck_scopes, oldest_stuck_age FROM wharf.queue_stats()');
+  const row = rows[0];
+  return {
+    depthByState: row?.depth_by_state ?? {},
+    depthEstimated: row?.depth_estimated ?? false,
+    oldestDueAge: row?.oldest_due_age ?? 0,
+    stuckScopes: Number(row?.stuck_scopes ?? 0),
+    oldestStuckAge: row?.oldest_stuck_age ?? 0,
+  };
 }

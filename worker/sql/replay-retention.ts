@@ -4,13 +4,14 @@ import type pg from 'pg';
 const retentionLockKey = 0x77686172_66 /* "wharf" */;
 
 export type PurgeResult =
-  | { purged: true; doneDeleted: number; deadDeleted: number }
+  | { purged: true; doneDeleted: number; deadDeleted: number; logsDeleted: number }
   | { purged: false };
 
 /**
- * Runs wharf.purge() in one transaction, only when it wins the retention
- * advisory lock: concurrent hosts never purge at once. The lock ends with the
- * transaction. A failure rolls back and rethrows: the rows stay.
+ * Runs one batch of retention, wharf.purge() and wharf.purge_logs(), in one
+ * short transaction, only when it wins the retention advisory lock:
+ * concurrent hosts never purge at once. The lock ends with the transaction.
+ * A failure rolls back and rethrows: the rows stay.
  */
 export async function purgeExpiredEvents(client: pg.ClientBase): Promise<PurgeResult> {
   await client.query('BEGIN');
@@ -23,11 +24,16 @@ export async function purgeExpiredEvents(client: pg.ClientBase): Promise<PurgeRe
       await client.query('ROLLBACK');
       return { purged: false };
     }
-    const { rows } = await client.query<{ done_deleted: string; dead_deleted: string }>(
-      'SELECT done_deleted, dead_deleted FROM wharf.purge()',
+    const { rows } = await client.query<{ done_deleted: string; dead_deleted: string; logs_deleted: string }>(
+      'SELECT p.done_deleted, p.dead_deleted, wharf.purge_logs() AS logs_deleted FROM wharf.purge() p',
     );
     await client.query('COMMIT');
-    return { purged: true, doneDeleted: Number(rows[0]?.done_deleted ?? 0), deadDeleted: Number(rows[0]?.dead_deleted ?? 0) };
+    return {
+      purged: true,
+      doneDeleted: Number(rows[0]?.done_deleted ?? 0),
+      deadDeleted: Number(rows[0]?.dead_deleted ?? 0),
+      logsDeleted: Number(rows[0]?.logs_deleted ?? 0),
+    };
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
     throw error;
