@@ -20,6 +20,20 @@ ALTER TABLE wharf.provider_event ADD COLUMN transient_since timestamptz;
 ALTER TABLE wharf.scope ADD COLUMN failing_since timestamptz;
 CREATE INDEX ix_scope_failing ON wharf.scope (failing_since) WHERE failing_since IS NOT NULL;
 
+-- A claim reads only the heads it can take. head_kind is the head's
+-- `provider:event_type`; ix_scope_claim now leads with it, so a claim walks
+-- the kinds it handles (one descent each, found by a skip scan) instead of
+-- every due head in ready order: heads of a type no host of this deployment
+-- handles (a rolling deploy, a type nobody handles yet) cost it nothing.
+-- Scope rows are updated with every claim and completion and were never
+-- heap-only; the index keeps its count and width (one text column more).
+ALTER TABLE wharf.scope ADD COLUMN head_kind text;
+UPDATE wharf.scope s SET head_kind = e.provider || ':' || e.event_type
+  FROM wharf.provider_event e WHERE e.id = s.head_id;
+DROP INDEX wharf.ix_scope_claim;
+CREATE INDEX ix_scope_claim ON wharf.scope (head_kind, ready_at, head_id)
+  WHERE head_id IS NOT NULL AND leased_id IS NULL AND active;
+
 -- Retention of what grows with traffic besides the inbox (wharf.purge_logs),
 -- read oldest first through these indexes (admission_log has ix_admission_log_at).
 CREATE INDEX ix_replay_audit_at ON wharf.replay_audit (at);
@@ -36,6 +50,10 @@ INSERT INTO wharf.setting (key, value, type) VALUES
 ON CONFLICT (key) DO NOTHING;
 
 -- Down Migration
+
+DROP INDEX wharf.ix_scope_claim;
+CREATE INDEX ix_scope_claim ON wharf.scope (ready_at, head_id) WHERE head_id IS NOT NULL AND leased_id IS NULL AND active;
+ALTER TABLE wharf.scope DROP COLUMN head_kind;
 
 DELETE FROM wharf.setting WHERE key IN ('transient_max_age', 'stuck_after', 'log_retention', 'audit_retention', 'purge_batch');
 DROP INDEX wharf.ix_bulk_replay_finished;

@@ -2,9 +2,12 @@
 
 -- Release 0.4.0, written by `npm run sql:release` from the difference
 -- between sql/ and the migrations before it. Frozen: never edit it.
+--   new      function wharf.claimable_kinds()
 --   new      function wharf.lock_scopes(text[],bigint[],boolean[])
 --   new      function wharf.purge_logs()
+--   new      function wharf.scope_workspace_active(bigint)
 --   changed  function wharf.admit_items(wharf.admission_item[])
+--   changed  function wharf.claim(text,integer,text[])
 --   changed  function wharf.complete(bigint,bigint,text)
 --   changed  function wharf.complete_many(bigint[],bigint[],text[])
 --   changed  function wharf.continue_bulk_replay(bigint,bigint,integer)
@@ -13,22 +16,70 @@
 --   changed  function wharf.free_scopes(bigint[],text[])
 --   changed  function wharf.keep_scope_heads()
 --   changed  function wharf.lock_scope(text,bigint)
+--   changed  function wharf.next_due_at()
+--   changed  function wharf.next_in_scope(text,bigint)
 --   changed  function wharf.purge()
 --   changed  function wharf.queue_stats()
 --   changed  function wharf.release(bigint,bigint)
 --   changed  function wharf.requeue_dead(bigint,bigint,text,boolean)
+--   changed  function wharf.set_connection_state(bigint,text)
+--   changed  function wharf.set_workspace_state(bigint,text)
 --   changed  function wharf.store_event(wharf.admission_item,bigint,bigint,text)
+--   changed  function wharf.sync_scope_activity()
 
 -- The grants of the functions dropped below, given again to the functions of the same name created after them.
 CREATE TEMP TABLE wharf_release_grants ON COMMIT DROP AS
   SELECT p.proname::text AS name, a.grantee::regrole::text AS grantee
     FROM pg_proc p CROSS JOIN LATERAL aclexplode(p.proacl) a
-   WHERE p.oid IN ('wharf.queue_stats()'::regprocedure)
+   WHERE p.oid IN ('wharf.next_in_scope(text,bigint)'::regprocedure, 'wharf.queue_stats()'::regprocedure)
      AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner;
+
+DROP FUNCTION wharf.next_in_scope(text,bigint);
 
 DROP FUNCTION wharf.queue_stats();
 
 -- ======== sql/20-scope-heads.sql ========
+
+-- The oldest QUEUED event of scope p_scope_key after event p_after_id, when
+-- it is due and its kind (provider:event_type); no row when none waits. Read through
+-- ix_provider_event_scope_order from p_after_id on: the rows of a scope after
+-- its head are its queue (a replayed row may leave handled rows after it,
+-- which this reads past once). A plain SQL set-returning function so that
+-- the planner inlines it into its callers, under their plan settings.
+CREATE OR REPLACE FUNCTION wharf.next_in_scope(p_scope_key text, p_after_id bigint)
+RETURNS TABLE (id bigint, due_at timestamptz, kind text)
+LANGUAGE sql STABLE AS $$
+  SELECT e.id, e.next_attempt_at, e.provider || ':' || e.event_type FROM wharf.provider_event e
+   WHERE e.scope_key = p_scope_key AND e.id > p_after_id AND e.state = 'QUEUED'
+   ORDER BY e.id
+   LIMIT 1
+$$;
+
+-- Whether scopes of workspace p_workspace_id may be claimed from: it is
+-- ACTIVE, or the scope is an installation scope (no workspace).
+CREATE OR REPLACE FUNCTION wharf.scope_workspace_active(p_workspace_id bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true)
+$$;
+
+-- The kinds (provider:event_type) of the heads of claimable scopes, in
+-- order, read by a skip scan of ix_scope_claim: one index descent per kind,
+-- whatever number of heads each has. What claim, next_due_at and
+-- queue_stats walk instead of every claimable head.
+CREATE OR REPLACE FUNCTION wharf.claimable_kinds() RETURNS SETOF text
+LANGUAGE sql STABLE AS $$
+  WITH RECURSIVE k(kind) AS (
+    (SELECT s.head_kind FROM wharf.scope s
+      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+      ORDER BY s.head_kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT s.head_kind FROM wharf.scope s
+             WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.head_kind > k.kind
+             ORDER BY s.head_kind LIMIT 1)
+      FROM k WHERE k.kind IS NOT NULL
+  )
+  SELECT kind FROM k WHERE kind IS NOT NULL
+$$;
 
 -- The one lock order of scope rows: (workspace_id NULLS FIRST, scope_key),
 -- scope_key compared by the database's collation, computed here and nowhere
@@ -56,7 +107,7 @@ BEGIN
   END IF;
   INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
   SELECT DISTINCT ON (l.workspace_id, l.scope_key) l.scope_key, l.workspace_id,
-         coalesce(l.active, (SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = l.workspace_id), true)
+         coalesce(l.active, wharf.scope_workspace_active(l.workspace_id))
     FROM unnest(p_scope_keys, p_workspace_ids, coalesce(p_active, '{}')) AS l(scope_key, workspace_id, active)
    WHERE l.scope_key IS NOT NULL
    ORDER BY l.workspace_id NULLS FIRST, l.scope_key
@@ -128,8 +179,9 @@ BEGIN
   IF v_old_state = 'QUEUED' AND (v_moved OR v_new_state IS DISTINCT FROM 'QUEUED') THEN
     SELECT * INTO v_next FROM wharf.next_in_scope(v_old_scope, OLD.id);
     UPDATE wharf.scope
-       SET head_id = v_next.id, head_due_at = v_next.due_at,
-           ready_at = greatest(v_next.due_at, clock_timestamp())
+       SET head_id = v_next.id, head_due_at = v_next.due_at, head_kind = v_next.kind,
+           ready_at = greatest(v_next.due_at, clock_timestamp()),
+           active = active OR wharf.scope_workspace_active(workspace_id)  -- a new head is not parked
      WHERE scope_key = v_old_scope AND head_id = OLD.id;
   END IF;
 
@@ -145,8 +197,7 @@ BEGIN
   -- A lease taken: the scope's one lease, or an error.
   IF v_new_state = 'LEASED' AND (v_moved OR v_old_state IS DISTINCT FROM 'LEASED') THEN
     INSERT INTO wharf.scope AS s (scope_key, workspace_id, leased_id, active)
-    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id,
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, wharf.scope_workspace_active(NEW.workspace_id))
     ON CONFLICT (scope_key) DO UPDATE SET leased_id = excluded.leased_id
      WHERE s.leased_id IS NULL OR s.leased_id = excluded.leased_id;
     IF NOT FOUND THEN
@@ -162,13 +213,16 @@ BEGIN
   -- gives its attempt back) marks its scope failing since then, unless it
   -- was failing already (the stuck scopes of queue_stats).
   IF v_new_state = 'QUEUED' THEN
-    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active, failing_since)
-    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at,
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, head_kind, ready_at, active, failing_since)
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at, NEW.provider || ':' || NEW.event_type,
             greatest(NEW.next_attempt_at, clock_timestamp()),
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true),
+            wharf.scope_workspace_active(NEW.workspace_id),
             CASE WHEN v_old_state = 'LEASED' AND NOT v_moved AND NEW.attempt = OLD.attempt THEN clock_timestamp() END)
     ON CONFLICT (scope_key) DO UPDATE
-       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at,
+       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, head_kind = excluded.head_kind,
+           ready_at = excluded.ready_at,
+           -- Parked for a paused connection's head (claim): a new head is not.
+           active = s.active OR (s.head_id IS DISTINCT FROM excluded.head_id AND excluded.active),
            failing_since = CASE WHEN excluded.failing_since IS NULL THEN s.failing_since
                                 ELSE coalesce(s.failing_since, excluded.failing_since) END
      WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
@@ -182,7 +236,196 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- Trigger on workspace: a workspace that is not ACTIVE has its scopes left out
+-- of claims (installation scopes, with no workspace, are always active).
+-- scope.active is also false for a scope parked because its head's
+-- connection is PAUSED (claim, sql/30), until that connection leaves PAUSED
+-- (set_connection_state) or the scope gets another head.
+CREATE OR REPLACE FUNCTION wharf.sync_scope_activity() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  -- A scope parked for a paused connection's head is active again too; the
+  -- next claim that meets its head parks it again if it is still held.
+  UPDATE wharf.scope SET active = (NEW.state = 'ACTIVE')
+   WHERE workspace_id = NEW.id AND active IS DISTINCT FROM (NEW.state = 'ACTIVE');
+  RETURN NULL;
+END $$;
+
 -- ======== sql/30-claim-lease.sql ========
+
+-- Leases up to p_max rows, each the oldest QUEUED row of its scope, due now,
+-- in a scope with no LEASED row and an ACTIVE (or no) workspace, admitted by a
+-- connection that is not PAUSED; scopes are served longest ready first
+-- (wharf.scope.ready_at). Increments attempt and lease_epoch, draws the
+-- lease's random lease_token, which the handler's step and fence present
+-- (sql/50-steps-fences.sql), and records when the lease began (leased_at,
+-- the start of its attempt history entry). Concurrent claimers pass over
+-- each other. With p_handles (`provider:event_type` and `provider:*`
+-- keys), only heads this host has a handler for: another head keeps its scope
+-- waiting, in order, for a host that handles it.
+--
+-- The due heads are found kind by kind: wharf.claimable_kinds() lists the
+-- kinds waiting (a skip scan of ix_scope_claim, which leads with head_kind),
+-- those this host handles are kept, and for each the first v_window due
+-- scopes in ready order are read; the longest ready of all of them win. So
+-- a claim reads about the same whatever waits that it cannot take: heads of
+-- kinds no host here handles cost one index descent per kind, and a head of
+-- a PAUSED connection is read once and then parked (scope.active false,
+-- out of ix_scope_claim) until its connection leaves PAUSED or its scope
+-- gets another head.
+--
+-- Four statements. The first picks the candidates and locks the first
+-- p_max it can take with their scope rows (SKIP LOCKED). The second parks
+-- the scopes among the candidates whose head's connection is PAUSED,
+-- passing over any row or connection another session holds (never
+-- waiting: a claim holds scope rows and must not wait for a connection
+-- change, which waits for scope rows). The third marks each leased scope
+-- and heads it with its next queued row; it is a statement of its own so
+-- that its snapshot, taken after the locks, sees every row admitted into
+-- those scopes (an admission locks the scope row before it inserts, so none
+-- is in flight now). The fourth leases the events: it writes no indexed
+-- column, so every row version stays on its page (HOT) and no index gets an
+-- entry; the scope trigger is told (wharf.keeping_scopes) that the scopes
+-- are kept already (sql/20). When parking left the claim short, it looks
+-- again, a few times at most.
+--
+-- The plan is pinned to its one good shape: walk ix_scope_claim per kind and
+-- fetch each head by primary key. PL/pgSQL caches a generic plan after five
+-- calls, and for a small scope table the planner's generic choice is a
+-- sequential scan of wharf.scope merge-joined with the whole provider_event
+-- primary key, which reads the backlog on every claim. Turning off the
+-- other scan and join methods leaves it the index path alone (bitmap scans
+-- too: a bitmap scan of ix_scope_claim loses its order). The head is tested
+-- with `state COLLATE "C" = 'QUEUED'` (top of this file), by primary key.
+--
+-- That plan is also forced generic: left to choose, the plan cache finds the
+-- custom plans (LIMIT p_max known) cheaper and plans every call afresh, which
+-- costs a claim a quarter of its time. The figures are in bench/RESULTS.md
+-- and the commits that pinned both.
+--
+-- The claim's transaction commits without waiting for its WAL to reach disk
+-- (synchronous_commit off, for the rest of the caller's transaction too: a
+-- worker calls claim on its own). A database crash may forget a claim of
+-- its last moments: the row is QUEUED again and is claimed again, as after
+-- a worker's crash. Nothing a handler commits can outlive the claim it ran
+-- under: a step, a fenced transaction or a completion flushes the WAL up to
+-- its own commit, past the claim. An idle worker's wake-up no longer waits
+-- for a disk flush before its handler starts.
+CREATE OR REPLACE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p_handles text[] DEFAULT NULL)
+RETURNS SETOF wharf.provider_event
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off SET enable_bitmapscan = off SET enable_mergejoin = off SET enable_hashjoin = off
+SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+  v_now        timestamptz := clock_timestamp();
+  v_lease      interval := wharf.setting_interval('lease');
+  v_window     integer;
+  v_candidates text[];
+  v_parked     integer;
+  v_ids        bigint[];
+  v_scopes     text[];
+  v_all_ids    bigint[] := ARRAY[]::bigint[];
+  v_all_scopes text[] := ARRAY[]::text[];
+BEGIN
+  IF p_worker IS NULL OR p_worker = '' THEN
+    RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
+  END IF;
+  IF p_max IS NULL THEN
+    RAISE EXCEPTION 'wharf.claim: max is required' USING ERRCODE = '22004';
+  END IF;
+  IF p_max < 0 THEN
+    RAISE EXCEPTION 'wharf.claim: max must be zero or more, not %', p_max USING ERRCODE = '22023';
+  END IF;
+  PERFORM set_config('synchronous_commit', 'off', true);
+  -- Room for claimers on other hosts that lock some of the same candidates.
+  v_window := p_max + 16;
+
+  FOR v_round IN 1..4 LOOP
+    SELECT array_agg(c.scope_key ORDER BY c.ready_at, c.head_id) INTO v_candidates
+      FROM (SELECT c.scope_key, c.ready_at, c.head_id
+              FROM wharf.claimable_kinds() k(kind)
+              CROSS JOIN LATERAL (
+                SELECT s.scope_key, s.ready_at, s.head_id FROM wharf.scope s
+                 WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                   AND s.head_kind = k.kind
+                   AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
+                 ORDER BY s.ready_at, s.head_id
+                 LIMIT v_window) c
+             WHERE p_handles IS NULL OR k.kind = ANY (p_handles) OR split_part(k.kind, ':', 1) || ':*' = ANY (p_handles)
+             ORDER BY c.ready_at, c.head_id
+             LIMIT v_window) c;
+    EXIT WHEN v_candidates IS NULL;
+
+    SELECT array_agg(h.id ORDER BY h.n), array_agg(h.scope_key ORDER BY h.n) INTO v_ids, v_scopes
+      FROM (SELECT e.id, s.scope_key, c.n
+              FROM unnest(v_candidates) WITH ORDINALITY AS c(scope_key, n)
+              JOIN wharf.scope s ON s.scope_key = c.scope_key
+              JOIN wharf.provider_event e ON e.id = s.head_id
+             WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at <= v_now
+               AND NOT s.scope_key = ANY (v_all_scopes)  -- locked by an earlier round
+               AND e.state COLLATE "C" = 'QUEUED'  -- by primary key
+               -- The head may have changed since the candidates were read.
+               AND (p_handles IS NULL
+                    OR e.provider || ':' || e.event_type = ANY (p_handles)
+                    OR e.provider || ':*' = ANY (p_handles))
+               -- A paused connection's rows wait, holding their scopes, until it resumes.
+               AND (e.connection_id IS NULL
+                    OR NOT EXISTS (SELECT FROM wharf.connection x WHERE x.id = e.connection_id AND x.state = 'PAUSED'))
+             ORDER BY c.n
+             LIMIT p_max - cardinality(v_all_ids)
+             -- NO KEY UPDATE: a claimer that locks a head another claimer has just
+             -- leased (its snapshot was older) must not make the winner's fence
+             -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scopes, purge and
+             -- erasure take FOR UPDATE and still conflict.
+               FOR NO KEY UPDATE OF s, e SKIP LOCKED) h;
+
+    -- Park the candidates held by a PAUSED connection (sql/20: sync_scope_activity).
+    UPDATE wharf.scope s SET active = false
+      FROM (SELECT p.scope_key
+              FROM wharf.scope p
+              JOIN wharf.provider_event e ON e.id = p.head_id
+              JOIN wharf.connection x ON x.id = e.connection_id
+             WHERE p.scope_key = ANY (v_candidates) AND NOT p.scope_key = ANY (v_all_scopes)
+               AND p.active AND p.leased_id IS NULL AND x.state = 'PAUSED'
+               FOR UPDATE OF p SKIP LOCKED
+               -- SHARE conflicts with the connection's state change: a resume
+               -- either commits first (then this reads ACTIVE) or waits, and
+               -- unparks after this commits.
+               FOR SHARE OF x SKIP LOCKED) parked
+     WHERE s.scope_key = parked.scope_key;
+    GET DIAGNOSTICS v_parked = ROW_COUNT;
+    v_all_ids := v_all_ids || coalesce(v_ids, '{}');
+    v_all_scopes := v_all_scopes || coalesce(v_scopes, '{}');
+    -- Short because of what it parked: look again (what it locked stays locked).
+    EXIT WHEN v_parked = 0 OR cardinality(v_all_ids) >= p_max;
+  END LOOP;
+  IF cardinality(v_all_ids) = 0 THEN
+    RETURN;
+  END IF;
+  v_ids := v_all_ids;
+  v_scopes := v_all_scopes;
+
+  UPDATE wharf.scope s
+     SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at, head_kind = n.kind
+    FROM unnest(v_ids, v_scopes) AS h(id, scope_key)
+    LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
+   WHERE s.scope_key = h.scope_key;
+
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  RETURN QUERY
+  UPDATE wharf.provider_event e
+     SET state        = 'LEASED',
+         attempt      = e.attempt + 1,
+         lease_epoch  = e.lease_epoch + 1,
+         leased_until = v_now + v_lease,
+         leased_by    = p_worker,
+         leased_at    = v_now,
+         lease_token  = gen_random_uuid()
+    FROM unnest(v_ids) AS h(id)
+   WHERE e.id = h.id
+  RETURNING e.*;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+END $$;
 
 -- Ends a lease with success: DONE with p_outcome ('handled', 'ignored', ...).
 -- False when the row is not LEASED under p_epoch. The update is HOT (no
@@ -284,6 +527,21 @@ BEGIN
   RETURN true;
 END $$;
 
+-- The earliest time after now at which a scope head that no lease holds
+-- falls due (a retry waiting out its delay); NULL when none waits. Read kind
+-- by kind from ix_scope_claim: one descent per kind. A claimer
+-- about to sleep wakes by itself then: a retry becomes due without any
+-- commit that could notify it.
+CREATE OR REPLACE FUNCTION wharf.next_due_at() RETURNS timestamptz
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT min(n.ready_at)
+    FROM wharf.claimable_kinds() k(kind)
+    CROSS JOIN LATERAL (SELECT s.ready_at FROM wharf.scope s
+                         WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                           AND s.head_kind = k.kind AND s.ready_at > clock_timestamp()
+                         ORDER BY s.ready_at LIMIT 1) n
+$$;
+
 -- The worker's gauges, at a cost that does not grow with the inbox:
 --   depth_by_state   rows by state: counted while the inbox heap is at most
 --                    1,024 pages (8 MB), else estimated from the planner's
@@ -320,10 +578,12 @@ BEGIN
                      WHERE st.schemaname = 'wharf' AND st.tablename = 'provider_event' AND st.attname = 'state') f;
   END IF;
 
-  SELECT coalesce(extract(epoch FROM v_now - min(head_due_at))::float8, 0) INTO oldest_due_age
-    FROM (SELECT s.head_due_at FROM wharf.scope s
-           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at <= v_now
-           ORDER BY s.ready_at, s.head_id LIMIT 1) oldest;
+  SELECT coalesce(extract(epoch FROM v_now - min(o.ready_at))::float8, 0) INTO oldest_due_age
+    FROM wharf.claimable_kinds() k(kind)
+    CROSS JOIN LATERAL (SELECT s.ready_at FROM wharf.scope s
+                         WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                           AND s.head_kind = k.kind AND s.ready_at <= v_now
+                         ORDER BY s.ready_at LIMIT 1) o;
 
   SELECT count(*), coalesce(extract(epoch FROM v_now - min(x.since))::float8, 0)
     INTO stuck_scopes, oldest_stuck_age
@@ -332,9 +592,13 @@ BEGIN
                     WHERE s.failing_since < v_stuck_since
                     ORDER BY s.failing_since LIMIT 10000)
                   UNION ALL
-                  (SELECT s.scope_key, s.ready_at FROM wharf.scope s
-                    WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at < v_stuck_since
-                    ORDER BY s.ready_at, s.head_id LIMIT 10000)) y
+                  (SELECT w.scope_key, w.ready_at
+                     FROM wharf.claimable_kinds() k(kind)
+                     CROSS JOIN LATERAL (SELECT s.scope_key, s.ready_at FROM wharf.scope s
+                                          WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                                            AND s.head_kind = k.kind AND s.ready_at < v_stuck_since
+                                          ORDER BY s.ready_at LIMIT 10000) w
+                    LIMIT 10000)) y
            ORDER BY y.scope_key, y.since
            LIMIT 10000) x;
 END $$;
@@ -591,6 +855,80 @@ REVOKE ALL ON FUNCTION wharf.start_bulk_replay(bigint, jsonb, text, boolean),
   wharf.continue_bulk_replay(bigint, bigint, integer), wharf.show_bulk_replay(bigint, bigint),
   wharf.list_bulk_replays(bigint) FROM PUBLIC;
 
+-- ======== sql/70-connections.sql ========
+
+-- Sets a workspace ACTIVE, PAUSED (deliveries stored, nothing claimed until
+-- ACTIVE again), SUSPENDED or DELETING (no admission, no claim). Back to
+-- ACTIVE, idle claimers are woken. P0002 for an unknown workspace, 22023 for
+-- an unknown state.
+CREATE OR REPLACE FUNCTION wharf.set_workspace_state(p_id bigint, p_state text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF p_id IS NULL OR p_state IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_workspace_state: id and state are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_state NOT IN ('ACTIVE', 'PAUSED', 'SUSPENDED', 'DELETING') THEN
+    RAISE EXCEPTION 'wharf: unknown workspace state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  PERFORM wharf.lock_lifecycle('workspace', p_id::text);
+  UPDATE wharf.workspace SET state = p_state WHERE id = p_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
+  END IF;
+  -- Out of PAUSED: the scopes a claim parked for this connection's heads
+  -- (sql/30) are claimable again, in their usual order.
+  IF p_state <> 'PAUSED' THEN
+    UPDATE wharf.scope s SET active = true
+      FROM wharf.provider_event e
+     WHERE NOT s.active AND e.id = s.head_id AND e.connection_id = p_id
+       AND wharf.scope_workspace_active(s.workspace_id);
+  END IF;
+  IF p_state = 'ACTIVE' THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+END $$;
+
+-- Sets a connection ACTIVE, PAUSED (its deliveries stored, none claimed until
+-- ACTIVE again), SUSPENDED or REVOKED. Back to ACTIVE, idle claimers are
+-- woken. P0002 for an unknown one.
+CREATE OR REPLACE FUNCTION wharf.set_connection_state(p_id bigint, p_state text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF p_id IS NULL OR p_state IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_connection_state: id and state are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_state NOT IN ('ACTIVE', 'PAUSED', 'SUSPENDED', 'REVOKED') THEN
+    RAISE EXCEPTION 'wharf: unknown connection state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  PERFORM wharf.lock_lifecycle('connection', p_id::text);
+  UPDATE wharf.connection
+     SET state = p_state, generation = generation + 1, updated_at = now()
+   WHERE id = p_id AND state IS DISTINCT FROM p_state;
+  IF NOT FOUND AND NOT EXISTS (SELECT FROM wharf.connection WHERE id = p_id) THEN
+    RAISE EXCEPTION 'wharf: unknown connection %', p_id USING ERRCODE = 'P0002';
+  END IF;
+  -- Out of PAUSED: the scopes a claim parked for this connection's heads
+  -- (sql/30) are claimable again, in their usual order.
+  IF p_state <> 'PAUSED' THEN
+    UPDATE wharf.scope s SET active = true
+      FROM wharf.provider_event e
+     WHERE NOT s.active AND e.id = s.head_id AND e.connection_id = p_id
+       AND wharf.scope_workspace_active(s.workspace_id);
+  END IF;
+  IF p_state = 'ACTIVE' THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.upsert_workspace(bigint),
+  wharf.set_workspace_state(bigint, text),
+  wharf.upsert_connection(bigint, text, text, text, text, jsonb),
+  wharf.set_connection_state(bigint, text),
+  wharf.subscribe(bigint, text),
+  wharf.unsubscribe(bigint, text) FROM PUBLIC;
+
 -- ======== sql/80-admission.sql ========
 
 -- Admits the items of one round and returns, in their order, each one's
@@ -797,12 +1135,12 @@ BEGIN
       CROSS JOIN LATERAL (SELECT (p_items[r.n]).*) i
      ORDER BY r.k
     ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
-    RETURNING id, scope_key, next_attempt_at,
+    RETURNING id, scope_key, next_attempt_at, provider || ':' || event_type AS kind,
               coalesce(workspace_id::text, '') || ' ' || provider || ' ' || delivery_key AS dedupe_key
   ), heads AS (
     UPDATE wharf.scope s
-       SET head_id = h.id, head_due_at = h.due_at, ready_at = greatest(h.due_at, clock_timestamp())
-      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at
+       SET head_id = h.id, head_due_at = h.due_at, head_kind = h.kind, ready_at = greatest(h.due_at, clock_timestamp())
+      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at, x.kind
               FROM stored x ORDER BY x.scope_key, x.id) h
      WHERE s.scope_key = h.scope_key AND s.head_id IS NULL
   )
@@ -970,6 +1308,7 @@ DO $$
 DECLARE g record;
 BEGIN
   FOR g IN SELECT * FROM wharf_release_grants LOOP
+    IF g.name = 'next_in_scope' THEN EXECUTE format('GRANT EXECUTE ON FUNCTION wharf.next_in_scope(text,bigint) TO %s', g.grantee); END IF;
     IF g.name = 'queue_stats' THEN EXECUTE format('GRANT EXECUTE ON FUNCTION wharf.queue_stats() TO %s', g.grantee); END IF;
   END LOOP;
 END $$;
@@ -980,9 +1319,15 @@ END $$;
 
 SET LOCAL check_function_bodies = off;
 
+DROP FUNCTION wharf.claimable_kinds();
+
 DROP FUNCTION wharf.lock_scopes(text[],bigint[],boolean[]);
 
 DROP FUNCTION wharf.purge_logs();
+
+DROP FUNCTION wharf.scope_workspace_active(bigint);
+
+DROP FUNCTION wharf.next_in_scope(text,bigint);
 
 DROP FUNCTION wharf.queue_stats();
 
@@ -1264,6 +1609,81 @@ BEGIN
      ORDER BY k.n);
 END $function$;
 GRANT EXECUTE ON FUNCTION wharf.admit_items(wharf.admission_item[]) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p_handles text[] DEFAULT NULL::text[])
+ RETURNS SETOF wharf.provider_event
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+DECLARE
+  v_now    timestamptz := clock_timestamp();
+  v_lease  interval := wharf.setting_interval('lease');
+  v_ids    bigint[];
+  v_scopes text[];
+BEGIN
+  IF p_worker IS NULL OR p_worker = '' THEN
+    RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
+  END IF;
+  IF p_max IS NULL THEN
+    RAISE EXCEPTION 'wharf.claim: max is required' USING ERRCODE = '22004';
+  END IF;
+  IF p_max < 0 THEN
+    RAISE EXCEPTION 'wharf.claim: max must be zero or more, not %', p_max USING ERRCODE = '22023';
+  END IF;
+  PERFORM set_config('synchronous_commit', 'off', true);
+
+  SELECT array_agg(h.id), array_agg(h.scope_key) INTO v_ids, v_scopes
+    FROM (SELECT e.id, s.scope_key
+            FROM wharf.scope s
+            JOIN wharf.provider_event e ON e.id = s.head_id
+           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+             AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
+             AND e.state COLLATE "C" = 'QUEUED'  -- by primary key
+             -- A paused connection's rows wait, holding their scopes, until it resumes.
+             AND (e.connection_id IS NULL
+                  OR NOT EXISTS (SELECT FROM wharf.connection c WHERE c.id = e.connection_id AND c.state = 'PAUSED'))
+             AND (p_handles IS NULL
+                  OR e.provider || ':' || e.event_type = ANY (p_handles)
+                  OR e.provider || ':*' = ANY (p_handles))
+           ORDER BY s.ready_at, s.head_id
+           LIMIT p_max
+           -- NO KEY UPDATE: a claimer that locks a head another claimer has just
+           -- leased (its snapshot was older) must not make the winner's fence
+           -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scope, purge and
+           -- erasure take FOR UPDATE and still conflict.
+             FOR NO KEY UPDATE OF s, e SKIP LOCKED) h;
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+
+  UPDATE wharf.scope s
+     SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at
+    FROM unnest(v_ids, v_scopes) AS h(id, scope_key)
+    LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
+   WHERE s.scope_key = h.scope_key;
+
+  PERFORM set_config('wharf.keeping_scopes', 'on', true);
+  RETURN QUERY
+  UPDATE wharf.provider_event e
+     SET state        = 'LEASED',
+         attempt      = e.attempt + 1,
+         lease_epoch  = e.lease_epoch + 1,
+         leased_until = v_now + v_lease,
+         leased_by    = p_worker,
+         leased_at    = v_now,
+         lease_token  = gen_random_uuid()
+    FROM unnest(v_ids) AS h(id)
+   WHERE e.id = h.id
+  RETURNING e.*;
+  PERFORM set_config('wharf.keeping_scopes', 'off', true);
+END $function$;
+REVOKE ALL ON FUNCTION wharf.claim(text,integer,text[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAULT 'handled'::text)
  RETURNS boolean
@@ -1599,6 +2019,29 @@ BEGIN
 END $function$;
 GRANT EXECUTE ON FUNCTION wharf.lock_scope(text,bigint) TO PUBLIC;
 
+CREATE OR REPLACE FUNCTION wharf.next_due_at()
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+  SELECT min(ready_at) FROM wharf.scope
+   WHERE head_id IS NOT NULL AND leased_id IS NULL AND active AND ready_at > clock_timestamp()
+$function$;
+REVOKE ALL ON FUNCTION wharf.next_due_at() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.next_in_scope(p_scope_key text, p_after_id bigint)
+ RETURNS TABLE(id bigint, due_at timestamp with time zone)
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT e.id, e.next_attempt_at FROM wharf.provider_event e
+   WHERE e.scope_key = p_scope_key AND e.id > p_after_id AND e.state = 'QUEUED'
+   ORDER BY e.id
+   LIMIT 1
+$function$;
+GRANT EXECUTE ON FUNCTION wharf.next_in_scope(text,bigint) TO PUBLIC;
+
 CREATE OR REPLACE FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint)
  RETURNS record
  LANGUAGE plpgsql
@@ -1692,6 +2135,58 @@ BEGIN
 END $function$;
 GRANT EXECUTE ON FUNCTION wharf.requeue_dead(bigint,bigint,text,boolean) TO PUBLIC;
 
+CREATE OR REPLACE FUNCTION wharf.set_connection_state(p_id bigint, p_state text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+  IF p_id IS NULL OR p_state IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_connection_state: id and state are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_state NOT IN ('ACTIVE', 'PAUSED', 'SUSPENDED', 'REVOKED') THEN
+    RAISE EXCEPTION 'wharf: unknown connection state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  PERFORM wharf.lock_lifecycle('connection', p_id::text);
+  UPDATE wharf.connection
+     SET state = p_state, generation = generation + 1, updated_at = now()
+   WHERE id = p_id AND state IS DISTINCT FROM p_state;
+  IF NOT FOUND AND NOT EXISTS (SELECT FROM wharf.connection WHERE id = p_id) THEN
+    RAISE EXCEPTION 'wharf: unknown connection %', p_id USING ERRCODE = 'P0002';
+  END IF;
+  IF p_state = 'ACTIVE' THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+END $function$;
+REVOKE ALL ON FUNCTION wharf.set_connection_state(bigint,text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.set_workspace_state(p_id bigint, p_state text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+  IF p_id IS NULL OR p_state IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_workspace_state: id and state are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_state NOT IN ('ACTIVE', 'PAUSED', 'SUSPENDED', 'DELETING') THEN
+    RAISE EXCEPTION 'wharf: unknown workspace state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  PERFORM wharf.lock_lifecycle('workspace', p_id::text);
+  UPDATE wharf.workspace SET state = p_state WHERE id = p_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
+  END IF;
+  IF p_state = 'ACTIVE' THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+END $function$;
+REVOKE ALL ON FUNCTION wharf.set_workspace_state(bigint,text) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION wharf.store_event(p_item wharf.admission_item, p_workspace_id bigint, p_connection_id bigint, p_scope_key text)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -1717,3 +2212,14 @@ BEGIN
   RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
 END $function$;
 GRANT EXECUTE ON FUNCTION wharf.store_event(wharf.admission_item,bigint,bigint,text) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.sync_scope_activity()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  UPDATE wharf.scope SET active = (NEW.state = 'ACTIVE')
+   WHERE workspace_id = NEW.id AND active IS DISTINCT FROM (NEW.state = 'ACTIVE');
+  RETURN NULL;
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.sync_scope_activity() TO PUBLIC;

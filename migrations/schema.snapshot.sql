@@ -592,12 +592,12 @@ BEGIN
       CROSS JOIN LATERAL (SELECT (p_items[r.n]).*) i
      ORDER BY r.k
     ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
-    RETURNING id, scope_key, next_attempt_at,
+    RETURNING id, scope_key, next_attempt_at, provider || ':' || event_type AS kind,
               coalesce(workspace_id::text, '') || ' ' || provider || ' ' || delivery_key AS dedupe_key
   ), heads AS (
     UPDATE wharf.scope s
-       SET head_id = h.id, head_due_at = h.due_at, ready_at = greatest(h.due_at, clock_timestamp())
-      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at
+       SET head_id = h.id, head_due_at = h.due_at, head_kind = h.kind, ready_at = greatest(h.due_at, clock_timestamp())
+      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at, x.kind
               FROM stored x ORDER BY x.scope_key, x.id) h
      WHERE s.scope_key = h.scope_key AND s.head_id IS NULL
   )
@@ -950,10 +950,15 @@ CREATE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p_handles te
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
-  v_now    timestamptz := clock_timestamp();
-  v_lease  interval := wharf.setting_interval('lease');
-  v_ids    bigint[];
-  v_scopes text[];
+  v_now        timestamptz := clock_timestamp();
+  v_lease      interval := wharf.setting_interval('lease');
+  v_window     integer;
+  v_candidates text[];
+  v_parked     integer;
+  v_ids        bigint[];
+  v_scopes     text[];
+  v_all_ids    bigint[] := ARRAY[]::bigint[];
+  v_all_scopes text[] := ARRAY[]::text[];
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
@@ -965,33 +970,76 @@ BEGIN
     RAISE EXCEPTION 'wharf.claim: max must be zero or more, not %', p_max USING ERRCODE = '22023';
   END IF;
   PERFORM set_config('synchronous_commit', 'off', true);
+  -- Room for claimers on other hosts that lock some of the same candidates.
+  v_window := p_max + 16;
 
-  SELECT array_agg(h.id), array_agg(h.scope_key) INTO v_ids, v_scopes
-    FROM (SELECT e.id, s.scope_key
-            FROM wharf.scope s
-            JOIN wharf.provider_event e ON e.id = s.head_id
-           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
-             AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
-             AND e.state COLLATE "C" = 'QUEUED'  -- by primary key
-             -- A paused connection's rows wait, holding their scopes, until it resumes.
-             AND (e.connection_id IS NULL
-                  OR NOT EXISTS (SELECT FROM wharf.connection c WHERE c.id = e.connection_id AND c.state = 'PAUSED'))
-             AND (p_handles IS NULL
-                  OR e.provider || ':' || e.event_type = ANY (p_handles)
-                  OR e.provider || ':*' = ANY (p_handles))
-           ORDER BY s.ready_at, s.head_id
-           LIMIT p_max
-           -- NO KEY UPDATE: a claimer that locks a head another claimer has just
-           -- leased (its snapshot was older) must not make the winner's fence
-           -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scope, purge and
-           -- erasure take FOR UPDATE and still conflict.
-             FOR NO KEY UPDATE OF s, e SKIP LOCKED) h;
-  IF v_ids IS NULL THEN
+  FOR v_round IN 1..4 LOOP
+    SELECT array_agg(c.scope_key ORDER BY c.ready_at, c.head_id) INTO v_candidates
+      FROM (SELECT c.scope_key, c.ready_at, c.head_id
+              FROM wharf.claimable_kinds() k(kind)
+              CROSS JOIN LATERAL (
+                SELECT s.scope_key, s.ready_at, s.head_id FROM wharf.scope s
+                 WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                   AND s.head_kind = k.kind
+                   AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
+                 ORDER BY s.ready_at, s.head_id
+                 LIMIT v_window) c
+             WHERE p_handles IS NULL OR k.kind = ANY (p_handles) OR split_part(k.kind, ':', 1) || ':*' = ANY (p_handles)
+             ORDER BY c.ready_at, c.head_id
+             LIMIT v_window) c;
+    EXIT WHEN v_candidates IS NULL;
+
+    SELECT array_agg(h.id ORDER BY h.n), array_agg(h.scope_key ORDER BY h.n) INTO v_ids, v_scopes
+      FROM (SELECT e.id, s.scope_key, c.n
+              FROM unnest(v_candidates) WITH ORDINALITY AS c(scope_key, n)
+              JOIN wharf.scope s ON s.scope_key = c.scope_key
+              JOIN wharf.provider_event e ON e.id = s.head_id
+             WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at <= v_now
+               AND NOT s.scope_key = ANY (v_all_scopes)  -- locked by an earlier round
+               AND e.state COLLATE "C" = 'QUEUED'  -- by primary key
+               -- The head may have changed since the candidates were read.
+               AND (p_handles IS NULL
+                    OR e.provider || ':' || e.event_type = ANY (p_handles)
+                    OR e.provider || ':*' = ANY (p_handles))
+               -- A paused connection's rows wait, holding their scopes, until it resumes.
+               AND (e.connection_id IS NULL
+                    OR NOT EXISTS (SELECT FROM wharf.connection x WHERE x.id = e.connection_id AND x.state = 'PAUSED'))
+             ORDER BY c.n
+             LIMIT p_max - cardinality(v_all_ids)
+             -- NO KEY UPDATE: a claimer that locks a head another claimer has just
+             -- leased (its snapshot was older) must not make the winner's fence
+             -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scopes, purge and
+             -- erasure take FOR UPDATE and still conflict.
+               FOR NO KEY UPDATE OF s, e SKIP LOCKED) h;
+
+    -- Park the candidates held by a PAUSED connection (sql/20: sync_scope_activity).
+    UPDATE wharf.scope s SET active = false
+      FROM (SELECT p.scope_key
+              FROM wharf.scope p
+              JOIN wharf.provider_event e ON e.id = p.head_id
+              JOIN wharf.connection x ON x.id = e.connection_id
+             WHERE p.scope_key = ANY (v_candidates) AND NOT p.scope_key = ANY (v_all_scopes)
+               AND p.active AND p.leased_id IS NULL AND x.state = 'PAUSED'
+               FOR UPDATE OF p SKIP LOCKED
+               -- SHARE conflicts with the connection's state change: a resume
+               -- either commits first (then this reads ACTIVE) or waits, and
+               -- unparks after this commits.
+               FOR SHARE OF x SKIP LOCKED) parked
+     WHERE s.scope_key = parked.scope_key;
+    GET DIAGNOSTICS v_parked = ROW_COUNT;
+    v_all_ids := v_all_ids || coalesce(v_ids, '{}');
+    v_all_scopes := v_all_scopes || coalesce(v_scopes, '{}');
+    -- Short because of what it parked: look again (what it locked stays locked).
+    EXIT WHEN v_parked = 0 OR cardinality(v_all_ids) >= p_max;
+  END LOOP;
+  IF cardinality(v_all_ids) = 0 THEN
     RETURN;
   END IF;
+  v_ids := v_all_ids;
+  v_scopes := v_all_scopes;
 
   UPDATE wharf.scope s
-     SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at
+     SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at, head_kind = n.kind
     FROM unnest(v_ids, v_scopes) AS h(id, scope_key)
     LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
    WHERE s.scope_key = h.scope_key;
@@ -1011,6 +1059,26 @@ BEGIN
   RETURNING e.*;
   PERFORM set_config('wharf.keeping_scopes', 'off', true);
 END $$;
+
+--
+-- Name: claimable_kinds(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.claimable_kinds() RETURNS SETOF text
+    LANGUAGE sql STABLE
+    AS $$
+  WITH RECURSIVE k(kind) AS (
+    (SELECT s.head_kind FROM wharf.scope s
+      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+      ORDER BY s.head_kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT s.head_kind FROM wharf.scope s
+             WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.head_kind > k.kind
+             ORDER BY s.head_kind LIMIT 1)
+      FROM k WHERE k.kind IS NOT NULL
+  )
+  SELECT kind FROM k WHERE kind IS NOT NULL
+$$;
 
 --
 -- Name: complete(bigint, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1581,8 +1649,9 @@ BEGIN
   IF v_old_state = 'QUEUED' AND (v_moved OR v_new_state IS DISTINCT FROM 'QUEUED') THEN
     SELECT * INTO v_next FROM wharf.next_in_scope(v_old_scope, OLD.id);
     UPDATE wharf.scope
-       SET head_id = v_next.id, head_due_at = v_next.due_at,
-           ready_at = greatest(v_next.due_at, clock_timestamp())
+       SET head_id = v_next.id, head_due_at = v_next.due_at, head_kind = v_next.kind,
+           ready_at = greatest(v_next.due_at, clock_timestamp()),
+           active = active OR wharf.scope_workspace_active(workspace_id)  -- a new head is not parked
      WHERE scope_key = v_old_scope AND head_id = OLD.id;
   END IF;
 
@@ -1598,8 +1667,7 @@ BEGIN
   -- A lease taken: the scope's one lease, or an error.
   IF v_new_state = 'LEASED' AND (v_moved OR v_old_state IS DISTINCT FROM 'LEASED') THEN
     INSERT INTO wharf.scope AS s (scope_key, workspace_id, leased_id, active)
-    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id,
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, wharf.scope_workspace_active(NEW.workspace_id))
     ON CONFLICT (scope_key) DO UPDATE SET leased_id = excluded.leased_id
      WHERE s.leased_id IS NULL OR s.leased_id = excluded.leased_id;
     IF NOT FOUND THEN
@@ -1615,13 +1683,16 @@ BEGIN
   -- gives its attempt back) marks its scope failing since then, unless it
   -- was failing already (the stuck scopes of queue_stats).
   IF v_new_state = 'QUEUED' THEN
-    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active, failing_since)
-    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at,
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, head_kind, ready_at, active, failing_since)
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at, NEW.provider || ':' || NEW.event_type,
             greatest(NEW.next_attempt_at, clock_timestamp()),
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true),
+            wharf.scope_workspace_active(NEW.workspace_id),
             CASE WHEN v_old_state = 'LEASED' AND NOT v_moved AND NEW.attempt = OLD.attempt THEN clock_timestamp() END)
     ON CONFLICT (scope_key) DO UPDATE
-       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at,
+       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, head_kind = excluded.head_kind,
+           ready_at = excluded.ready_at,
+           -- Parked for a paused connection's head (claim): a new head is not.
+           active = s.active OR (s.head_id IS DISTINCT FROM excluded.head_id AND excluded.active),
            failing_since = CASE WHEN excluded.failing_since IS NULL THEN s.failing_since
                                 ELSE coalesce(s.failing_since, excluded.failing_since) END
      WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
@@ -1866,7 +1937,7 @@ BEGIN
   END IF;
   INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
   SELECT DISTINCT ON (l.workspace_id, l.scope_key) l.scope_key, l.workspace_id,
-         coalesce(l.active, (SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = l.workspace_id), true)
+         coalesce(l.active, wharf.scope_workspace_active(l.workspace_id))
     FROM unnest(p_scope_keys, p_workspace_ids, coalesce(p_active, '{}')) AS l(scope_key, workspace_id, active)
    WHERE l.scope_key IS NOT NULL
    ORDER BY l.workspace_id NULLS FIRST, l.scope_key
@@ -1950,18 +2021,22 @@ CREATE FUNCTION wharf.next_due_at() RETURNS timestamp with time zone
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT min(ready_at) FROM wharf.scope
-   WHERE head_id IS NOT NULL AND leased_id IS NULL AND active AND ready_at > clock_timestamp()
+  SELECT min(n.ready_at)
+    FROM wharf.claimable_kinds() k(kind)
+    CROSS JOIN LATERAL (SELECT s.ready_at FROM wharf.scope s
+                         WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                           AND s.head_kind = k.kind AND s.ready_at > clock_timestamp()
+                         ORDER BY s.ready_at LIMIT 1) n
 $$;
 
 --
 -- Name: next_in_scope(text, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.next_in_scope(p_scope_key text, p_after_id bigint) RETURNS TABLE(id bigint, due_at timestamp with time zone)
+CREATE FUNCTION wharf.next_in_scope(p_scope_key text, p_after_id bigint) RETURNS TABLE(id bigint, due_at timestamp with time zone, kind text)
     LANGUAGE sql STABLE
     AS $$
-  SELECT e.id, e.next_attempt_at FROM wharf.provider_event e
+  SELECT e.id, e.next_attempt_at, e.provider || ':' || e.event_type FROM wharf.provider_event e
    WHERE e.scope_key = p_scope_key AND e.id > p_after_id AND e.state = 'QUEUED'
    ORDER BY e.id
    LIMIT 1
@@ -2211,10 +2286,12 @@ BEGIN
                      WHERE st.schemaname = 'wharf' AND st.tablename = 'provider_event' AND st.attname = 'state') f;
   END IF;
 
-  SELECT coalesce(extract(epoch FROM v_now - min(head_due_at))::float8, 0) INTO oldest_due_age
-    FROM (SELECT s.head_due_at FROM wharf.scope s
-           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at <= v_now
-           ORDER BY s.ready_at, s.head_id LIMIT 1) oldest;
+  SELECT coalesce(extract(epoch FROM v_now - min(o.ready_at))::float8, 0) INTO oldest_due_age
+    FROM wharf.claimable_kinds() k(kind)
+    CROSS JOIN LATERAL (SELECT s.ready_at FROM wharf.scope s
+                         WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                           AND s.head_kind = k.kind AND s.ready_at <= v_now
+                         ORDER BY s.ready_at LIMIT 1) o;
 
   SELECT count(*), coalesce(extract(epoch FROM v_now - min(x.since))::float8, 0)
     INTO stuck_scopes, oldest_stuck_age
@@ -2223,9 +2300,13 @@ BEGIN
                     WHERE s.failing_since < v_stuck_since
                     ORDER BY s.failing_since LIMIT 10000)
                   UNION ALL
-                  (SELECT s.scope_key, s.ready_at FROM wharf.scope s
-                    WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at < v_stuck_since
-                    ORDER BY s.ready_at, s.head_id LIMIT 10000)) y
+                  (SELECT w.scope_key, w.ready_at
+                     FROM wharf.claimable_kinds() k(kind)
+                     CROSS JOIN LATERAL (SELECT s.scope_key, s.ready_at FROM wharf.scope s
+                                          WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                                            AND s.head_kind = k.kind AND s.ready_at < v_stuck_since
+                                          ORDER BY s.ready_at LIMIT 10000) w
+                    LIMIT 10000)) y
            ORDER BY y.scope_key, y.since
            LIMIT 10000) x;
 END $$;
@@ -2594,6 +2675,16 @@ BEGIN
 END $_$;
 
 --
+-- Name: scope_workspace_active(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.scope_workspace_active(p_workspace_id bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true)
+$$;
+
+--
 -- Name: set_connection_secret(bigint, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2663,6 +2754,14 @@ BEGIN
   IF NOT FOUND AND NOT EXISTS (SELECT FROM wharf.connection WHERE id = p_id) THEN
     RAISE EXCEPTION 'wharf: unknown connection %', p_id USING ERRCODE = 'P0002';
   END IF;
+  -- Out of PAUSED: the scopes a claim parked for this connection's heads
+  -- (sql/30) are claimable again, in their usual order.
+  IF p_state <> 'PAUSED' THEN
+    UPDATE wharf.scope s SET active = true
+      FROM wharf.provider_event e
+     WHERE NOT s.active AND e.id = s.head_id AND e.connection_id = p_id
+       AND wharf.scope_workspace_active(s.workspace_id);
+  END IF;
   IF p_state = 'ACTIVE' THEN
     PERFORM wharf.notify_idle_claimers();
   END IF;
@@ -2718,6 +2817,14 @@ BEGIN
   UPDATE wharf.workspace SET state = p_state WHERE id = p_id;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
+  END IF;
+  -- Out of PAUSED: the scopes a claim parked for this connection's heads
+  -- (sql/30) are claimable again, in their usual order.
+  IF p_state <> 'PAUSED' THEN
+    UPDATE wharf.scope s SET active = true
+      FROM wharf.provider_event e
+     WHERE NOT s.active AND e.id = s.head_id AND e.connection_id = p_id
+       AND wharf.scope_workspace_active(s.workspace_id);
   END IF;
   IF p_state = 'ACTIVE' THEN
     PERFORM wharf.notify_idle_claimers();
@@ -3119,6 +3226,8 @@ CREATE FUNCTION wharf.sync_scope_activity() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+  -- A scope parked for a paused connection's head is active again too; the
+  -- next claim that meets its head parks it again if it is still held.
   UPDATE wharf.scope SET active = (NEW.state = 'ACTIVE')
    WHERE workspace_id = NEW.id AND active IS DISTINCT FROM (NEW.state = 'ACTIVE');
   RETURN NULL;
@@ -3501,7 +3610,8 @@ CREATE TABLE wharf.scope (
     leased_id bigint,
     active boolean DEFAULT true NOT NULL,
     ready_at timestamp with time zone,
-    failing_since timestamp with time zone
+    failing_since timestamp with time zone,
+    head_kind text
 )
 WITH (vacuum_truncate='false', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000');
 
@@ -3733,7 +3843,7 @@ CREATE INDEX ix_replay_audit_at ON wharf.replay_audit USING btree (at);
 -- Name: ix_scope_claim; Type: INDEX; Schema: wharf; Owner: -
 --
 
-CREATE INDEX ix_scope_claim ON wharf.scope USING btree (ready_at, head_id) WHERE ((head_id IS NOT NULL) AND (leased_id IS NULL) AND active);
+CREATE INDEX ix_scope_claim ON wharf.scope USING btree (head_kind, ready_at, head_id) WHERE ((head_id IS NOT NULL) AND (leased_id IS NULL) AND active);
 
 --
 -- Name: ix_scope_failing; Type: INDEX; Schema: wharf; Owner: -

@@ -30,19 +30,45 @@
 -- off: their plans stay on the primary key whatever size the table had when
 -- they were planned.
 
--- The oldest QUEUED event of scope p_scope_key after event p_after_id, and
--- when it is due; no row when none waits. Read through
+-- The oldest QUEUED event of scope p_scope_key after event p_after_id, when
+-- it is due and its kind (provider:event_type); no row when none waits. Read through
 -- ix_provider_event_scope_order from p_after_id on: the rows of a scope after
 -- its head are its queue (a replayed row may leave handled rows after it,
 -- which this reads past once). A plain SQL set-returning function so that
 -- the planner inlines it into its callers, under their plan settings.
 CREATE OR REPLACE FUNCTION wharf.next_in_scope(p_scope_key text, p_after_id bigint)
-RETURNS TABLE (id bigint, due_at timestamptz)
+RETURNS TABLE (id bigint, due_at timestamptz, kind text)
 LANGUAGE sql STABLE AS $$
-  SELECT e.id, e.next_attempt_at FROM wharf.provider_event e
+  SELECT e.id, e.next_attempt_at, e.provider || ':' || e.event_type FROM wharf.provider_event e
    WHERE e.scope_key = p_scope_key AND e.id > p_after_id AND e.state = 'QUEUED'
    ORDER BY e.id
    LIMIT 1
+$$;
+
+-- Whether scopes of workspace p_workspace_id may be claimed from: it is
+-- ACTIVE, or the scope is an installation scope (no workspace).
+CREATE OR REPLACE FUNCTION wharf.scope_workspace_active(p_workspace_id bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true)
+$$;
+
+-- The kinds (provider:event_type) of the heads of claimable scopes, in
+-- order, read by a skip scan of ix_scope_claim: one index descent per kind,
+-- whatever number of heads each has. What claim, next_due_at and
+-- queue_stats walk instead of every claimable head.
+CREATE OR REPLACE FUNCTION wharf.claimable_kinds() RETURNS SETOF text
+LANGUAGE sql STABLE AS $$
+  WITH RECURSIVE k(kind) AS (
+    (SELECT s.head_kind FROM wharf.scope s
+      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+      ORDER BY s.head_kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT s.head_kind FROM wharf.scope s
+             WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.head_kind > k.kind
+             ORDER BY s.head_kind LIMIT 1)
+      FROM k WHERE k.kind IS NOT NULL
+  )
+  SELECT kind FROM k WHERE kind IS NOT NULL
 $$;
 
 -- The one lock order of scope rows: (workspace_id NULLS FIRST, scope_key),
@@ -71,7 +97,7 @@ BEGIN
   END IF;
   INSERT INTO wharf.scope AS s (scope_key, workspace_id, active)
   SELECT DISTINCT ON (l.workspace_id, l.scope_key) l.scope_key, l.workspace_id,
-         coalesce(l.active, (SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = l.workspace_id), true)
+         coalesce(l.active, wharf.scope_workspace_active(l.workspace_id))
     FROM unnest(p_scope_keys, p_workspace_ids, coalesce(p_active, '{}')) AS l(scope_key, workspace_id, active)
    WHERE l.scope_key IS NOT NULL
    ORDER BY l.workspace_id NULLS FIRST, l.scope_key
@@ -143,8 +169,9 @@ BEGIN
   IF v_old_state = 'QUEUED' AND (v_moved OR v_new_state IS DISTINCT FROM 'QUEUED') THEN
     SELECT * INTO v_next FROM wharf.next_in_scope(v_old_scope, OLD.id);
     UPDATE wharf.scope
-       SET head_id = v_next.id, head_due_at = v_next.due_at,
-           ready_at = greatest(v_next.due_at, clock_timestamp())
+       SET head_id = v_next.id, head_due_at = v_next.due_at, head_kind = v_next.kind,
+           ready_at = greatest(v_next.due_at, clock_timestamp()),
+           active = active OR wharf.scope_workspace_active(workspace_id)  -- a new head is not parked
      WHERE scope_key = v_old_scope AND head_id = OLD.id;
   END IF;
 
@@ -160,8 +187,7 @@ BEGIN
   -- A lease taken: the scope's one lease, or an error.
   IF v_new_state = 'LEASED' AND (v_moved OR v_old_state IS DISTINCT FROM 'LEASED') THEN
     INSERT INTO wharf.scope AS s (scope_key, workspace_id, leased_id, active)
-    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id,
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true))
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, wharf.scope_workspace_active(NEW.workspace_id))
     ON CONFLICT (scope_key) DO UPDATE SET leased_id = excluded.leased_id
      WHERE s.leased_id IS NULL OR s.leased_id = excluded.leased_id;
     IF NOT FOUND THEN
@@ -177,13 +203,16 @@ BEGIN
   -- gives its attempt back) marks its scope failing since then, unless it
   -- was failing already (the stuck scopes of queue_stats).
   IF v_new_state = 'QUEUED' THEN
-    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, ready_at, active, failing_since)
-    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at,
+    INSERT INTO wharf.scope AS s (scope_key, workspace_id, head_id, head_due_at, head_kind, ready_at, active, failing_since)
+    VALUES (NEW.scope_key, NEW.workspace_id, NEW.id, NEW.next_attempt_at, NEW.provider || ':' || NEW.event_type,
             greatest(NEW.next_attempt_at, clock_timestamp()),
-            coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = NEW.workspace_id), true),
+            wharf.scope_workspace_active(NEW.workspace_id),
             CASE WHEN v_old_state = 'LEASED' AND NOT v_moved AND NEW.attempt = OLD.attempt THEN clock_timestamp() END)
     ON CONFLICT (scope_key) DO UPDATE
-       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, ready_at = excluded.ready_at,
+       SET head_id = excluded.head_id, head_due_at = excluded.head_due_at, head_kind = excluded.head_kind,
+           ready_at = excluded.ready_at,
+           -- Parked for a paused connection's head (claim): a new head is not.
+           active = s.active OR (s.head_id IS DISTINCT FROM excluded.head_id AND excluded.active),
            failing_since = CASE WHEN excluded.failing_since IS NULL THEN s.failing_since
                                 ELSE coalesce(s.failing_since, excluded.failing_since) END
      WHERE s.head_id IS NULL OR excluded.head_id <= s.head_id;
@@ -226,9 +255,14 @@ CREATE TRIGGER provider_event_keep_scope_delete
 
 -- Trigger on workspace: a workspace that is not ACTIVE has its scopes left out
 -- of claims (installation scopes, with no workspace, are always active).
+-- scope.active is also false for a scope parked because its head's
+-- connection is PAUSED (claim, sql/30), until that connection leaves PAUSED
+-- (set_connection_state) or the scope gets another head.
 CREATE OR REPLACE FUNCTION wharf.sync_scope_activity() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+  -- A scope parked for a paused connection's head is active again too; the
+  -- next claim that meets its head parks it again if it is still held.
   UPDATE wharf.scope SET active = (NEW.state = 'ACTIVE')
    WHERE workspace_id = NEW.id AND active IS DISTINCT FROM (NEW.state = 'ACTIVE');
   RETURN NULL;

@@ -46,23 +46,38 @@
 -- keys), only heads this host has a handler for: another head keeps its scope
 -- waiting, in order, for a host that handles it.
 --
--- Three statements. The first finds the due heads and locks them with their
--- scope rows. The second marks each scope leased and heads it with its next
--- queued row; it is a statement of its own so that its snapshot, taken after
--- the locks, sees every row admitted into those scopes (an admission locks
--- the scope row before it inserts, so none is in flight now). The third
--- leases the events: it writes no indexed column, so every row version stays
--- on its page (HOT) and no index gets an entry; the scope trigger is told
--- (wharf.keeping_scopes) that the scopes are kept already (sql/20).
+-- The due heads are found kind by kind: wharf.claimable_kinds() lists the
+-- kinds waiting (a skip scan of ix_scope_claim, which leads with head_kind),
+-- those this host handles are kept, and for each the first v_window due
+-- scopes in ready order are read; the longest ready of all of them win. So
+-- a claim reads about the same whatever waits that it cannot take: heads of
+-- kinds no host here handles cost one index descent per kind, and a head of
+-- a PAUSED connection is read once and then parked (scope.active false,
+-- out of ix_scope_claim) until its connection leaves PAUSED or its scope
+-- gets another head.
 --
--- The plan is pinned to its one good shape: walk ix_scope_claim in order and
--- fetch each head by primary key, stopping after p_max. PL/pgSQL caches a
--- generic plan after five calls, and for a small scope table the planner's
--- generic choice is a sequential scan of wharf.scope merge-joined with the
--- whole provider_event primary key, which reads the backlog on every claim.
--- Turning off the other scan and join methods leaves it the index path alone
--- (bitmap scans too: a bitmap scan of ix_scope_claim loses its order, and the
--- claim sorted every ready scope to serve p_max of them). The head is tested
+-- Four statements. The first picks the candidates and locks the first
+-- p_max it can take with their scope rows (SKIP LOCKED). The second parks
+-- the scopes among the candidates whose head's connection is PAUSED,
+-- passing over any row or connection another session holds (never
+-- waiting: a claim holds scope rows and must not wait for a connection
+-- change, which waits for scope rows). The third marks each leased scope
+-- and heads it with its next queued row; it is a statement of its own so
+-- that its snapshot, taken after the locks, sees every row admitted into
+-- those scopes (an admission locks the scope row before it inserts, so none
+-- is in flight now). The fourth leases the events: it writes no indexed
+-- column, so every row version stays on its page (HOT) and no index gets an
+-- entry; the scope trigger is told (wharf.keeping_scopes) that the scopes
+-- are kept already (sql/20). When parking left the claim short, it looks
+-- again, a few times at most.
+--
+-- The plan is pinned to its one good shape: walk ix_scope_claim per kind and
+-- fetch each head by primary key. PL/pgSQL caches a generic plan after five
+-- calls, and for a small scope table the planner's generic choice is a
+-- sequential scan of wharf.scope merge-joined with the whole provider_event
+-- primary key, which reads the backlog on every claim. Turning off the
+-- other scan and join methods leaves it the index path alone (bitmap scans
+-- too: a bitmap scan of ix_scope_claim loses its order). The head is tested
 -- with `state COLLATE "C" = 'QUEUED'` (top of this file), by primary key.
 --
 -- That plan is also forced generic: left to choose, the plan cache finds the
@@ -84,10 +99,15 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off SET enable_bitmapscan = off SET enable_mergejoin = off SET enable_hashjoin = off
 SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
-  v_now    timestamptz := clock_timestamp();
-  v_lease  interval := wharf.setting_interval('lease');
-  v_ids    bigint[];
-  v_scopes text[];
+  v_now        timestamptz := clock_timestamp();
+  v_lease      interval := wharf.setting_interval('lease');
+  v_window     integer;
+  v_candidates text[];
+  v_parked     integer;
+  v_ids        bigint[];
+  v_scopes     text[];
+  v_all_ids    bigint[] := ARRAY[]::bigint[];
+  v_all_scopes text[] := ARRAY[]::text[];
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
@@ -99,33 +119,76 @@ BEGIN
     RAISE EXCEPTION 'wharf.claim: max must be zero or more, not %', p_max USING ERRCODE = '22023';
   END IF;
   PERFORM set_config('synchronous_commit', 'off', true);
+  -- Room for claimers on other hosts that lock some of the same candidates.
+  v_window := p_max + 16;
 
-  SELECT array_agg(h.id), array_agg(h.scope_key) INTO v_ids, v_scopes
-    FROM (SELECT e.id, s.scope_key
-            FROM wharf.scope s
-            JOIN wharf.provider_event e ON e.id = s.head_id
-           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
-             AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
-             AND e.state COLLATE "C" = 'QUEUED'  -- by primary key
-             -- A paused connection's rows wait, holding their scopes, until it resumes.
-             AND (e.connection_id IS NULL
-                  OR NOT EXISTS (SELECT FROM wharf.connection c WHERE c.id = e.connection_id AND c.state = 'PAUSED'))
-             AND (p_handles IS NULL
-                  OR e.provider || ':' || e.event_type = ANY (p_handles)
-                  OR e.provider || ':*' = ANY (p_handles))
-           ORDER BY s.ready_at, s.head_id
-           LIMIT p_max
-           -- NO KEY UPDATE: a claimer that locks a head another claimer has just
-           -- leased (its snapshot was older) must not make the winner's fence
-           -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scope, purge and
-           -- erasure take FOR UPDATE and still conflict.
-             FOR NO KEY UPDATE OF s, e SKIP LOCKED) h;
-  IF v_ids IS NULL THEN
+  FOR v_round IN 1..4 LOOP
+    SELECT array_agg(c.scope_key ORDER BY c.ready_at, c.head_id) INTO v_candidates
+      FROM (SELECT c.scope_key, c.ready_at, c.head_id
+              FROM wharf.claimable_kinds() k(kind)
+              CROSS JOIN LATERAL (
+                SELECT s.scope_key, s.ready_at, s.head_id FROM wharf.scope s
+                 WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                   AND s.head_kind = k.kind
+                   AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
+                 ORDER BY s.ready_at, s.head_id
+                 LIMIT v_window) c
+             WHERE p_handles IS NULL OR k.kind = ANY (p_handles) OR split_part(k.kind, ':', 1) || ':*' = ANY (p_handles)
+             ORDER BY c.ready_at, c.head_id
+             LIMIT v_window) c;
+    EXIT WHEN v_candidates IS NULL;
+
+    SELECT array_agg(h.id ORDER BY h.n), array_agg(h.scope_key ORDER BY h.n) INTO v_ids, v_scopes
+      FROM (SELECT e.id, s.scope_key, c.n
+              FROM unnest(v_candidates) WITH ORDINALITY AS c(scope_key, n)
+              JOIN wharf.scope s ON s.scope_key = c.scope_key
+              JOIN wharf.provider_event e ON e.id = s.head_id
+             WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at <= v_now
+               AND NOT s.scope_key = ANY (v_all_scopes)  -- locked by an earlier round
+               AND e.state COLLATE "C" = 'QUEUED'  -- by primary key
+               -- The head may have changed since the candidates were read.
+               AND (p_handles IS NULL
+                    OR e.provider || ':' || e.event_type = ANY (p_handles)
+                    OR e.provider || ':*' = ANY (p_handles))
+               -- A paused connection's rows wait, holding their scopes, until it resumes.
+               AND (e.connection_id IS NULL
+                    OR NOT EXISTS (SELECT FROM wharf.connection x WHERE x.id = e.connection_id AND x.state = 'PAUSED'))
+             ORDER BY c.n
+             LIMIT p_max - cardinality(v_all_ids)
+             -- NO KEY UPDATE: a claimer that locks a head another claimer has just
+             -- leased (its snapshot was older) must not make the winner's fence
+             -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scopes, purge and
+             -- erasure take FOR UPDATE and still conflict.
+               FOR NO KEY UPDATE OF s, e SKIP LOCKED) h;
+
+    -- Park the candidates held by a PAUSED connection (sql/20: sync_scope_activity).
+    UPDATE wharf.scope s SET active = false
+      FROM (SELECT p.scope_key
+              FROM wharf.scope p
+              JOIN wharf.provider_event e ON e.id = p.head_id
+              JOIN wharf.connection x ON x.id = e.connection_id
+             WHERE p.scope_key = ANY (v_candidates) AND NOT p.scope_key = ANY (v_all_scopes)
+               AND p.active AND p.leased_id IS NULL AND x.state = 'PAUSED'
+               FOR UPDATE OF p SKIP LOCKED
+               -- SHARE conflicts with the connection's state change: a resume
+               -- either commits first (then this reads ACTIVE) or waits, and
+               -- unparks after this commits.
+               FOR SHARE OF x SKIP LOCKED) parked
+     WHERE s.scope_key = parked.scope_key;
+    GET DIAGNOSTICS v_parked = ROW_COUNT;
+    v_all_ids := v_all_ids || coalesce(v_ids, '{}');
+    v_all_scopes := v_all_scopes || coalesce(v_scopes, '{}');
+    -- Short because of what it parked: look again (what it locked stays locked).
+    EXIT WHEN v_parked = 0 OR cardinality(v_all_ids) >= p_max;
+  END LOOP;
+  IF cardinality(v_all_ids) = 0 THEN
     RETURN;
   END IF;
+  v_ids := v_all_ids;
+  v_scopes := v_all_scopes;
 
   UPDATE wharf.scope s
-     SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at
+     SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at, head_kind = n.kind
     FROM unnest(v_ids, v_scopes) AS h(id, scope_key)
     LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
    WHERE s.scope_key = h.scope_key;
@@ -354,13 +417,18 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- The earliest time after now at which a scope head that no lease holds
--- falls due (a retry waiting out its delay); NULL when none waits. A claimer
+-- falls due (a retry waiting out its delay); NULL when none waits. Read kind
+-- by kind from ix_scope_claim: one descent per kind. A claimer
 -- about to sleep wakes by itself then: a retry becomes due without any
 -- commit that could notify it.
 CREATE OR REPLACE FUNCTION wharf.next_due_at() RETURNS timestamptz
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT min(ready_at) FROM wharf.scope
-   WHERE head_id IS NOT NULL AND leased_id IS NULL AND active AND ready_at > clock_timestamp()
+  SELECT min(n.ready_at)
+    FROM wharf.claimable_kinds() k(kind)
+    CROSS JOIN LATERAL (SELECT s.ready_at FROM wharf.scope s
+                         WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                           AND s.head_kind = k.kind AND s.ready_at > clock_timestamp()
+                         ORDER BY s.ready_at LIMIT 1) n
 $$;
 
 -- The worker's gauges, at a cost that does not grow with the inbox:
@@ -399,10 +467,12 @@ BEGIN
                      WHERE st.schemaname = 'wharf' AND st.tablename = 'provider_event' AND st.attname = 'state') f;
   END IF;
 
-  SELECT coalesce(extract(epoch FROM v_now - min(head_due_at))::float8, 0) INTO oldest_due_age
-    FROM (SELECT s.head_due_at FROM wharf.scope s
-           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at <= v_now
-           ORDER BY s.ready_at, s.head_id LIMIT 1) oldest;
+  SELECT coalesce(extract(epoch FROM v_now - min(o.ready_at))::float8, 0) INTO oldest_due_age
+    FROM wharf.claimable_kinds() k(kind)
+    CROSS JOIN LATERAL (SELECT s.ready_at FROM wharf.scope s
+                         WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                           AND s.head_kind = k.kind AND s.ready_at <= v_now
+                         ORDER BY s.ready_at LIMIT 1) o;
 
   SELECT count(*), coalesce(extract(epoch FROM v_now - min(x.since))::float8, 0)
     INTO stuck_scopes, oldest_stuck_age
@@ -411,9 +481,13 @@ BEGIN
                     WHERE s.failing_since < v_stuck_since
                     ORDER BY s.failing_since LIMIT 10000)
                   UNION ALL
-                  (SELECT s.scope_key, s.ready_at FROM wharf.scope s
-                    WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at < v_stuck_since
-                    ORDER BY s.ready_at, s.head_id LIMIT 10000)) y
+                  (SELECT w.scope_key, w.ready_at
+                     FROM wharf.claimable_kinds() k(kind)
+                     CROSS JOIN LATERAL (SELECT s.scope_key, s.ready_at FROM wharf.scope s
+                                          WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                                            AND s.head_kind = k.kind AND s.ready_at < v_stuck_since
+                                          ORDER BY s.ready_at LIMIT 10000) w
+                    LIMIT 10000)) y
            ORDER BY y.scope_key, y.since
            LIMIT 10000) x;
 END $$;

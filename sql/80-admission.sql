@@ -421,12 +421,12 @@ BEGIN
       CROSS JOIN LATERAL (SELECT (p_items[r.n]).*) i
      ORDER BY r.k
     ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
-    RETURNING id, scope_key, next_attempt_at,
+    RETURNING id, scope_key, next_attempt_at, provider || ':' || event_type AS kind,
               coalesce(workspace_id::text, '') || ' ' || provider || ' ' || delivery_key AS dedupe_key
   ), heads AS (
     UPDATE wharf.scope s
-       SET head_id = h.id, head_due_at = h.due_at, ready_at = greatest(h.due_at, clock_timestamp())
-      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at
+       SET head_id = h.id, head_due_at = h.due_at, head_kind = h.kind, ready_at = greatest(h.due_at, clock_timestamp())
+      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at, x.kind
               FROM stored x ORDER BY x.scope_key, x.id) h
      WHERE s.scope_key = h.scope_key AND s.head_id IS NULL
   )

@@ -29,18 +29,19 @@ async function businessWrites(): Promise<string[]> {
 }
 
 describe('a step', () => {
-  it('rolls back with its transaction when the fence before commit fails', async () => {
+  it('rolls back with its transaction when its fence finds the lease ended', async () => {
     const [id] = await admitEvents(db.pool, [{ scope: 'steps' }]);
     const [worker, business] = [await timedSession(db), await timedSession(db)];
     const lease = (await claimOne(worker, 'worker'))!;
     expect(lease).toEqual({ id, lease_epoch: '1' });
 
     await business.query('BEGIN');
-    expect(await runStep(business, lease, 'charge:1')).toBe(true);
-    // Meanwhile the worker gives the lease back (shutting down): a plain
-    // UPDATE, which the business transaction's fence lock does not block.
+    await business.query('INSERT INTO business_write VALUES ($1, $2)', [id, 'charge:0']);
+    // Meanwhile the worker gives the lease back (shutting down). The business
+    // transaction has not fenced yet, so nothing holds the release up (one
+    // that has waits for it: test/worker/lease-end.test.ts).
     expect(await scalar(worker, 'SELECT wharf.release($1, $2) AS value', [id, lease.lease_epoch])).toBe(true);
-    await expect(business.query('SELECT wharf.fence($1, $2)', [id, lease.lease_epoch])).rejects.toMatchObject({ code: 'WH412' });
+    await expect(runStep(business, lease, 'charge:1')).rejects.toMatchObject({ code: 'WH412' });
     await business.query('ROLLBACK');
     expect(await stepNames(db.pool, id!)).toEqual([]);
     expect(await businessWrites()).toEqual([]);
