@@ -126,13 +126,16 @@ CREATE OR REPLACE FUNCTION wharf.free_scopes(p_ids bigint[], p_scope_keys text[]
 LANGUAGE plpgsql SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 BEGIN
   PERFORM wharf.lock_scopes(p_scope_keys);
+  -- `s.scope_key = ANY (…)` besides the join: a lookup by key whatever the
+  -- statistics say (an empty scope table, analyzed, estimates one row, and
+  -- a join that scans it all looks as cheap).
   DELETE FROM wharf.scope s
    USING unnest(p_ids, p_scope_keys) AS l(id, scope_key)
-   WHERE s.scope_key = l.scope_key AND s.leased_id = l.id AND s.head_id IS NULL;
+   WHERE s.scope_key = l.scope_key AND s.scope_key = ANY (p_scope_keys) AND s.leased_id = l.id AND s.head_id IS NULL;
   UPDATE wharf.scope s
      SET leased_id = NULL, ready_at = greatest(s.head_due_at, clock_timestamp()), failing_since = NULL
     FROM unnest(p_ids, p_scope_keys) AS l(id, scope_key)
-   WHERE s.scope_key = l.scope_key AND s.leased_id = l.id;
+   WHERE s.scope_key = l.scope_key AND s.scope_key = ANY (p_scope_keys) AND s.leased_id = l.id;
 END $$;
 
 -- Trigger on provider_event, per row, for every write the lease path does

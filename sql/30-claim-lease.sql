@@ -138,43 +138,59 @@ BEGIN
              LIMIT v_window) c;
     EXIT WHEN v_candidates IS NULL;
 
+    -- Each candidate is looked up by its key in a subquery of its own (LIMIT 1
+    -- keeps the planner from flattening it): a plan over stale statistics
+    -- (an empty scope table analyzed) must never scan the scopes per
+    -- candidate. The nested loop runs the candidates in their order and the
+    -- LIMIT stops it after p_max locked heads, so no more rows are locked
+    -- than are leased.
     SELECT array_agg(h.id ORDER BY h.n), array_agg(h.scope_key ORDER BY h.n) INTO v_ids, v_scopes
-      FROM (SELECT e.id, s.scope_key, c.n
+      FROM (SELECT l.id, l.scope_key, c.n
               FROM unnest(v_candidates) WITH ORDINALITY AS c(scope_key, n)
-              JOIN wharf.scope s ON s.scope_key = c.scope_key
-              JOIN wharf.provider_event e ON e.id = s.head_id
-             WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at <= v_now
-               AND NOT s.scope_key = ANY (v_all_scopes)  -- locked by an earlier round
-               AND e.state COLLATE "C" = 'QUEUED'  -- by primary key
-               -- The head may have changed since the candidates were read.
-               AND (p_handles IS NULL
-                    OR e.provider || ':' || e.event_type = ANY (p_handles)
-                    OR e.provider || ':*' = ANY (p_handles))
-               -- A paused connection's rows wait, holding their scopes, until it resumes.
-               AND (e.connection_id IS NULL
-                    OR NOT EXISTS (SELECT FROM wharf.connection x WHERE x.id = e.connection_id AND x.state = 'PAUSED'))
-             ORDER BY c.n
-             LIMIT p_max - cardinality(v_all_ids)
-             -- NO KEY UPDATE: a claimer that locks a head another claimer has just
-             -- leased (its snapshot was older) must not make the winner's fence
-             -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scopes, purge and
-             -- erasure take FOR UPDATE and still conflict.
-               FOR NO KEY UPDATE OF s, e SKIP LOCKED) h;
+              CROSS JOIN LATERAL (
+                SELECT e.id, s.scope_key
+                  FROM wharf.scope s
+                  JOIN wharf.provider_event e ON e.id = s.head_id
+                 WHERE s.scope_key = c.scope_key
+                   -- `IS NOT FALSE`: as in the parking below.
+                   AND s.leased_id IS NULL AND s.active IS NOT FALSE AND s.ready_at <= v_now
+                   AND NOT s.scope_key = ANY (v_all_scopes)  -- locked by an earlier round
+                   AND e.state COLLATE "C" = 'QUEUED'  -- by primary key
+                   -- The head may have changed since the candidates were read.
+                   AND (p_handles IS NULL
+                        OR e.provider || ':' || e.event_type = ANY (p_handles)
+                        OR e.provider || ':*' = ANY (p_handles))
+                   -- A paused connection's rows wait, holding their scopes, until it resumes.
+                   AND (e.connection_id IS NULL
+                        OR NOT EXISTS (SELECT FROM wharf.connection x WHERE x.id = e.connection_id AND x.state = 'PAUSED'))
+                 LIMIT 1
+                 -- NO KEY UPDATE: a claimer that locks a head another claimer has just
+                 -- leased (its snapshot was older) must not make the winner's fence
+                 -- (FOR KEY SHARE NOWAIT) fail as busy; the reaper, lock_scopes, purge and
+                 -- erasure take FOR UPDATE and still conflict.
+                   FOR NO KEY UPDATE OF s, e SKIP LOCKED) l
+             LIMIT p_max - cardinality(v_all_ids)) h;
 
     -- Park the candidates held by a PAUSED connection (sql/20: sync_scope_activity).
     UPDATE wharf.scope s SET active = false
-      FROM (SELECT p.scope_key
-              FROM wharf.scope p
-              JOIN wharf.provider_event e ON e.id = p.head_id
-              JOIN wharf.connection x ON x.id = e.connection_id
-             WHERE p.scope_key = ANY (v_candidates) AND NOT p.scope_key = ANY (v_all_scopes)
-               AND p.active AND p.leased_id IS NULL AND x.state = 'PAUSED'
-               FOR UPDATE OF p SKIP LOCKED
-               -- SHARE conflicts with the connection's state change: a resume
-               -- either commits first (then this reads ACTIVE) or waits, and
-               -- unparks after this commits.
-               FOR SHARE OF x SKIP LOCKED) parked
-     WHERE s.scope_key = parked.scope_key;
+     WHERE s.scope_key = ANY (ARRAY(  -- found and locked once, before the update
+             SELECT p.scope_key
+               FROM unnest(v_candidates) AS c(scope_key)
+               CROSS JOIN LATERAL (  -- by key, as above
+                 SELECT p.scope_key
+                   FROM wharf.scope p
+                   JOIN wharf.provider_event e ON e.id = p.head_id
+                   JOIN wharf.connection x ON x.id = e.connection_id
+                  WHERE p.scope_key = c.scope_key AND NOT p.scope_key = ANY (v_all_scopes)
+                    -- `IS NOT FALSE` (active is NOT NULL): ix_scope_claim's whole predicate
+                    -- would offer the planner that index, which has no scope_key.
+                    AND p.active IS NOT FALSE AND p.leased_id IS NULL AND x.state = 'PAUSED'
+                  LIMIT 1
+                    FOR UPDATE OF p SKIP LOCKED
+                    -- SHARE conflicts with the connection's state change: a resume
+                    -- either commits first (then this reads ACTIVE) or waits, and
+                    -- unparks after this commits.
+                    FOR SHARE OF x SKIP LOCKED) p));
     GET DIAGNOSTICS v_parked = ROW_COUNT;
     v_all_ids := v_all_ids || coalesce(v_ids, '{}');
     v_all_scopes := v_all_scopes || coalesce(v_scopes, '{}');
@@ -191,7 +207,8 @@ BEGIN
      SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at, head_kind = n.kind
     FROM unnest(v_ids, v_scopes) AS h(id, scope_key)
     LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
-   WHERE s.scope_key = h.scope_key;
+   WHERE s.scope_key = h.scope_key
+     AND s.scope_key = ANY (v_scopes);  -- by key, whatever the statistics say of wharf.scope
 
   PERFORM set_config('wharf.keeping_scopes', 'on', true);
   RETURN QUERY
