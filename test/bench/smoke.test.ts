@@ -10,7 +10,7 @@ import { monthTwoFigures } from '../../bench/goals.js';
 import { smokeSettings } from '../../bench/settings.js';
 
 describe('bench smoke run', () => {
-  it('runs every workload on a few hundred events and reports sane figures', { timeout: 180_000 }, async () => {
+  it('runs every workload on a few hundred events and reports sane figures', { timeout: 240_000 }, async () => {
     const serverUrl = inject('postgresUrl');
     const run: BenchRun = await runBenchmark({
       ...smokeSettings,
@@ -46,7 +46,8 @@ describe('bench smoke run', () => {
       'growth.small', 'growth.large', 'growth.sustained_handled',
       'queue_history.time', 'queue_history.own_rows', 'queue_history.window_rows', 'queue_history.workspaces',
       ...monthTwoFigures.flatMap(({ id }) => [`month_two.${id}.small`, `month_two.${id}.large`]),
-      'month_two.small_rows', 'month_two.large_rows', 'month_two.purge.longest', 'month_two.purge.calls', 'month_two.purge.total',
+      'month_two.small_rows', 'month_two.large_rows', 'month_two.purge.longest', 'month_two.purge.longest_call', 'month_two.purge.calls',
+      'month_two.purge.transactions', 'month_two.purge.total',
       'month_two.purge.events_deleted', 'month_two.admit_p99.quiet', 'month_two.admit_p99.beside_purge',
       'month_two.admits_beside_purge', 'month_two.old_refusals', 'month_two.old_refusals_left']) {
       const series = results.get(id);
@@ -116,6 +117,9 @@ describe('bench smoke run', () => {
     // the admission log's retention, which any size shows.
     expect(results.get('month_two.large_rows')?.samples).toEqual([2_000]);
     expect(results.get('month_two.purge.events_deleted')?.samples).toEqual([2_000]);
+    // Every call of purgeExpiredEvents runs one transaction at least, and each was timed.
+    expect(results.get('month_two.purge.transactions')?.samples[0])
+      .toBeGreaterThanOrEqual(results.get('month_two.purge.calls')?.samples[0] ?? Number.NaN);
     expect(results.get('month_two.old_refusals')?.samples).toEqual([300]);
     expect(markdown).toContain('## 7. Month two: a large inbox against a small one');
     expect(markdown).toMatch(/queue_stats\(\) \(every host, every metrics refresh\): on an inbox .*\| \*\*not measured\*\*/);
