@@ -277,16 +277,23 @@ async function callOnce(inbox: Inbox): Promise<Record<MonthTwoFigure, number>> {
   };
 }
 
-/** The median of each figure over `calls` calls. */
-async function measure(inbox: Inbox, calls: number): Promise<Record<MonthTwoFigure, number>> {
-  const samples = new Map<MonthTwoFigure, number[]>();
+/**
+ * The median of each figure over `calls` calls on each inbox, the inboxes
+ * taking turns call by call, `order` first: a drift of the machine's load
+ * falls on both.
+ */
+async function measure(order: Inbox[], calls: number): Promise<Map<Size, Record<MonthTwoFigure, number>>> {
+  const samples = new Map<string, number[]>();
   for (let call = 0; call < calls; call += 1) {
-    for (const [figure, ms] of Object.entries(await callOnce(inbox)) as [MonthTwoFigure, number][]) {
-      samples.set(figure, [...(samples.get(figure) ?? []), ms]);
+    for (const inbox of order) {
+      for (const [figure, ms] of Object.entries(await callOnce(inbox))) {
+        const key = `${inbox.size}.${figure}`;
+        samples.set(key, [...(samples.get(key) ?? []), ms]);
+      }
     }
   }
-  return Object.fromEntries(monthTwoFigures.map(({ id }) => [id, summarize(samples.get(id) ?? []).median])) as
-    Record<MonthTwoFigure, number>;
+  return new Map(order.map((inbox) => [inbox.size, Object.fromEntries(monthTwoFigures.map(({ id }) =>
+    [id, summarize(samples.get(`${inbox.size}.${id}`) ?? []).median])) as Record<MonthTwoFigure, number>]));
 }
 
 const describeInbox = (inbox: Inbox) => inbox.size === 'small'
@@ -298,11 +305,8 @@ async function sideBySide(settings: BenchSettings, results: BenchResults, log: L
     for (let call = 0; call < warmUpCalls; call += 1) await callOnce(inbox);
   }
   for (let rep = 1; rep <= settings.repetitions; rep += 1) {
-    // Taking turns, the first one changing each repetition: a drift of the
-    // machine's load falls on both.
-    const order = rep % 2 === 1 ? [small, large] : [large, small];
-    const medians = new Map<Size, Record<MonthTwoFigure, number>>();
-    for (const inbox of order) medians.set(inbox.size, await measure(inbox, settings.monthTwoCalls));
+    // The one that goes first changes each repetition.
+    const medians = await measure(rep % 2 === 1 ? [small, large] : [large, small], settings.monthTwoCalls);
     for (const { id, label } of monthTwoFigures) {
       for (const inbox of [small, large]) {
         results.add('month-two', `month_two.${id}.${inbox.size}`, `${label}: ${inbox.size} inbox (${describeInbox(inbox)})`,
