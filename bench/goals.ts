@@ -1,5 +1,6 @@
 // The benchmark's goals, judged from one run's medians: issue 32's (the
-// drain's cost per event, the HOT share, the queue history at scale) and
+// drain's cost per event, the HOT share, the queue history at scale), issue
+// 40's month two (the same cost at any inbox size, bounded retention) and
 // those of earlier issues that still apply. Ratios compare systems measured
 // in the same run on the same machine.
 import { judgeAdmissionGoals } from './admission-goals.js';
@@ -222,6 +223,85 @@ function queueHistoryGoal(results: BenchResults): Goal {
   return { goal, verdict: time <= queueHistoryBudgetMs ? 'met' : 'not met', evidence };
 }
 
+/**
+ * Issue 40's month two: the statements on a hot or periodic path, timed on
+ * an inbox of many handled rows and on one of a thousand
+ * (bench/workloads/month-two.ts). Each must cost about the same at both
+ * sizes: an index lookup or a bounded read, not a scan of the inbox.
+ */
+export const monthTwoFigures = [
+  { id: 'admit_repeat', label: 'admit, repeated delivery', name: "a repeated delivery's wharf.admit (the same delivery key again: a duplicate)" },
+  { id: 'admit_new', label: 'admit, new delivery', name: "a new delivery's wharf.admit" },
+  { id: 'admit_many32_repeat', label: 'admit_many, 32 repeated deliveries', name: 'wharf.admit_many of 32 repeated deliveries' },
+  { id: 'claim', label: "claim(…, 1, ['github:issues'])", name: "wharf.claim(…, 1, ['github:issues']) of a fresh event, past the due heads of a type it does not handle" },
+  { id: 'complete', label: 'complete (complete_many)', name: "that event's completion (wharf.complete_many, as the worker's batcher calls it)" },
+  { id: 'queue_stats', label: 'queue_stats()', name: 'wharf.queue_stats() (every host, every metrics refresh)' },
+  { id: 'events_page', label: "console's first events page", name: "the console's first events page (wharf.list_events)" },
+] as const;
+export type MonthTwoFigure = (typeof monthTwoFigures)[number]['id'];
+
+/** Each month-two figure on the large inbox ≤ this × its figure on the small one (issue 40). */
+export const monthTwoSizeRatio = 1.5;
+/** The retention loop's longest single purge transaction (issue 40, item 4: it must not hold the cleanup horizon). */
+export const monthTwoPurgeTransactionBudgetMs = 1_000;
+/** Admits' p99 while the retention loop purges ≤ this × their p99 without it. */
+export const monthTwoPurgeP99Ratio = 2;
+/** The scale the month-two goals are stated at (issue 40): a smaller large inbox says nothing about them. */
+export const monthTwoScale = { rows: 1_000_000, refusals: 100_000, unhandledHeads: 10_000 };
+
+function monthTwoGoals(results: BenchResults): Goal[] {
+  const rows = medianOf(results.get('month_two.large_rows'));
+  const smallRows = medianOf(results.get('month_two.small_rows'));
+  const atScale = rows !== undefined && rows >= monthTwoScale.rows;
+  const scaled = (goal: string, evidence: string, met: boolean): Goal => atScale
+    ? { goal, verdict: met ? 'met' : 'not met', evidence }
+    : notMeasured(goal, `measured at a smaller scale only (${fmt(rows ?? 0)} rows): ${evidence}`);
+  const inboxes = `an inbox of ${fmt(monthTwoScale.rows)} handled rows (${fmt(monthTwoScale.refusals)} old refusals, ` +
+    `${fmt(monthTwoScale.unhandledHeads)} due heads of an unhandled type) against one of ${fmt(smallRows ?? 1_000)}`;
+  const goals: Goal[] = monthTwoFigures.map(({ id, name }) => {
+    const goal = `${name}: on ${inboxes}, ≤ ${monthTwoSizeRatio}× (median)`;
+    const large = medianOf(results.get(`month_two.${id}.large`));
+    const small = medianOf(results.get(`month_two.${id}.small`));
+    if (large === undefined || small === undefined) return notMeasured(goal);
+    return scaled(goal, `${fmt(large, 2)} ms vs ${fmt(small, 2)} ms = ${fmt(large / small, 2)}×`, large <= monthTwoSizeRatio * small);
+  });
+
+  const purgeGoal = `the retention loop's longest purge transaction with ${fmt(monthTwoScale.rows)} rows past the replay window ` +
+    `≤ ${fmt(monthTwoPurgeTransactionBudgetMs)} ms`;
+  const longest = medianOf(results.get('month_two.purge.longest'));
+  if (longest === undefined) {
+    goals.push(notMeasured(purgeGoal));
+  } else {
+    const calls = medianOf(results.get('month_two.purge.calls')) ?? 0;
+    const transactions = medianOf(results.get('month_two.purge.transactions')) ?? 0;
+    const total = medianOf(results.get('month_two.purge.total')) ?? 0;
+    const deleted = medianOf(results.get('month_two.purge.events_deleted')) ?? 0;
+    goals.push(scaled(purgeGoal, `longest ${fmt(longest)} ms; ${fmt(calls)} calls, ${fmt(transactions)} transactions, in ${fmt(total)} ms ` +
+      `deleted ${fmt(deleted)} event rows`,
+      longest <= monthTwoPurgeTransactionBudgetMs));
+  }
+
+  const p99Goal = `admits' p99 on another connection while the retention loop purges ≤ ${monthTwoPurgeP99Ratio}× their p99 without it`;
+  const beside = medianOf(results.get('month_two.admit_p99.beside_purge'));
+  const quiet = medianOf(results.get('month_two.admit_p99.quiet'));
+  if (beside === undefined || quiet === undefined) {
+    goals.push(notMeasured(p99Goal));
+  } else {
+    const count = medianOf(results.get('month_two.admits_beside_purge')) ?? 0;
+    goals.push(scaled(p99Goal, `${fmt(beside, 2)} ms (${fmt(count)} admits) vs ${fmt(quiet, 2)} ms = ${fmt(beside / quiet, 2)}×`,
+      beside <= monthTwoPurgeP99Ratio * quiet));
+  }
+
+  // Any scale: a refusal 400 days old is past any retention the log can have.
+  const logGoal = 'admission_log has a retention: the retention loop leaves none of the refusals dated 400 days ago (item 4)';
+  const left = medianOf(results.get('month_two.old_refusals_left'));
+  const loaded = medianOf(results.get('month_two.old_refusals'));
+  goals.push(left === undefined
+    ? notMeasured(logGoal)
+    : { goal: logGoal, verdict: left === 0 ? 'met' : 'not met', evidence: `${fmt(left)} of ${fmt(loaded ?? 0)} left` });
+  return goals;
+}
+
 /** The CPU split of the receiver's delivery against the direct call's, where it was measured. */
 function receiverCpuEvidence(results: BenchResults): string {
   const micros = (id: string) => medianOf(results.get(`admission.${id}`));
@@ -288,7 +368,7 @@ export function judgeAdmissionRateGoals(results: BenchResults): Goal[] {
 const judgeAdmission = (results: BenchResults): Goal[] =>
   [...judgeAdmissionRateGoals(results), ...judgeAdmissionGoals(results)];
 
-/** Every goal of the run: issue 32's first, then the admission goals. */
+/** Every goal of the run: issue 32's first, then issue 40's month two, then the admission goals. */
 export function judgeGoals(results: BenchResults): Goal[] {
   return [
     orderedGoal(results),
@@ -299,6 +379,7 @@ export function judgeGoals(results: BenchResults): Goal[] {
     latencyGoal(results),
     tableSizeGoal(results),
     queueHistoryGoal(results),
+    ...monthTwoGoals(results),
     ...judgeAdmission(results),
   ];
 }

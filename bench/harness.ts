@@ -5,6 +5,7 @@ import type { BenchSettings, WorkloadName } from './settings.js';
 import { runAdmission } from './workloads/admission.js';
 import { runGrowth } from './workloads/growth.js';
 import { runLatency } from './workloads/latency.js';
+import { runMonthTwo } from './workloads/month-two.js';
 import { runOrderedDrain } from './workloads/ordered-drain.js';
 import { runQueueHistory } from './workloads/queue-history.js';
 import { runUnorderedDrain } from './workloads/unordered-drain.js';
@@ -16,6 +17,7 @@ const workloads: Record<WorkloadName, (settings: BenchSettings, results: BenchRe
   latency: runLatency,
   growth: runGrowth,
   'queue-history': runQueueHistory,
+  'month-two': runMonthTwo,
 };
 
 export interface BenchRun {

@@ -3,6 +3,7 @@
 //   npm run bench -- --smoke                    a small run (seconds)
 //   npm run bench -- --only ordered,latency --repetitions 5
 //   npm run bench -- --only queue-history --queue-history-rows 200000   the queue history at a smaller scale
+//   BENCH_MONTH_TWO_ROWS=200000 npm run bench -- --only month-two         month two's large inbox at a smaller scale
 //   BENCH_ORDERED_EVENTS=5000 npm run bench     any setting, by flag or BENCH_<NAME>
 //   npm run bench -- --edge-round-trips         only the Worker's round trips to PostgreSQL (issue 19),
 //                                               written to their own section of RESULTS.md

@@ -2,7 +2,7 @@
 // `smokeSettings` is the few-hundred-event run that `npm test` makes so the
 // harness cannot rot. Flags and BENCH_* variables override either (bench/run.ts).
 
-export const workloadNames = ['admission', 'ordered', 'unordered', 'latency', 'growth', 'queue-history'] as const;
+export const workloadNames = ['admission', 'ordered', 'unordered', 'latency', 'growth', 'queue-history', 'month-two'] as const;
 export type WorkloadName = (typeof workloadNames)[number];
 
 export interface BenchSettings {
@@ -49,6 +49,21 @@ export interface BenchSettings {
   queueHistoryRows: number;
   /** Timed calls of wharf.queue_history, after the warm-up; their median is the figure. */
   queueHistoryCalls: number;
+  /**
+   * The month-two inbox (bench/workloads/month-two.ts): handled (DONE) rows
+   * past the replay window in the large inbox (BENCH_MONTH_TWO_ROWS) and in
+   * the small one it is compared with.
+   */
+  monthTwoRows: number;
+  monthTwoSmallRows: number;
+  /** Refusals in the large inbox's admission_log, dated 400 days ago. */
+  monthTwoRefusals: number;
+  /** Due QUEUED heads, each in a scope of its own, of an event type the claiming host does not handle. */
+  monthTwoUnhandledHeads: number;
+  /** Timed calls of each statement per inbox and repetition, after the warm-up; their median is the figure. */
+  monthTwoCalls: number;
+  /** Admits timed one after another on the large inbox without a purge running: the p99 the purge's is held against. */
+  monthTwoQuietAdmits: number;
   /** Longest wait for a drain to finish before the run fails. */
   drainTimeoutMs: number;
 }
@@ -75,6 +90,12 @@ export const fullSettings: Omit<BenchSettings, 'serverUrl'> = {
   queueHistoryWorkspaces: 1_000,
   queueHistoryRows: 1_000_000,
   queueHistoryCalls: 15,
+  monthTwoRows: 1_000_000,
+  monthTwoSmallRows: 1_000,
+  monthTwoRefusals: 100_000,
+  monthTwoUnhandledHeads: 10_000,
+  monthTwoCalls: 15,
+  monthTwoQuietAdmits: 2_000,
   drainTimeoutMs: 600_000,
 };
 
@@ -100,5 +121,11 @@ export const smokeSettings: Omit<BenchSettings, 'serverUrl'> = {
   queueHistoryWorkspaces: 10,
   queueHistoryRows: 1_000,
   queueHistoryCalls: 3,
+  monthTwoRows: 20_000,
+  monthTwoSmallRows: 1_000,
+  monthTwoRefusals: 2_000,
+  monthTwoUnhandledHeads: 200,
+  monthTwoCalls: 3,
+  monthTwoQuietAdmits: 200,
   drainTimeoutMs: 20_000,
 };

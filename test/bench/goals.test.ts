@@ -2,7 +2,7 @@
 // goal of issue 32 needs to be met, what makes it not met, and when it is
 // not measured (a series missing, a scale too small to say anything).
 import { describe, expect, it } from 'vitest';
-import { judgeGoals, type Goal } from '../../bench/goals.js';
+import { judgeGoals, monthTwoFigures, type Goal } from '../../bench/goals.js';
 import { BenchResults, type SizeSnapshot } from '../../bench/results.js';
 
 const kib = 1024;
@@ -244,6 +244,59 @@ describe('queue history verdict', () => {
     const goal = goalOf(results, prefix);
     expect(goal.verdict).toBe('not measured');
     expect(goal.evidence).toContain('smaller scale');
+  });
+});
+
+/** A month-two run: the large inbox's size, each figure small → large (ms), the purge and the admits beside it. */
+function monthTwo(results: BenchResults, figures: {
+  rows: number; small: number; large: number; longest: number; quietP99: number; besideP99: number; refusalsLeft: number;
+}): void {
+  results.add('month-two', 'month_two.small_rows', 'small', 'rows', 1_000);
+  results.add('month-two', 'month_two.large_rows', 'large', 'rows', figures.rows);
+  for (const { id } of monthTwoFigures) {
+    results.add('month-two', `month_two.${id}.small`, `${id} small`, 'ms', figures.small);
+    results.add('month-two', `month_two.${id}.large`, `${id} large`, 'ms', figures.large);
+  }
+  results.add('month-two', 'month_two.purge.longest', 'longest', 'ms', figures.longest);
+  results.add('month-two', 'month_two.purge.calls', 'calls', 'calls', 101);
+  results.add('month-two', 'month_two.purge.transactions', 'transactions', 'transactions', 101);
+  results.add('month-two', 'month_two.admit_p99.quiet', 'quiet', 'ms', figures.quietP99);
+  results.add('month-two', 'month_two.admit_p99.beside_purge', 'beside', 'ms', figures.besideP99);
+  results.add('month-two', 'month_two.old_refusals', 'refusals', 'rows', 100_000);
+  results.add('month-two', 'month_two.old_refusals_left', 'left', 'rows', figures.refusalsLeft);
+}
+
+describe('month two verdicts', () => {
+  const atScale = { rows: 1_000_000, small: 0.8, large: 1.1, longest: 240, quietP99: 2, besideP99: 3.5, refusalsLeft: 0 };
+  const verdicts = (results: BenchResults) => Object.fromEntries(
+    judgeGoals(results).filter((goal) => monthTwoFigures.some(({ name }) => goal.goal.startsWith(name))
+      || /purge|admission_log has a retention/.test(goal.goal))
+      .map((goal) => [goal.goal.slice(0, 40), goal.verdict]));
+
+  it('are met at a million rows within 1.5× the small inbox, a purge transaction within 1 s and admits within 2×', () => {
+    const results = new BenchResults();
+    monthTwo(results, atScale);
+    const all = verdicts(results);
+    expect(Object.keys(all)).toHaveLength(monthTwoFigures.length + 3);
+    expect(new Set(Object.values(all))).toEqual(new Set(['met']));
+    expect(goalOf(results, "wharf.queue_stats()").evidence).toBe('1.10 ms vs 0.80 ms = 1.38×');
+  });
+
+  it('are not met by a figure past 1.5×, a purge transaction past 1 s, admits past 2× or a refusal left', () => {
+    const results = new BenchResults();
+    monthTwo(results, { ...atScale, large: 1.3, longest: 16_400, besideP99: 4.5, refusalsLeft: 100_000 });
+    expect(new Set(Object.values(verdicts(results)))).toEqual(new Set(['not met']));
+    expect(goalOf(results, "the retention loop's longest purge transaction").evidence).toContain('longest 16,400 ms; 101 calls');
+  });
+
+  it('are not measured below a million rows, except the admission log\'s retention', () => {
+    const results = new BenchResults();
+    monthTwo(results, { ...atScale, rows: 20_000, refusalsLeft: 2_000 });
+    const goal = goalOf(results, "wharf.queue_stats()");
+    expect(goal.verdict).toBe('not measured');
+    expect(goal.evidence).toContain('smaller scale only (20,000 rows)');
+    expect(goalOf(results, "admits' p99").verdict).toBe('not measured');
+    expect(goalOf(results, 'admission_log has a retention').verdict).toBe('not met');
   });
 });
 
