@@ -3,7 +3,8 @@
 // deadlock) rolls back and runs the same transaction again, in order, without
 // touching the failure budget.
 import type pg from 'pg';
-import { causeChain, errorCode } from './causes.js';
+import { causeChain } from './causes.js';
+import { errorCode } from '../db/error-codes.js';
 import { busySqlStates } from './classify.js';
 import { withPoolClient } from './pool-client.js';
 import { backoff, sleep } from './transient.js';

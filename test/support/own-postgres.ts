@@ -48,6 +48,13 @@ export interface OwnPostgres {
   halt(options?: { immediate?: boolean }): Promise<void>;
   /** Stops it and removes its directory. */
   stop(): Promise<void>;
+  /**
+   * Starts it again as a streaming standby of `primary` (standby.signal and
+   * primary_conninfo), following the primary's newest timeline: how an old
+   * primary, stopped cleanly, rejoins after a switchover. Resolves once it
+   * answers queries (read-only).
+   */
+  startAsStandbyOf(primary: OwnPostgres): Promise<void>;
   /** The server's log so far (its stdout and stderr). */
   log(): string;
   readonly running: boolean;
@@ -84,6 +91,12 @@ export async function createOwnPostgres(options: {
    * naming the Debian package.
    */
   systemExtensions?: string[];
+  /**
+   * Makes this cluster a streaming standby of a running server instead of an
+   * empty one: pg_basebackup -R (Debian's binaries), so start() starts it in
+   * hot standby, following that primary.
+   */
+  standbyOf?: OwnPostgres;
 } = {}): Promise<OwnPostgres> {
   const runAs = serverUser();
   // 0755 all the way: the postgres user must traverse to its data directory.
@@ -104,9 +117,16 @@ export async function createOwnPostgres(options: {
   closeSync(openSync(logFile, 'a'));
 
   try {
-    await run(binaries.initdb, ['-D', dataDirectory, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], {
-      cwd: base, runAs,
-    });
+    if (options.standbyOf) {
+      await run(join(debianBinaries, 'pg_basebackup'), [
+        '-h', '127.0.0.1', '-p', String(options.standbyOf.port), '-U', 'postgres', '-D', dataDirectory, '-R', '-X', 'stream',
+        '-c', 'fast', '--no-sync',
+      ], { cwd: base, runAs });
+    } else {
+      await run(binaries.initdb, ['-D', dataDirectory, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], {
+        cwd: base, runAs,
+      });
+    }
   } catch (error) {
     await rm(base, { recursive: true, force: true });
     throw error;
@@ -200,6 +220,8 @@ export async function createOwnPostgres(options: {
     await writeOwned(join(dataDirectory, 'promote'), runAs);
     current.kill('SIGUSR1');
     await waitUntilReady(url, current, readLog, { spawnError: () => spawnErrors.get(current) });
+    // A hot standby answers queries before its promotion ends: wait for the end.
+    await waitUntilPrimary(url);
   };
 
   const halt = async ({ immediate = false }: { immediate?: boolean } = {}): Promise<void> => {
@@ -220,6 +242,17 @@ export async function createOwnPostgres(options: {
     startInRecovery,
     promote,
     halt,
+    async startAsStandbyOf(primary) {
+      await writeOwned(join(dataDirectory, 'standby.signal'), runAs);
+      const conninfo = `host=127.0.0.1 port=${primary.port} user=postgres application_name=wharf_rejoined`;
+      const started = launch({ primary_conninfo: conninfo, recovery_target_timeline: 'latest', hot_standby: 'on' });
+      try {
+        await waitUntilReady(url, started, readLog, { spawnError: () => spawnErrors.get(started) });
+      } catch (error) {
+        await halt({ immediate: true });
+        throw error;
+      }
+    },
     async restartImmediate() {
       await halt({ immediate: true });
       await start();
@@ -354,6 +387,26 @@ function run(command: string, args: string[], options: { cwd: string; runAs: Run
       else reject(new Error(`${command} exited with ${code ?? signal}:\n${output}`));
     });
   });
+}
+
+/** Polls until the server at `url` is out of recovery (a promotion has ended). */
+async function waitUntilPrimary(url: string, timeout = 60_000): Promise<void> {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      const { rows } = await client.query<{ standby: boolean }>('SELECT pg_is_in_recovery() AS standby');
+      if (!rows[0]!.standby) return;
+    } catch {
+      // not answering for a moment: poll again
+    } finally {
+      await client.end().catch(() => {});
+    }
+    if (Date.now() > deadline) throw new Error(`own PostgreSQL still in recovery ${timeout} ms after promote`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /** Polls until the server answers a query (not "starting up"), or fails when it exits or takes too long. */
