@@ -14,7 +14,8 @@ import type { Database } from '../db/database.js';
 import { environment } from '../db/environment.js';
 import { errorCode } from '../db/error-codes.js';
 import { RecoveryConfigError } from './config.js';
-import { GitHubApiError, sleep, type DeliveryPage, type GitHubAppClient } from './github.js';
+import { sleep } from '../db/backoff.js';
+import { GitHubApiError, type DeliveryPage, type GitHubAppClient } from './github.js';
 import type { RedeliveryMetrics } from './metrics.js';
 import {
   abandonSweep, advanceSweep, beginSweep, finishSweep, missingDeliveries, renewSweep, requestRedelivery,

@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import pg from 'pg';
 import { pino, type Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import { createPool, describeDatabase } from '../db/pool.js';
 import { runClaimLoop } from './claim-loop.js';
 import { classOf } from './classify.js';
 import { CompletionBatcher } from './completion-batcher.js';
@@ -130,8 +131,8 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     // the listener; idle connections close soon, so an idle host holds one.
     this.pool =
       options.pool ??
-      new pg.Pool({
-        connectionString: options.connectionString, max: this.concurrency + 3, idleTimeoutMillis: 2_000,
+      createPool(options.connectionString!, {
+        max: this.concurrency + 3, idleTimeoutMillis: 2_000,
         // A partitioned or black-holed server must fail a connect, not hang it.
         connectionTimeoutMillis: 10_000, keepAlive: true,
       });
@@ -355,11 +356,15 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   }
 }
 
-/** Where the worker's database is, for a log line: host and port, never credentials. */
-function databaseAddress(options: WorkerOptions): { host: string; port: number } {
+/**
+ * Where the worker's database is, for a log line: host and port, never
+ * credentials; every host:port of a multi-host URL as `host`.
+ */
+function databaseAddress(options: WorkerOptions): { host: string; port?: number } {
   const poolOptions = options.pool?.options as { host?: string; port?: number; connectionString?: string } | undefined;
   const connectionString = options.connectionString ?? poolOptions?.connectionString;
   if (connectionString) {
+    if (/^postgres(ql)?:\/\/[^/?#]*,/.test(connectionString)) return { host: describeDatabase(connectionString) };
     try {
       const url = new URL(connectionString);
       return { host: url.hostname || 'localhost', port: Number(url.port) || 5432 };

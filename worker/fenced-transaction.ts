@@ -7,7 +7,7 @@ import { causeChain } from './causes.js';
 import { errorCode } from '../db/error-codes.js';
 import { busySqlStates } from './classify.js';
 import { withPoolClient } from './pool-client.js';
-import { backoff, sleep } from './transient.js';
+import { backoff, sleep } from '../db/backoff.js';
 
 export interface FencedTransactionOptions {
   pool: pg.Pool;

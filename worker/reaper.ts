@@ -6,7 +6,8 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
 import { reapedTotal } from './metrics.js';
-import { jittered, runPeriodically, type Periodic } from './periodic.js';
+import { spread } from '../db/backoff.js';
+import { runPeriodically, type Periodic } from './periodic.js';
 import { reapExpiredLeases } from './sql/claim-lease.js';
 
 export function startReaper(options: {
@@ -15,7 +16,7 @@ export function startReaper(options: {
   logger: Logger;
   onReaped: (count: number) => void;
 }): Periodic {
-  return runPeriodically(() => jittered(options.every()), async () => {
+  return runPeriodically(() => spread(options.every()), async () => {
     try {
       const reaped = await reapExpiredLeases(options.pool);
       if (reaped > 0) {

@@ -27,6 +27,7 @@ import { loadHandlers } from '../load-handlers.js';
 import { workerRegistry } from '../../worker/metrics.js';
 import { startMetricsServer } from '../../worker/metrics-server.js';
 import { migrate } from '../../db/migrate.js';
+import { createPool } from '../../db/pool.js';
 import { port, positiveInteger } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
 
@@ -247,7 +248,7 @@ async function startEverything(
   }
   await migrate({ databaseUrl });
 
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: options.concurrency + 6 });
+  const pool = createPool(databaseUrl, { max: options.concurrency + 6 });
   pool.on('error', () => {});
   started.push(() => pool.end());
   const githubSecretName = appVariable('GITHUB_APP_<APP>_WEBHOOK_SECRET', demo.app);
