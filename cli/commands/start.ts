@@ -28,6 +28,7 @@ import { workerRegistry } from '../../worker/metrics.js';
 import { startMetricsServer } from '../../worker/metrics-server.js';
 import { migrate } from '../../db/migrate.js';
 import { createPool } from '../../db/pool.js';
+import { checkStartDurability } from './synchronous-standby.js';
 import { port, positiveInteger } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
 
@@ -245,6 +246,8 @@ async function startEverything(
     started.push(() => embedded!.stop());
     if (embedded.reused) logger.warn({ port: embedded.port }, 'reusing the development database a stopped `wharf start` left running');
     databaseUrl = await ensureDatabase(embedded.url, 'wharf');
+  } else {
+    await checkStartDurability(databaseUrl, logger);
   }
   await migrate({ databaseUrl });
 

@@ -14,6 +14,7 @@ import type pg from 'pg';
 import { Registry } from 'prom-client';
 import { migrate } from '../../db/migrate.js';
 import { createPool } from '../../db/pool.js';
+import { readSynchronousStandby } from '../../db/synchronous-standby.js';
 import { startNodeServer, type NodeServer } from '../../server/node.js';
 import { edgeEnv, freshId, newDeliveryKey, recorder, scenario, type ProviderScenario } from '../support/edge-fixtures.js';
 import { createOwnPostgres, type OwnPostgres } from '../support/own-postgres.js';
@@ -44,6 +45,7 @@ beforeAll(async () => {
   await pool.query('SELECT pg_reload_conf()');
   await waitFor(async () => (await pool.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM pg_stat_replication WHERE sync_state = 'sync'`)).rows[0]!.n === 1, 30_000, 'a synchronous standby');
+  expect(await readSynchronousStandby(pool)).toEqual({ synchronous: true });
   await migrate({ databaseUrl: url });
   await pool.query(`CREATE TABLE step_log (
     seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
