@@ -9,6 +9,7 @@ import { reapedTotal } from './metrics.js';
 import { spread } from '../db/backoff.js';
 import { runPeriodically, type Periodic } from './periodic.js';
 import { reapExpiredLeases } from './sql/claim-lease.js';
+import { isConnectionTrouble } from './transient.js';
 
 export function startReaper(options: {
   pool: pg.Pool;
@@ -25,7 +26,9 @@ export function startReaper(options: {
       }
       options.onReaped(reaped);
     } catch (error) {
-      options.logger.error({ error_class: classOf(error) }, 'reaper failed');
+      // A database that cannot serve now (down, failing over, a standby) is
+      // said at warn, once a round; anything else is a bug to look at.
+      options.logger[isConnectionTrouble(error) ? 'warn' : 'error']({ error_class: classOf(error) }, 'reaper failed');
     }
   }, () => 1_000 + Math.random() * 2_000);
 }
