@@ -81,4 +81,3 @@ export function readAppSecrets(
   const source = env[appVariable(names.source, app)];
   return { secrets, source: typeof source === 'string' && source !== '' ? source : environment[names.source].default };
 }
-

@@ -24,7 +24,6 @@ export interface BulkReplayRunOptions {
   onProgress?: (replay: BulkReplay) => void;
 }
 
-
 /** One batch, tried again with backoff while the database cannot run it now. */
 async function nextBatch(db: Database, workspaceId: string, id: string, batchSize: number): Promise<BulkReplay | null> {
   for (let attempt = 0; ; attempt += 1) {
