@@ -10,6 +10,7 @@ import { migrate } from '../../db/migrate.js';
 import { startNodeServer, type NodeServer } from '../../server/node.js';
 import { edgeEnv, freshId, newDeliveryKey, recorder, scenario } from '../support/edge-fixtures.js';
 import { createOwnPostgres, type OwnPostgres } from '../support/own-postgres.js';
+import { waitFor } from '../support/worker-inbox.js';
 
 let primary: OwnPostgres;
 let standby: OwnPostgres;
@@ -32,7 +33,13 @@ afterAll(async () => {
 it('answers 503 with Retry-After while its database is a standby, and stores the delivery once it is promoted', async () => {
   const seeding = new pg.Pool({ connectionString: primary.url, max: 1 });
   const sender = await scenario(seeding, 'generic', freshId());
+  const { rows } = await seeding.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
   await seeding.end();
+  // The standby has the connection once it has replayed what the primary wrote (it may lag on a loaded machine).
+  const onStandby = new pg.Pool({ connectionString: standby.url, max: 1 });
+  await waitFor(async () => (await onStandby.query<{ caught_up: boolean }>(
+    'SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn AS caught_up', [rows[0]!.lsn])).rows[0]!.caught_up, 30_000, 'the standby to replay the seeding');
+  await onStandby.end();
   const log = recorder();
   server = await startNodeServer({ databaseUrl: standby.url, env: edgeEnv, registry: new Registry(), logger: log.logger });
   const key = newDeliveryKey();
