@@ -130,7 +130,7 @@ describe('connections to a primary that moves', { timeout: 120_000 }, () => {
     held.on('error', () => {});
 
     await primary.halt();
-    await standby.promote();
+    await standby.promote({ after: primary.latestCheckpoint() });
     // The connection to the stopped primary is gone: never handed out again.
     await expect(held.query('SELECT 1')).rejects.toThrow();
     held.release();

@@ -130,7 +130,7 @@ it('loses no acknowledged delivery through a switchover, and the worker follows 
     phase = 'during';
     const switchedAt = Date.now();
     await primary.halt();
-    await standby.promote();
+    await standby.promote({ after: primary.latestCheckpoint() });
     const promotedMs = Date.now() - switchedAt;
     // The old primary rejoins as a standby of the new one: it answers again, read-only, first in the URL's host list.
     await primary.startAsStandbyOf(standby);

@@ -40,8 +40,15 @@ export interface OwnPostgres {
    * while it starts up) until promote(). Resolves once it answers so.
    */
   startInRecovery(): Promise<void>;
-  /** Ends the recovery of startInRecovery() (`pg_ctl promote`) and waits until it accepts queries. */
-  promote(): Promise<void>;
+  /**
+   * Ends the recovery of startInRecovery() (`pg_ctl promote`) and waits until it accepts queries.
+   * With `after` (a stopped primary's latestCheckpoint()), a standby first waits, up to 15 s, until
+   * it has received that checkpoint, as switchover tooling does: promoted earlier, it would fork
+   * its timeline before the old primary's end, which could then not follow it.
+   */
+  promote(options?: { after?: string }): Promise<void>;
+  /** Where the last checkpoint of a stopped cluster is (pg_controldata): a clean shutdown's is its end of WAL. */
+  latestCheckpoint(): string;
   /** Crashes it (SIGQUIT to the postmaster: `pg_ctl stop -m immediate`), then starts it again (crash recovery) and waits until it accepts queries. */
   restartImmediate(): Promise<void>;
   /** Stops it (immediately when `immediate`), leaving the data directory for start(). */
@@ -213,9 +220,10 @@ export async function createOwnPostgres(options: {
     }
   };
 
-  const promote = async (): Promise<void> => {
+  const promote = async (options: { after?: string } = {}): Promise<void> => {
     const current = child;
     if (!current) throw new Error('own PostgreSQL is not running');
+    if (options.after !== undefined) await waitUntilReceived(url, options.after);
     // What `pg_ctl promote` does: the signal file, then SIGUSR1 to the postmaster.
     await writeOwned(join(dataDirectory, 'promote'), runAs);
     current.kill('SIGUSR1');
@@ -242,6 +250,12 @@ export async function createOwnPostgres(options: {
     startInRecovery,
     promote,
     halt,
+    latestCheckpoint() {
+      const output = execFileSync(join(debianBinaries, 'pg_controldata'), ['-D', dataDirectory], { encoding: 'utf8', env: serverEnv() });
+      const lsn = /^Latest checkpoint location:\s+(\S+)$/m.exec(output)?.[1];
+      if (!lsn) throw new Error(`no checkpoint location in pg_controldata's output:\n${output}`);
+      return lsn;
+    },
     async startAsStandbyOf(primary) {
       await writeOwned(join(dataDirectory, 'standby.signal'), runAs);
       const conninfo = `host=127.0.0.1 port=${primary.port} user=postgres application_name=wharf_rejoined`;
@@ -387,6 +401,26 @@ function run(command: string, args: string[], options: { cwd: string; runAs: Run
       else reject(new Error(`${command} exited with ${code ?? signal}:\n${output}`));
     });
   });
+}
+
+/** Polls until the standby at `url` has received WAL past `lsn`, for at most `timeout` ms (then promotes anyway). */
+async function waitUntilReceived(url: string, lsn: string, timeout = 15_000): Promise<void> {
+  const deadline = Date.now() + timeout;
+  while (Date.now() < deadline) {
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      const { rows } = await client.query<{ received: boolean }>(
+        'SELECT coalesce(pg_last_wal_receive_lsn() > $1::pg_lsn, false) AS received', [lsn]);
+      if (rows[0]!.received) return;
+    } catch {
+      // not answering for a moment: poll again
+    } finally {
+      await client.end().catch(() => {});
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /** Polls until the server at `url` is out of recovery (a promotion has ended). */
