@@ -1,3 +1,5 @@
+import { errorCode, isUnavailableSqlState, sqlState } from './error-codes.js';
+
 // The one query interface every part uses: one parameterized statement at a
 // time. A `pg` Pool or Client is one; the Worker entry backs it with
 // `@neondatabase/serverless`; nothing that calls SQL knows which.
@@ -13,19 +15,14 @@ export type DatabaseFailure = 'route-changed' | 'database-unavailable' | 'databa
 
 /**
  * WH409 (admit's "route changed") and anything that is not an answer from the
- * server (refused, reset, timed out, a dead WebSocket) or a server that cannot
- * serve now (08 connection, 53 resources, 57P0x shutdown, 57014 cancelled, 40
- * conflicts, 58 system errors) make the caller retry; any other SQLSTATE is a
- * bug to look at.
+ * server (refused, reset, timed out, a dead WebSocket), a server that cannot
+ * serve now (isUnavailableSqlState: 08, 53, 57P0x, 57014, 58, and 25006 from a
+ * server that became a standby) or a conflict (40) make the caller retry; any
+ * other SQLSTATE is a bug to look at.
  */
 export function classifyDatabaseError(error: unknown): DatabaseFailure {
-  const code = typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
-  if (code === 'WH409') return 'route-changed';
-  // Node's socket codes (EPIPE, ECONNRESET) are no SQLSTATE: no class starts with E.
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code) || code.startsWith('E')) return 'database-unavailable';
-  // 58: a system error on the server's side (Hyperdrive reports its own failures as 58000).
-  // 57014: the statement was cancelled (a statement_timeout, an operator's
-  // pg_cancel_backend) and rolled back: nothing was stored, so retry.
-  if (/^(08|53|40|57P0|57014|58)/.test(code)) return 'database-unavailable';
+  if (errorCode(error) === 'WH409') return 'route-changed';
+  const state = sqlState(error);
+  if (state === undefined || state.startsWith('40') || isUnavailableSqlState(state)) return 'database-unavailable';
   return 'database-error';
 }

@@ -39,7 +39,13 @@ export const environment = {
     kind: 'secret',
     defaultText: '`wharf start`: an embedded PostgreSQL in `.wharf/`',
     readBy: ['cli', 'cloudflare-worker', 'development'],
-    description: 'PostgreSQL connection string (the `--database-url` of every verb). In the Worker: Neon\'s connection string, a secret (the Neon HTTP path). For the tests, the benchmark and `sql:release`: a server where they may create databases.',
+    description: 'PostgreSQL connection string (the `--database-url` of every verb). On Node also libpq\'s multi-host form, `postgres://h1:5432,h2:5432/db?target_session_attrs=read-write` (or `primary`): each connection goes to the host that accepts writes now. In the Worker: Neon\'s connection string, a secret (the Neon HTTP path). For the tests, the benchmark and `sql:release`: a server where they may create databases.',
+  },
+  WHARF_REQUIRE_SYNC_STANDBY: {
+    kind: 'text',
+    default: 'no',
+    readBy: ['cli'],
+    description: 'Whether `wharf start`, `serve` and `worker` insist that the primary has a synchronous standby (`synchronous_standby_names` set, `synchronous_commit` `on`, `remote_write` or `remote_apply`), without which a crash failover can lose deliveries already answered 202. `no`: warn at start when it has none; `yes`: refuse to start; `skip`: do not check (storage that replicates every commit below PostgreSQL: Aurora, RDS Multi-AZ instances, Neon). An embedded development database is never checked.',
   },
   WHARF_OPERATOR_DATABASE_URL: {
     kind: 'secret',

@@ -2,8 +2,8 @@
 // checks of our own: a database that recorded migrations this code does not
 // have was migrated by a newer Wharf and is refused, and a dry run prints the
 // SQL it would run without writing anything.
-import pg from 'pg';
 import { runner } from 'node-pg-migrate';
+import { connectClient } from './pool.js';
 import { migrationPart, migrationsDirectory, nonMigrationPattern, readMigrationFiles, type MigrationFile } from './migration-files.js';
 
 export const migrationsTable = 'pgmigrations';
@@ -25,9 +25,7 @@ export class MigrationRefused extends Error {
 
 /** The migrations a database has recorded, oldest first ([] before the first run). */
 export async function recordedMigrations(databaseUrl: string): Promise<string[]> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  client.on('error', () => {});
-  await client.connect();
+  const client = await connectClient(databaseUrl);
   try {
     const { rows } = await client.query<{ present: boolean }>(
       `SELECT to_regclass($1) IS NOT NULL AS present`, [`public.${migrationsTable}`]);
@@ -68,14 +66,20 @@ export async function migrate(options: MigrateOptions): Promise<void> {
     return;
   }
   if (toRun.length === 0) return;
-  await runner({
-    databaseUrl: options.databaseUrl,
-    dir: migrationsDirectory,
-    ignorePattern: nonMigrationPattern,
-    direction,
-    count: toRun.length,
-    migrationsTable,
-    checkOrder: true,
-    log,
-  });
+  // On the primary, also behind a multi-host URL, which node-pg-migrate cannot read.
+  const client = await connectClient(options.databaseUrl);
+  try {
+    await runner({
+      dbClient: client,
+      dir: migrationsDirectory,
+      ignorePattern: nonMigrationPattern,
+      direction,
+      count: toRun.length,
+      migrationsTable,
+      checkOrder: true,
+      log,
+    });
+  } finally {
+    await client.end();
+  }
 }

@@ -6,6 +6,7 @@
 // only after the transaction that holds it has committed (its receipt) or
 // failed (the error its own admit would have raised, or the batch's).
 import { classifyDatabaseError, type Database } from '../db/database.js';
+import { sqlState } from '../db/error-codes.js';
 import type { AdmitBatchBound } from './settings.js';
 import { admit, admitMany, type Admission, type Receipt } from './sql/admission.js';
 import type { EdgeLogger } from './telemetry.js';
@@ -78,7 +79,7 @@ export function coalesceAdmissions(options: CoalescingOptions): Admit {
         // a body PostgreSQL cannot parse or store makes the whole document
         // fail before any row is written. Each delivery then gets the answer
         // its own admit gives, so that no neighbour of a bad one is refused.
-        const sqlstate = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
+        const sqlstate = sqlState(error);
         logger.warn({ event: 'admit_batch_split', sqlstate, deliveries: batch.length }, 'admit_many failed; admitting its deliveries one by one');
         for (const delivery of batch) await admitAlone(delivery);
         return;

@@ -5,6 +5,7 @@ import type { Adapter, Endpoint } from './adapters/adapter.js';
 import { adapters } from './adapters/index.js';
 import type { ConnectionCache } from './connection-cache.js';
 import { classifyDatabaseError, type Database } from '../db/database.js';
+import { sqlState } from '../db/error-codes.js';
 import { SecretKeyError } from '../db/secret-box.js';
 import { InflightBudget, parseJsonBody, readBodyWithin } from './request-body.js';
 import { sha256Hex, type Bytes } from './crypto.js';
@@ -46,7 +47,7 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
   function rejectDatabaseError(c: Context, error: unknown, facts: Record<string, unknown>): Response {
     const failure = classifyDatabaseError(error);
     // The SQLSTATE only: a server message may quote the payload.
-    const sqlstate = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
+    const sqlstate = sqlState(error);
     if (sqlstate && unstorable.has(sqlstate)) {
       return reject(c, 400, 'unstorable-body', 'PostgreSQL cannot store this body (a number out of range, nesting too deep, a value too long).',
         { ...facts, sqlstate });

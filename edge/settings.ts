@@ -4,6 +4,7 @@
 // GITHUB_APP_<APP>_WEBHOOK_SECRET[_PREVIOUS], SLACK_APP_<APP>_SIGNING_SECRET[_PREVIOUS]
 // and their _SOURCE, WHARF_MAX_BODY_BYTES, WHARF_MAX_INFLIGHT_BYTES,
 // WHARF_SECRET_CACHE_SECONDS, WHARF_SECRET_KEYS and (Node only) WHARF_ADMIT_BATCH.
+import { parsePositiveInteger } from '../db/numbers.js';
 import { parseKeyRing, type KeyRing } from '../db/secret-box.js';
 import { appNamePattern, appVariable, environment } from '../db/environment.js';
 
@@ -21,9 +22,9 @@ export function readEdgeSettings(env: EdgeEnv): EdgeSettings {
   const keyRing = parseKeyRing(env.WHARF_SECRET_KEYS);
   keyRing.catch(() => {});
   return {
-    maxBodyBytes: positiveInteger(env.WHARF_MAX_BODY_BYTES) ?? environment.WHARF_MAX_BODY_BYTES.default,
-    maxInflightBytes: positiveInteger(env.WHARF_MAX_INFLIGHT_BYTES) ?? environment.WHARF_MAX_INFLIGHT_BYTES.default,
-    secretCacheMs: (positiveInteger(env.WHARF_SECRET_CACHE_SECONDS) ?? environment.WHARF_SECRET_CACHE_SECONDS.default) * 1000,
+    maxBodyBytes: parsePositiveInteger(env.WHARF_MAX_BODY_BYTES) ?? environment.WHARF_MAX_BODY_BYTES.default,
+    maxInflightBytes: parsePositiveInteger(env.WHARF_MAX_INFLIGHT_BYTES) ?? environment.WHARF_MAX_INFLIGHT_BYTES.default,
+    secretCacheMs: (parsePositiveInteger(env.WHARF_SECRET_CACHE_SECONDS) ?? environment.WHARF_SECRET_CACHE_SECONDS.default) * 1000,
     keyRing,
   };
 }
@@ -79,9 +80,4 @@ export function readAppSecrets(
   const secrets = typeof previous === 'string' && previous !== '' ? [secret, previous] : [secret];
   const source = env[appVariable(names.source, app)];
   return { secrets, source: typeof source === 'string' && source !== '' ? source : environment[names.source].default };
-}
-
-function positiveInteger(value: unknown): number | undefined {
-  const number = typeof value === 'string' ? Number(value) : typeof value === 'number' ? value : NaN;
-  return Number.isSafeInteger(number) && number > 0 ? number : undefined;
 }

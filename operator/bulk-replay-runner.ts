@@ -3,6 +3,7 @@
 // admissions and claims never wait behind a long replay; the progress is in
 // the database, so any runner can carry on one that another left unfinished
 // (followBulkReplay does, when a running one has stopped moving).
+import { backoff, sleep } from '../db/backoff.js';
 import type { Database } from '../db/database.js';
 import { ApiError } from './api/errors.js';
 import {
@@ -23,8 +24,6 @@ export interface BulkReplayRunOptions {
   onProgress?: (replay: BulkReplay) => void;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** One batch, tried again with backoff while the database cannot run it now. */
 async function nextBatch(db: Database, workspaceId: string, id: string, batchSize: number): Promise<BulkReplay | null> {
   for (let attempt = 0; ; attempt += 1) {
@@ -32,7 +31,7 @@ async function nextBatch(db: Database, workspaceId: string, id: string, batchSiz
       return await continueBulkReplay(db, workspaceId, id, batchSize);
     } catch (error) {
       if (!(error instanceof ApiError && error.status === 503) || attempt >= retries) throw error;
-      await sleep(Math.min(2_000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2));
+      await sleep(backoff(attempt, 50, 2_000));
     }
   }
 }

@@ -21,6 +21,7 @@
 // Messages hold GitHub's answer, never a request header, the JWT or the key.
 import { createAppAuth } from '@octokit/auth-app';
 import { request as octokitRequest } from '@octokit/request';
+import { backoff, sleep } from '../db/backoff.js';
 import { appVariable } from '../db/environment.js';
 import { RecoveryConfigError, type GitHubAppConfig } from './config.js';
 
@@ -140,7 +141,7 @@ export function createGitHubAppClient(config: GitHubAppConfig, options: GitHubCl
           continue;
         }
         if (verdict.kind === 'retry' && idempotent && attempt < attempts) {
-          const ms = verdict.ms ?? jitter(500 * 2 ** (attempt - 1));
+          const ms = verdict.ms ?? backoff(attempt - 1, 500, Infinity);
           if (ms <= maxWaitMs) {
             options.onWait?.({ ms, reason: 'retry' });
             await sleep(ms, signal);
@@ -323,22 +324,3 @@ export function whyNoAnswer(error: unknown, timeoutMs: number): { cause: NoAnswe
   return { cause: 'network', text: innermost ? `no answer (${innermost})` : 'no answer' };
 }
 
-function jitter(ms: number): number {
-  return ms * (0.5 + Math.random() * 0.5);
-}
-
-/** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}

@@ -10,10 +10,11 @@
 // refuses) is said once a turn, naming the App and the variable to fix, and
 // the host's handlers and other Apps carry on.
 import { hostname } from 'node:os';
-import pg from 'pg';
 import type { Registry } from 'prom-client';
 import type { Database } from '../db/database.js';
 import { environment } from '../db/environment.js';
+import { spread } from '../db/backoff.js';
+import { createPool } from '../db/pool.js';
 import { checkAppName, readGitHubAppConfig, RecoveryConfigError, type GitHubAppConfig, type RecoveryEnv } from './config.js';
 import { createGitHubAppClient, type GitHubAppClient } from './github.js';
 import { redeliveryMetrics } from './metrics.js';
@@ -76,7 +77,7 @@ export function startRedeliverySweeps(options: SweepScheduleOptions): SweepSched
   const logger = options.logger ?? silentLogger;
   const metrics = redeliveryMetrics(options.registry);
   const holder = options.holder ?? `${hostname()}:${process.pid}`;
-  const pool = options.database ? undefined : new pg.Pool({ connectionString: options.connectionString, max: 2 });
+  const pool = options.database ? undefined : createPool(options.connectionString!, { max: 2 });
   pool?.on('error', () => {});
   const db: Database = options.database ?? pool!;
   const clients = new Map(apps.flatMap(({ app, config }) => (config ? [[app, (options.clientFor ?? createGitHubAppClient)(config)]] : [])));
@@ -134,7 +135,7 @@ export function startRedeliverySweeps(options: SweepScheduleOptions): SweepSched
   const schedule = (delay: number): void => {
     if (stopping.signal.aborted) return;
     timer = setTimeout(() => {
-      void runOnce().finally(() => schedule(everyMs * (0.75 + Math.random() * 0.5)));
+      void runOnce().finally(() => schedule(spread(everyMs)));
     }, delay);
     // The host's own work keeps the process alive, never this timer alone.
     timer.unref();

@@ -12,8 +12,10 @@
 // whose lease was taken over is fenced out of every later write.
 import type { Database } from '../db/database.js';
 import { environment } from '../db/environment.js';
+import { errorCode } from '../db/error-codes.js';
 import { RecoveryConfigError } from './config.js';
-import { GitHubApiError, sleep, type DeliveryPage, type GitHubAppClient } from './github.js';
+import { sleep } from '../db/backoff.js';
+import { GitHubApiError, type DeliveryPage, type GitHubAppClient } from './github.js';
 import type { RedeliveryMetrics } from './metrics.js';
 import {
   abandonSweep, advanceSweep, beginSweep, finishSweep, missingDeliveries, renewSweep, requestRedelivery,
@@ -146,8 +148,7 @@ export function errorKind(error: unknown): string {
   if (error instanceof RecoveryConfigError) return 'config';
   if (error instanceof GitHubApiError) return error.failure;
   if (error instanceof LeaseLost) return 'lease-lost';
-  const code = typeof error === 'object' && error !== null && 'code' in error ? (error as { code: unknown }).code : undefined;
-  if (code === 'WH412') return 'lease-lost';
+  if (errorCode(error) === 'WH412') return 'lease-lost';
   return 'database';
 }
 

@@ -6,6 +6,7 @@
 // Retry-After), and the provider retries.
 import { environment } from '../db/environment.js';
 import type { Database } from '../db/database.js';
+import { parsePositiveInteger } from '../db/numbers.js';
 
 /** The database could not be reached, or did not answer in time. Deliberately has no `code`. */
 export class DatabaseUnavailableError extends Error {
@@ -17,8 +18,7 @@ export const defaultDatabaseTimeoutMs = environment.WHARF_DATABASE_TIMEOUT_MS.de
 
 /** A positive whole number of milliseconds from a binding, else the default. */
 export function readTimeoutMs(value: unknown): number {
-  const number = typeof value === 'string' ? Number(value) : typeof value === 'number' ? value : NaN;
-  return Number.isSafeInteger(number) && number > 0 ? number : defaultDatabaseTimeoutMs;
+  return parsePositiveInteger(value) ?? defaultDatabaseTimeoutMs;
 }
 
 /**

@@ -11,6 +11,7 @@
 // failed or timed-out fetch has no SQLSTATE and so reads as "unavailable".
 import { neon, neonConfig } from '@neondatabase/serverless';
 import type { Database } from '../db/database.js';
+import { sqlState } from '../db/error-codes.js';
 import { DatabaseUnavailableError, withDeadline } from './database-deadline.js';
 
 export interface NeonHttpOptions {
@@ -53,7 +54,6 @@ export function createNeonHttpDatabase(options: NeonHttpOptions): Database {
  */
 function availability(error: unknown): unknown {
   if (error instanceof DatabaseUnavailableError) return error;
-  const code = typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
-  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return error;
+  if (sqlState(error) !== undefined) return error;
   return new DatabaseUnavailableError('the Neon HTTP endpoint could not run the statement', { cause: error });
 }

@@ -10,6 +10,8 @@ import { pino } from 'pino';
 import { Counter, Gauge, Histogram, register, type Registry } from 'prom-client';
 import { createServerApp } from './app.js';
 import { environment } from '../db/environment.js';
+import { parsePositiveInteger } from '../db/numbers.js';
+import { createPool } from '../db/pool.js';
 import { readTimeoutMs, withDatabaseDeadline } from './database-deadline.js';
 import { coalesceAdmissions, type CoalescingOptions } from '../edge/coalesced-admission.js';
 import { readAdmitBatch } from '../edge/settings.js';
@@ -83,8 +85,7 @@ export function admissionBatchMetrics(registry: Registry): Pick<CoalescingOption
  * commit late, until the lock went away.
  */
 function ownPool(connectionString: string, deadlineMs?: number): pg.Pool {
-  const pool = new pg.Pool({
-    connectionString,
+  const pool = createPool(connectionString, {
     connectionTimeoutMillis: deadlineMs ?? 5_000,
     ...(deadlineMs !== undefined ? { statement_timeout: deadlineMs } : {}),
   });
@@ -139,7 +140,7 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
         resolve({ server, address }));
       // A busy port is the caller's to report (EADDRINUSE), not a crash.
       server.once('error', reject);
-      server.maxConnections = Number(env.WHARF_MAX_CONNECTIONS) || environment.WHARF_MAX_CONNECTIONS.default;
+      server.maxConnections = parsePositiveInteger(env.WHARF_MAX_CONNECTIONS) ?? environment.WHARF_MAX_CONNECTIONS.default;
     });
   } catch (error) {
     await Promise.all(owned.map((owner) => owner.end()));

@@ -18,13 +18,6 @@ export function causeChain(error: unknown): unknown[] {
   return chain;
 }
 
-/** The SQLSTATE (pg) or system error code of one error, when it has one. */
-export function errorCode(error: unknown): string | undefined {
-  if (typeof error !== 'object' || error === null) return undefined;
-  const code = (error as { code?: unknown }).code;
-  return typeof code === 'string' ? code : undefined;
-}
-
 /** The class name of one error: its `name`, else its constructor's name. */
 export function errorClassName(error: unknown): string {
   if (error instanceof Error) return error.name || error.constructor.name || 'Error';

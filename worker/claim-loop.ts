@@ -33,7 +33,7 @@ export interface ClaimLoopOptions {
   startRun: (row: ProviderEventRow) => void;
   onIdle: () => void;
   /** Where the database is, for the one line an outage logs. */
-  database: { host: string; port: number };
+  database: { host: string; port?: number };
 }
 
 const firstErrorBackoff = 100;

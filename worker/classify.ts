@@ -3,7 +3,8 @@
 // forbids any write; an effect that may have happened must not be retried;
 // a payload that cannot be parsed never will be; transport trouble is retried
 // without using the budget; anything else spends one unit of it.
-import { causeChain, errorClassName, errorCode } from './causes.js';
+import { causeChain, errorClassName } from './causes.js';
+import { errorCode, isPgConnectionLost, isUnavailableSqlState, sqlState } from '../db/error-codes.js';
 import {
   HandlerTimeoutError,
   LeaseLostError,
@@ -25,16 +26,13 @@ export type Classification =
 /** Lock contention on a fence or a business write: retry that transaction. */
 export const busySqlStates = new Set(['55P03', '40001', '40P01']);
 
-// Connection trouble: pg's SQLSTATE classes 08 (connection) and 53
-// (resources), server shutdown, and Node/undici socket codes.
-const transientSqlState = /^(08|53)|^57P0[123]$/;
+// Connection trouble: a server that cannot serve now (db/error-codes.ts, the
+// receiver's reading too: 08, 53, 57P0x, 57014, 58, 25006 from a server that
+// became a standby), and Node/undici socket codes.
 const transientSystemCodes = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH',
   'ENETUNREACH', 'ENETDOWN', 'ENOTFOUND', 'EAI_AGAIN', 'ESOCKETTIMEDOUT',
 ]);
-// pg reports a dropped connection without a code; these texts are its own.
-const pgConnectionLost =
-  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Client was closed and is not queryable)/;
 
 const errorClassPattern = /^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$/;
 
@@ -68,22 +66,16 @@ export function classifyFailure(error: unknown): Classification {
 
 function isTransient(cause: unknown): boolean {
   if (cause instanceof TransientError) return true;
+  const state = sqlState(cause);
+  if (state !== undefined && (isUnavailableSqlState(state) || busySqlStates.has(state))) return true;
   const code = errorCode(cause);
-  if (code !== undefined) {
-    if (/^[0-9A-Z]{5}$/.test(code) && (transientSqlState.test(code) || busySqlStates.has(code))) return true;
-    if (transientSystemCodes.has(code) || code.startsWith('UND_ERR_')) return true;
-  }
+  if (code !== undefined && (transientSystemCodes.has(code) || code.startsWith('UND_ERR_'))) return true;
   if (typeof cause !== 'object' || cause === null) return false;
   const { status, statusCode, name, message } = cause as Record<string, unknown>;
   const http = typeof status === 'number' ? status : typeof statusCode === 'number' ? statusCode : undefined;
   if (http !== undefined && (http === 429 || (http >= 500 && http <= 599))) return true;
   if (name === 'TimeoutError' || name === 'ConnectTimeoutError') return true;
   return isPgConnectionLost(cause);
-}
-
-function isPgConnectionLost(cause: unknown): boolean {
-  const message = typeof cause === 'object' && cause !== null ? (cause as { message?: unknown }).message : undefined;
-  return errorCode(cause) === undefined && typeof message === 'string' && pgConnectionLost.test(message);
 }
 
 function fail(kind: FailureKind, cause: unknown): Classification {

@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import pg from 'pg';
 import { pino, type Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import { createPool, describeDatabase } from '../db/pool.js';
 import { runClaimLoop } from './claim-loop.js';
 import { classOf } from './classify.js';
 import { CompletionBatcher } from './completion-batcher.js';
@@ -140,19 +141,22 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     // the listener; idle connections close soon, so an idle host holds one.
     this.pool =
       options.pool ??
-      new pg.Pool({
-        connectionString: options.connectionString, max: this.concurrency + 3, idleTimeoutMillis: 2_000,
+      createPool(options.connectionString!, {
+        max: this.concurrency + 3, idleTimeoutMillis: 2_000,
         // A partitioned or black-holed server must fail a connect, not hang it.
         connectionTimeoutMillis: 10_000, keepAlive: true,
       });
     this.pool.on('error', (error) => this.logger.warn({ error_class: classOf(error) }, 'idle pool connection lost'));
     this.ownsHandlerPool = !options.handlerPool;
-    this.handlerPool = options.handlerPool ?? new pg.Pool({
-      ...(options.pool?.options ?? { connectionString: options.connectionString, connectionTimeoutMillis: 10_000, keepAlive: true }),
+    // A statement of an attempt whose connection was cut stops within a second (worker/attempt-transactions.ts).
+    const handlerPoolOptions = {
       max: this.concurrency, idleTimeoutMillis: 2_000,
-      // A statement of an attempt whose connection was cut stops within a second (worker/attempt-transactions.ts).
       options: [options.pool?.options.options, '-c client_connection_check_interval=1000'].filter(Boolean).join(' '),
-    });
+    };
+    this.handlerPool = options.handlerPool ?? (options.pool
+      // The borrowed pool's settings, its Client (a multi-host one included) too.
+      ? new pg.Pool({ ...options.pool.options, ...handlerPoolOptions })
+      : createPool(options.connectionString!, { connectionTimeoutMillis: 10_000, keepAlive: true, ...handlerPoolOptions }));
     if (this.ownsHandlerPool) {
       this.handlerPool.on('error', (error) => this.logger.warn({ error_class: classOf(error) }, 'idle handler connection lost'));
     }
@@ -383,11 +387,15 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   }
 }
 
-/** Where the worker's database is, for a log line: host and port, never credentials. */
-function databaseAddress(options: WorkerOptions): { host: string; port: number } {
+/**
+ * Where the worker's database is, for a log line: host and port, never
+ * credentials; every host:port of a multi-host URL as `host`.
+ */
+function databaseAddress(options: WorkerOptions): { host: string; port?: number } {
   const poolOptions = options.pool?.options as { host?: string; port?: number; connectionString?: string } | undefined;
   const connectionString = options.connectionString ?? poolOptions?.connectionString;
   if (connectionString) {
+    if (/^postgres(ql)?:\/\/[^/?#]*,/.test(connectionString)) return { host: describeDatabase(connectionString) };
     try {
       const url = new URL(connectionString);
       return { host: url.hostname || 'localhost', port: Number(url.port) || 5432 };

@@ -4,10 +4,11 @@
 // touching the failure budget.
 import type pg from 'pg';
 import type { AttemptTransactions } from './attempt-transactions.js';
-import { causeChain, errorCode } from './causes.js';
+import { causeChain } from './causes.js';
+import { errorCode } from '../db/error-codes.js';
 import { busySqlStates } from './classify.js';
 import { withPoolClient } from './pool-client.js';
-import { backoff, sleep } from './transient.js';
+import { backoff, sleep } from '../db/backoff.js';
 
 export interface FencedTransactionOptions {
   pool: pg.Pool;

@@ -8,4 +8,6 @@ export type { WorkerSettings } from './settings.js';
 export type { RunOutcome } from './event-run.js';
 export type { RetentionResult } from './retention.js';
 export { workerRegistry } from './metrics.js';
+// A pg Pool that follows a primary through a failover: for `pool` and `handlerPool`.
+export { createPool, type PoolOptions } from '../db/pool.js';
 export { startMetricsServer, type MetricsServer } from './metrics-server.js';

@@ -4,11 +4,6 @@ export interface Periodic {
   stop(): Promise<void>;
 }
 
-/** `ms` spread by a quarter either way, so hosts started together do not run in step. */
-export function jittered(ms: number): number {
-  return ms * (0.75 + Math.random() * 0.5);
-}
-
 export function runPeriodically(every: () => number, task: () => Promise<void>, firstAfter: () => number = every): Periodic {
   let running: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;

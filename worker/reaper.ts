@@ -6,8 +6,10 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
 import { reapedTotal } from './metrics.js';
-import { jittered, runPeriodically, type Periodic } from './periodic.js';
+import { spread } from '../db/backoff.js';
+import { runPeriodically, type Periodic } from './periodic.js';
 import { reapExpiredLeases } from './sql/claim-lease.js';
+import { isConnectionTrouble } from './transient.js';
 
 export function startReaper(options: {
   pool: pg.Pool;
@@ -15,7 +17,7 @@ export function startReaper(options: {
   logger: Logger;
   onReaped: (count: number) => void;
 }): Periodic {
-  return runPeriodically(() => jittered(options.every()), async () => {
+  return runPeriodically(() => spread(options.every()), async () => {
     try {
       const reaped = await reapExpiredLeases(options.pool);
       if (reaped > 0) {
@@ -24,7 +26,9 @@ export function startReaper(options: {
       }
       options.onReaped(reaped);
     } catch (error) {
-      options.logger.error({ error_class: classOf(error) }, 'reaper failed');
+      // A database that cannot serve now (down, failing over, a standby) is
+      // said at warn, once a round; anything else is a bug to look at.
+      options.logger[isConnectionTrouble(error) ? 'warn' : 'error']({ error_class: classOf(error) }, 'reaper failed');
     }
   }, () => 1_000 + Math.random() * 2_000);
 }

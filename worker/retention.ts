@@ -7,6 +7,7 @@ import { retentionDeletedTotal, retentionFailuresTotal } from './metrics.js';
 import { runPeriodically, type Periodic } from './periodic.js';
 import { withPoolClient } from './pool-client.js';
 import { purgeExpiredEvents, type PurgeResult } from './sql/replay-retention.js';
+import { isConnectionTrouble } from './transient.js';
 
 export type RetentionResult =
   | { purged: true; doneDeleted: number; deadDeleted: number; logsDeleted: number; batches: number }
@@ -64,7 +65,8 @@ async function runRetention(pool: pg.Pool, logger: Logger, stopping: () => boole
     return total;
   } catch (error) {
     retentionFailuresTotal.inc();
-    logger.error({ error_class: classOf(error), batches: total.batches }, 'retention failed; rows left in place');
+    logger[isConnectionTrouble(error) ? 'warn' : 'error']({ error_class: classOf(error), batches: total.batches },
+      'retention failed; rows left in place');
     return { purged: false, failed: true };
   }
 }

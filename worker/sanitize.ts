@@ -3,7 +3,8 @@
 // Never a message: messages carry payload fragments, URLs and credentials.
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { causeChain, errorClassName, errorCode } from './causes.js';
+import { causeChain, errorClassName } from './causes.js';
+import { errorCode } from '../db/error-codes.js';
 
 export interface SanitizedCause {
   type: string;

@@ -2,6 +2,7 @@
 // reasons (the connection dropped, the server restarting or not reachable)
 // is tried again after a bounded, jittered backoff, until it goes through,
 // `signal` aborts, or `giveUpAfter` passes. Anything else fails at once.
+import { backoff, sleep } from '../db/backoff.js';
 import { classifyFailure } from './classify.js';
 
 export interface RetryOptions {
@@ -21,37 +22,13 @@ export function isConnectionTrouble(error: unknown): boolean {
   return classification.action === 'fail' && classification.kind === 'transient';
 }
 
-/** A bounded exponential backoff with equal jitter: d/2 + random * d/2. */
-export function backoff(attempt: number, first = firstBackoff, max = maxBackoff): number {
-  const delay = Math.min(max, first * 2 ** attempt);
-  return delay / 2 + Math.random() * (delay / 2);
-}
-
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal!.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 export async function retryOnConnectionTrouble<T>(work: () => Promise<T>, options: RetryOptions): Promise<T> {
   const deadline = Date.now() + options.giveUpAfter;
   for (let attempt = 0; ; attempt += 1) {
     try {
       return await work();
     } catch (error) {
-      const wait = backoff(attempt);
+      const wait = backoff(attempt, firstBackoff, maxBackoff);
       if (!isConnectionTrouble(error) || options.signal?.aborted || Date.now() + wait > deadline) throw error;
       options.onRetry?.(error, attempt, wait);
       await sleep(wait, options.signal);

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import pg from 'pg';
+import { createPool } from '../../db/pool.js';
 import { parseKeyRing } from '../../db/secret-box.js';
 import { operatorApi } from '../../operator/api/app.js';
 import { checkAdminToken } from '../../operator/api/auth.js';
@@ -106,7 +106,7 @@ export async function withDatabase(options: OperatorOptions, work: (db: Database
 
 async function withPool(options: OperatorOptions, work: (db: Database) => Promise<void>): Promise<void> {
   if (!options.databaseUrl) throw usageError('no database: set DATABASE_URL or pass --database-url (or --api)');
-  const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 2, connectionTimeoutMillis: 10_000 });
+  const pool = createPool(options.databaseUrl, { max: 2, connectionTimeoutMillis: 10_000 });
   pool.on('error', () => {});
   try {
     await work(pool);

@@ -1,10 +1,11 @@
 // Parsers for command-line option values, shared by every verb.
 import { InvalidArgumentError, Option } from 'commander';
+import { parsePositiveInteger } from '../../db/numbers.js';
 import { formatDuration, parseDuration } from '../duration.js';
 
 export function positiveInteger(value: string): number {
-  const number = Number(value);
-  if (!Number.isInteger(number) || number < 1) throw new InvalidArgumentError(`expected a positive integer, not ${JSON.stringify(value)}`);
+  const number = parsePositiveInteger(value);
+  if (number === undefined) throw new InvalidArgumentError(`expected a positive integer, not ${JSON.stringify(value)}`);
   return number;
 }
 

@@ -6,6 +6,7 @@ import { checkAdminToken } from '../../operator/api/auth.js';
 import { startNodeServer } from '../../server/node.js';
 import { port } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
+import { checkStartDurability } from './synchronous-standby.js';
 
 interface ServeOptions {
   port: number;
@@ -27,6 +28,7 @@ export function serveCommand(): Command {
       const weakness = process.env.WHARF_ADMIN_TOKEN ? checkAdminToken(process.env.WHARF_ADMIN_TOKEN) : undefined;
       if (weakness) throw new Error(weakness);
       const logger = createCliLogger('wharf-edge');
+      await checkStartDurability(options.databaseUrl, logger);
       const server = await startNodeServer({
         databaseUrl: options.databaseUrl,
         ...(options.operatorDatabaseUrl ? { operatorDatabaseUrl: options.operatorDatabaseUrl } : {}),

@@ -27,6 +27,8 @@ import { loadHandlers } from '../load-handlers.js';
 import { workerRegistry } from '../../worker/metrics.js';
 import { startMetricsServer } from '../../worker/metrics-server.js';
 import { migrate } from '../../db/migrate.js';
+import { createPool } from '../../db/pool.js';
+import { checkStartDurability } from './synchronous-standby.js';
 import { port, positiveInteger } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
 
@@ -244,10 +246,12 @@ async function startEverything(
     started.push(() => embedded!.stop());
     if (embedded.reused) logger.warn({ port: embedded.port }, 'reusing the development database a stopped `wharf start` left running');
     databaseUrl = await ensureDatabase(embedded.url, 'wharf');
+  } else {
+    await checkStartDurability(databaseUrl, logger);
   }
   await migrate({ databaseUrl });
 
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: options.concurrency + 6 });
+  const pool = createPool(databaseUrl, { max: options.concurrency + 6 });
   pool.on('error', () => {});
   started.push(() => pool.end());
   const githubSecretName = appVariable('GITHUB_APP_<APP>_WEBHOOK_SECRET', demo.app);

@@ -11,6 +11,7 @@ import { startMetricsServer, type MetricsServer } from '../../worker/metrics-ser
 import { hostSettingDefaults, type WorkerSettings } from '../../worker/settings.js';
 import { durationOption, port, positiveInteger } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
+import { checkStartDurability } from './synchronous-standby.js';
 
 interface WorkerCommandOptions {
   handlers: string;
@@ -54,6 +55,7 @@ export function workerCommand(): Command {
     .action(async (options: WorkerCommandOptions) => {
       if (!options.databaseUrl) throw new Error('set DATABASE_URL or pass --database-url');
       const logger = createCliLogger('wharf-worker');
+      await checkStartDurability(options.databaseUrl, logger);
       const settings: Partial<WorkerSettings> = {
         drainTimeout: options.drainTimeout, reapEvery: options.reapEvery, retentionEvery: options.retentionEvery,
       };

@@ -40,14 +40,28 @@ export interface OwnPostgres {
    * while it starts up) until promote(). Resolves once it answers so.
    */
   startInRecovery(): Promise<void>;
-  /** Ends the recovery of startInRecovery() (`pg_ctl promote`) and waits until it accepts queries. */
-  promote(): Promise<void>;
+  /**
+   * Ends the recovery of startInRecovery() (`pg_ctl promote`) and waits until it accepts queries.
+   * With `after` (a stopped primary's latestCheckpoint()), a standby first waits, up to 15 s, until
+   * it has received that checkpoint, as switchover tooling does: promoted earlier, it would fork
+   * its timeline before the old primary's end, which could then not follow it.
+   */
+  promote(options?: { after?: string }): Promise<void>;
+  /** Where the last checkpoint of a stopped cluster is (pg_controldata): a clean shutdown's is its end of WAL. */
+  latestCheckpoint(): string;
   /** Crashes it (SIGQUIT to the postmaster: `pg_ctl stop -m immediate`), then starts it again (crash recovery) and waits until it accepts queries. */
   restartImmediate(): Promise<void>;
   /** Stops it (immediately when `immediate`), leaving the data directory for start(). */
   halt(options?: { immediate?: boolean }): Promise<void>;
   /** Stops it and removes its directory. */
   stop(): Promise<void>;
+  /**
+   * Starts it again as a streaming standby of `primary` (standby.signal and
+   * primary_conninfo), following the primary's newest timeline: how an old
+   * primary, stopped cleanly, rejoins after a switchover. Resolves once it
+   * answers queries (read-only).
+   */
+  startAsStandbyOf(primary: OwnPostgres): Promise<void>;
   /** The server's log so far (its stdout and stderr). */
   log(): string;
   readonly running: boolean;
@@ -84,6 +98,12 @@ export async function createOwnPostgres(options: {
    * naming the Debian package.
    */
   systemExtensions?: string[];
+  /**
+   * Makes this cluster a streaming standby of a running server instead of an
+   * empty one: pg_basebackup -R (Debian's binaries), so start() starts it in
+   * hot standby, following that primary.
+   */
+  standbyOf?: OwnPostgres;
 } = {}): Promise<OwnPostgres> {
   const runAs = serverUser();
   // 0755 all the way: the postgres user must traverse to its data directory.
@@ -104,9 +124,16 @@ export async function createOwnPostgres(options: {
   closeSync(openSync(logFile, 'a'));
 
   try {
-    await run(binaries.initdb, ['-D', dataDirectory, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], {
-      cwd: base, runAs,
-    });
+    if (options.standbyOf) {
+      await run(join(debianBinaries, 'pg_basebackup'), [
+        '-h', '127.0.0.1', '-p', String(options.standbyOf.port), '-U', 'postgres', '-D', dataDirectory, '-R', '-X', 'stream',
+        '-c', 'fast', '--no-sync',
+      ], { cwd: base, runAs });
+    } else {
+      await run(binaries.initdb, ['-D', dataDirectory, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], {
+        cwd: base, runAs,
+      });
+    }
   } catch (error) {
     await rm(base, { recursive: true, force: true });
     throw error;
@@ -193,13 +220,16 @@ export async function createOwnPostgres(options: {
     }
   };
 
-  const promote = async (): Promise<void> => {
+  const promote = async (options: { after?: string } = {}): Promise<void> => {
     const current = child;
     if (!current) throw new Error('own PostgreSQL is not running');
+    if (options.after !== undefined) await waitUntilReceived(url, options.after);
     // What `pg_ctl promote` does: the signal file, then SIGUSR1 to the postmaster.
     await writeOwned(join(dataDirectory, 'promote'), runAs);
     current.kill('SIGUSR1');
     await waitUntilReady(url, current, readLog, { spawnError: () => spawnErrors.get(current) });
+    // A hot standby answers queries before its promotion ends: wait for the end.
+    await waitUntilPrimary(url);
   };
 
   const halt = async ({ immediate = false }: { immediate?: boolean } = {}): Promise<void> => {
@@ -220,6 +250,23 @@ export async function createOwnPostgres(options: {
     startInRecovery,
     promote,
     halt,
+    latestCheckpoint() {
+      const output = execFileSync(join(debianBinaries, 'pg_controldata'), ['-D', dataDirectory], { encoding: 'utf8', env: serverEnv() });
+      const lsn = /^Latest checkpoint location:\s+(\S+)$/m.exec(output)?.[1];
+      if (!lsn) throw new Error(`no checkpoint location in pg_controldata's output:\n${output}`);
+      return lsn;
+    },
+    async startAsStandbyOf(primary) {
+      await writeOwned(join(dataDirectory, 'standby.signal'), runAs);
+      const conninfo = `host=127.0.0.1 port=${primary.port} user=postgres application_name=wharf_rejoined`;
+      const started = launch({ primary_conninfo: conninfo, recovery_target_timeline: 'latest', hot_standby: 'on' });
+      try {
+        await waitUntilReady(url, started, readLog, { spawnError: () => spawnErrors.get(started) });
+      } catch (error) {
+        await halt({ immediate: true });
+        throw error;
+      }
+    },
     async restartImmediate() {
       await halt({ immediate: true });
       await start();
@@ -354,6 +401,46 @@ function run(command: string, args: string[], options: { cwd: string; runAs: Run
       else reject(new Error(`${command} exited with ${code ?? signal}:\n${output}`));
     });
   });
+}
+
+/** Polls until the standby at `url` has received WAL past `lsn`, for at most `timeout` ms (then promotes anyway). */
+async function waitUntilReceived(url: string, lsn: string, timeout = 15_000): Promise<void> {
+  const deadline = Date.now() + timeout;
+  while (Date.now() < deadline) {
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      const { rows } = await client.query<{ received: boolean }>(
+        'SELECT coalesce(pg_last_wal_receive_lsn() > $1::pg_lsn, false) AS received', [lsn]);
+      if (rows[0]!.received) return;
+    } catch {
+      // not answering for a moment: poll again
+    } finally {
+      await client.end().catch(() => {});
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Polls until the server at `url` is out of recovery (a promotion has ended). */
+async function waitUntilPrimary(url: string, timeout = 60_000): Promise<void> {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      const { rows } = await client.query<{ standby: boolean }>('SELECT pg_is_in_recovery() AS standby');
+      if (!rows[0]!.standby) return;
+    } catch {
+      // not answering for a moment: poll again
+    } finally {
+      await client.end().catch(() => {});
+    }
+    if (Date.now() > deadline) throw new Error(`own PostgreSQL still in recovery ${timeout} ms after promote`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /** Polls until the server answers a query (not "starting up"), or fails when it exits or takes too long. */

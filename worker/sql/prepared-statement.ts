@@ -9,7 +9,7 @@
 // 4 of type record has wrong type"). The statement is then prepared again
 // under a new name, and the host carries on through the migration.
 import type pg from 'pg';
-import { errorCode } from '../causes.js';
+import { errorCode } from '../../db/error-codes.js';
 
 /** A pg Pool or a connection: named statements are prepared per connection. */
 export type Queryable = pg.Pool | pg.ClientBase;
