@@ -3,6 +3,7 @@
 // signing keys under the newest key of the ring.
 import { createHash } from 'node:crypto';
 import type { Database } from '../../db/database.js';
+import { secretPlaceOf } from '../../db/providers.js';
 import { decryptSecret, encryptSecret, keyIdOf, type KeyRing } from '../../db/secret-box.js';
 import { ApiError } from '../api/errors.js';
 import { generateWebhookSecret } from '../api/tokens.js';
@@ -41,9 +42,10 @@ export async function rotateConnectionSecret(
   const next = secret ?? generateWebhookSecret(connection.provider);
   const weakness = weakSecret(connection.provider, next);
   if (weakness) throw new ApiError(400, 'weak_secret', weakness);
-  // A GitLab token goes to the database as its digest only; a signing key encrypted.
-  let stored = connection.provider === 'gitlab' ? `sha256:${createHash('sha256').update(next).digest('hex')}` : next;
-  if (connection.provider !== 'gitlab' && connection.provider !== 'github' && connection.provider !== 'slack') {
+  // A token (GitLab's) goes to the database as its digest only; a signing key encrypted.
+  const place = secretPlaceOf(connection.provider);
+  let stored = place === 'token' ? `sha256:${createHash('sha256').update(next).digest('hex')}` : next;
+  if (place === 'signing_key') {
     if (!keyRing) throw new ApiError(400, 'no_secret_keys', 'signing keys are stored encrypted: set WHARF_SECRET_KEYS');
     stored = await encryptSecret(keyRing, id, next);
   }
