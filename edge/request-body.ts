@@ -121,43 +121,47 @@ export function parseJsonBody(body: Bytes): ParsedBody {
 }
 
 /**
- * An `application/x-www-form-urlencoded` body (Twilio, Slack's slash commands
- * and interactivity) as the JSON object stored for it: each field a string,
- * a repeated field an array of its values in order. A field named in
- * `jsonFields` whose value is a JSON object (Slack's `payload`) is stored as
- * that object. What is stored obeys the rule of JSON bodies: UTF-8, no NUL,
- * no unpaired surrogate.
+ * The fields of an `application/x-www-form-urlencoded` body as sent: each a
+ * string, a repeated field an array of its values in order; undefined for a
+ * body that is no form (not UTF-8, a raw character a form escapes, a
+ * percent-escape that is not UTF-8: decodeURIComponent throws rather than
+ * put U+FFFD in its place). What a provider that signs the fields (Twilio)
+ * verifies.
  */
-export function parseFormBody(body: Bytes, jsonFields: readonly string[] = []): ParsedBody {
+export function formFields(body: Bytes): JsonObject | undefined {
   let text: string;
   try {
     text = decoder.decode(body);
   } catch {
-    return { ok: false, reason: 'invalid-utf8', message: 'The body is not valid UTF-8.' };
+    return undefined;
   }
-  if (!/^[\x21-\x7e]*$/.test(text)) {
-    return { ok: false, reason: 'invalid-form', message: 'The body is not a URL-encoded form.' };
-  }
-  const value: JsonObject = {};
+  if (!/^[\x21-\x7e]*$/.test(text)) return undefined;
+  const fields: JsonObject = {};
   try {
-    // decodeURIComponent throws on a percent-escape that is not UTF-8: what
-    // is stored is what was sent, never a U+FFFD in its place.
     for (const pair of text.split('&')) {
       if (pair === '') continue;
       const at = pair.indexOf('=');
       const [rawName, rawValue] = at < 0 ? [pair, ''] : [pair.slice(0, at), pair.slice(at + 1)];
       const name = decodeURIComponent(rawName.replaceAll('+', ' '));
       const field = decodeURIComponent(rawValue.replaceAll('+', ' '));
-      if (Object.hasOwn(value, name)) {
-        const previous = value[name];
-        value[name] = Array.isArray(previous) ? [...previous, field] : [previous, field];
-      } else {
-        value[name] = field;
-      }
+      const previous = fields[name];
+      fields[name] = !Object.hasOwn(fields, name) ? field : Array.isArray(previous) ? [...previous, field] : [previous, field];
     }
   } catch {
-    return { ok: false, reason: 'invalid-form', message: 'The body is not a URL-encoded form.' };
+    return undefined;
   }
+  return fields;
+}
+
+/**
+ * A form body (Twilio, Slack's slash commands and interactivity) as the JSON
+ * object stored for it (formFields). A field named in `jsonFields` whose
+ * value is a JSON object (Slack's `payload`) is stored as that object. What
+ * is stored obeys the rule of JSON bodies: no NUL, no unpaired surrogate.
+ */
+export function parseFormBody(body: Bytes, jsonFields: readonly string[] = []): ParsedBody {
+  const value = formFields(body);
+  if (!value) return { ok: false, reason: 'invalid-form', message: 'The body is not a URL-encoded form in UTF-8.' };
   for (const name of jsonFields) {
     const field = value[name];
     if (typeof field !== 'string' || !field.startsWith('{')) continue;

@@ -10,7 +10,7 @@
 // SHA-256; the body is deduplicated by its SHA-256 too. Subjects: the message
 // or call SID, then the account.
 import { fromBase64, hmacWith, sha256Hex, toBase64 } from '../crypto.js';
-import { parseFormBody } from '../request-body.js';
+import { formFields, parseFormBody } from '../request-body.js';
 import {
   badSignature, headerShape, matchesAny, missingField, missingSignature, signingKeysOf, verifyWithAny, type Adapter,
   type Endpoint, type Verification,
@@ -53,8 +53,6 @@ export function verifyTwilioSignature(
   return matchesAny(hmacWith(algorithm, authToken, signedContent(url, fields)), [fromBase64(header)]);
 }
 
-const jsonFields: readonly string[] = [];
-
 export const twilio: Adapter = {
   provider: 'twilio',
   endpointKind: 'connection',
@@ -64,16 +62,16 @@ export const twilio: Adapter = {
   signsBodyOnly: true,
   checkHeaders: (headers) => headerShape(headers.get('x-twilio-signature'),
     algorithmOf(headers) === 'sha1' ? /^[A-Za-z0-9+/]{27}=$/ : /^[A-Za-z0-9+/]{43}=$/),
-  parseBody: (body) => parseFormBody(body, jsonFields),
+  parseBody: (body) => parseFormBody(body),
   verify({ headers, body, endpoint, url }) {
     // The form's fields are what Twilio signs: parsed before the check, and
     // a body that is no form cannot be authentic.
-    const form = parseFormBody(body, jsonFields);
-    if (!form.ok) return Promise.resolve(badSignature);
+    const fields = formFields(body);
+    if (!fields) return Promise.resolve(badSignature);
     const signed = signedUrl(endpoint, url);
     const algorithm = algorithmOf(headers);
     return verifyWithAny(signingKeysOf(endpoint), async (authToken) =>
-      verifyTwilioSignature(authToken, signed, form.value, headers.get('x-twilio-signature'), algorithm));
+      verifyTwilioSignature(authToken, signed, fields, headers.get('x-twilio-signature'), algorithm));
   },
   async read({ headers, text, payload, endpoint }) {
     if (endpoint.kind !== 'connection') return missingField('a connection');
