@@ -215,6 +215,6 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     reportReceipt(receipt, facts);
     // The receipt as admit returned it (DESIGN.md), plus delivery_id, the name
     // the provider-facing API used first.
-    return c.json({ status: 'accepted', ...receipt, delivery_id: receipt.delivery_key }, 202);
+    return c.json({ status: 'accepted', ...receipt, delivery_id: receipt.delivery_key }, adapter.acceptedStatus ?? 202);
   }
 }

@@ -90,6 +90,11 @@ export interface Adapter {
    */
   signatureHeaders: readonly string[];
   /**
+   * The status of a stored delivery's answer when the provider counts 202 as
+   * a failure (Zoom wants 200 or 204); 202 otherwise.
+   */
+  acceptedStatus?: 200;
+  /**
    * Where an operator gives the provider a connection's secret, for
    * `wharf connections rotate-secret` to say (connection endpoints only).
    */

@@ -78,9 +78,12 @@ export const slack: Adapter = {
       secret, body, headers.get('x-slack-request-timestamp'), headers.get('x-slack-signature'), nowMs,
     ));
   },
-  parseBody: (body, headers) => isFormBody(headers) ? parseFormBody(body, ['payload']) : parseJsonBody(body),
-  async read({ headers, payload }) {
-    if (isFormBody(headers)) return readForm(payload);
+  // A form says so in its content type, and cannot start with "{" (a form
+  // escapes it): a JSON body under a form's content type is read as JSON.
+  parseBody: (body, headers) => isFormBody(headers) && body[0] !== 0x7b ? parseFormBody(body, ['payload']) : parseJsonBody(body),
+  async read({ payload }) {
+    // The Events API's envelopes all have a `type`; a form's fields never do.
+    if (payload.type === undefined && (payload.command !== undefined || payload.payload !== undefined)) return readForm(payload);
     const type = textAt(payload, 'type');
     if (type === 'url_verification') {
       const challenge = textAt(payload, 'challenge');

@@ -3,7 +3,8 @@
 // five minutes. `endpoint.url_validation` (sent when the URL is saved and
 // every 72 hours) is answered with the challenge, nothing stored. Zoom sends
 // no delivery id: the key is the body's SHA-256 (a retry repeats the body).
-// Subjects: the meeting, webinar or other object, then the account.
+// Subjects: the meeting, webinar or other object, then the account. A stored
+// delivery is answered 200, not 202: Zoom retries anything but 200 and 204.
 import { bytesOf, concatBytes, fromHex, hmacSha256, sha256Hex, toHex, utf8, type Bytes } from '../crypto.js';
 import {
   allOf, badSignature, fresh, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp,
@@ -36,6 +37,8 @@ export const zoom: Adapter = {
   keptHeaders: ['content-type', 'user-agent', 'x-zm-request-timestamp', 'x-zm-trackingid'],
   signatureHeaders: ['x-zm-signature'],
   signsBodyOnly: false,
+  // Zoom counts any answer but 200 and 204 as a failed delivery, and retries it.
+  acceptedStatus: 200,
   checkHeaders: (headers) => allOf(
     headerShape(headers.get('x-zm-request-timestamp'), /^\d{1,12}$/),
     headerShape(headers.get('x-zm-signature'), /^v0=[0-9a-fA-F]{64}$/),
