@@ -14,23 +14,29 @@
  */
 export type SecretPlace = 'app' | 'token' | 'signing_key';
 
+/**
+ * `issuedByProvider`: the provider draws the secret and shows it (Stripe's
+ * `whsec_…`, Twilio's Auth Token): an operator stores that one, and Wharf
+ * never makes one up for it. TypeScript's alone: the database needs only
+ * where the secret lives.
+ */
 export const providers = {
-  github: { secret: 'app' },
-  gitlab: { secret: 'token' },
-  slack: { secret: 'app' },
-  outline: { secret: 'signing_key' },
-  forgejo: { secret: 'signing_key' },
-  generic: { secret: 'signing_key' },
-  stripe: { secret: 'signing_key' },
-  shopify: { secret: 'signing_key' },
-  linear: { secret: 'signing_key' },
-  paddle: { secret: 'signing_key' },
-  zoom: { secret: 'signing_key' },
-  twilio: { secret: 'signing_key' },
-  bitbucket: { secret: 'signing_key' },
-  jira: { secret: 'signing_key' },
-  hmac: { secret: 'signing_key' },
-} as const satisfies Record<string, { secret: SecretPlace }>;
+  github: { secret: 'app', issuedByProvider: false },
+  gitlab: { secret: 'token', issuedByProvider: false },
+  slack: { secret: 'app', issuedByProvider: true },
+  outline: { secret: 'signing_key', issuedByProvider: true },
+  forgejo: { secret: 'signing_key', issuedByProvider: false },
+  generic: { secret: 'signing_key', issuedByProvider: false },
+  stripe: { secret: 'signing_key', issuedByProvider: true },
+  shopify: { secret: 'signing_key', issuedByProvider: true },
+  linear: { secret: 'signing_key', issuedByProvider: true },
+  paddle: { secret: 'signing_key', issuedByProvider: true },
+  zoom: { secret: 'signing_key', issuedByProvider: true },
+  twilio: { secret: 'signing_key', issuedByProvider: true },
+  bitbucket: { secret: 'signing_key', issuedByProvider: false },
+  jira: { secret: 'signing_key', issuedByProvider: false },
+  hmac: { secret: 'signing_key', issuedByProvider: false },
+} as const satisfies Record<string, { secret: SecretPlace; issuedByProvider: boolean }>;
 
 export type Provider = keyof typeof providers;
 

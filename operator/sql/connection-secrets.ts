@@ -3,7 +3,7 @@
 // signing keys under the newest key of the ring.
 import { createHash } from 'node:crypto';
 import type { Database } from '../../db/database.js';
-import { secretPlaceOf } from '../../db/providers.js';
+import { isProvider, providers, secretPlaceOf } from '../../db/providers.js';
 import { decryptSecret, encryptSecret, keyIdOf, type KeyRing } from '../../db/secret-box.js';
 import { ApiError } from '../api/errors.js';
 import { generateWebhookSecret } from '../api/tokens.js';
@@ -39,6 +39,10 @@ export async function rotateConnectionSecret(
 ): Promise<string> {
   const connection = await showConnection(db, id);
   if (!connection) throw new ApiError(404, 'not_found', `unknown connection ${id}`);
+  if (secret === undefined && isProvider(connection.provider) && providers[connection.provider].issuedByProvider
+      && secretPlaceOf(connection.provider) !== 'app') {
+    throw new ApiError(400, 'secret_required', `${connection.provider} draws this secret itself: pass the one it shows (--secret)`);
+  }
   const next = secret ?? generateWebhookSecret(connection.provider);
   const weakness = weakSecret(connection.provider, next);
   if (weakness) throw new ApiError(400, 'weak_secret', weakness);
