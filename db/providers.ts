@@ -23,8 +23,8 @@ export type SecretPlace = 'app' | 'token' | 'signing_key';
 export const providers = {
   github: { secret: 'app', issuedByProvider: false },
   gitlab: { secret: 'token', issuedByProvider: false },
-  slack: { secret: 'app', issuedByProvider: true },
-  outline: { secret: 'signing_key', issuedByProvider: true },
+  slack: { secret: 'app', issuedByProvider: false },
+  outline: { secret: 'signing_key', issuedByProvider: false },
   forgejo: { secret: 'signing_key', issuedByProvider: false },
   generic: { secret: 'signing_key', issuedByProvider: false },
   stripe: { secret: 'signing_key', issuedByProvider: true },

@@ -16,7 +16,11 @@ import { Paddle } from '@paddle/paddle-node-sdk';
 import { createEdgeApp } from '../../edge/app.js';
 import type { Provider } from '../../db/providers.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { edgeEnv, freshId, newDeliveryKey, recorder, seedConnection, slackSecret, storedSecret } from '../support/edge-fixtures.js';
+import { parseKeyRing } from '../../db/secret-box.js';
+import { rotateConnectionSecret } from '../../operator/sql/connection-secrets.js';
+import {
+  edgeEnv, freshId, newDeliveryKey, recorder, seedConnection, slackSecret, storedSecret, testSecretKeys,
+} from '../support/edge-fixtures.js';
 
 let db: TestDatabase;
 let app: Hono;
@@ -341,5 +345,15 @@ describe("Slack's form posts (slash commands, interactivity), signed as Slack do
     // The same form with one byte changed after signing.
     expect((await post('/hooks/slack/test', commandBody.replace('now', 'new'), sign(commandBody), form)).status).toBe(401);
     expect(await stored(id)).toHaveLength(2);
+  });
+});
+
+describe('secrets the provider draws', () => {
+  it('are stored as given, never made up: rotate-secret without one is refused for Stripe, allowed for Bitbucket', async () => {
+    const ring = await parseKeyRing(testSecretKeys);
+    const stripe = await connect('stripe', 'whsec_drawn_by_stripe_0123456789', []);
+    await expect(rotateConnectionSecret(db.pool, ring, String(stripe.id))).rejects.toMatchObject({ status: 400, code: 'secret_required' });
+    const bitbucket = await connect('bitbucket', 'bitbucket_secret_0123456789', []);
+    expect(await rotateConnectionSecret(db.pool, ring, String(bitbucket.id))).toMatch(/^[0-9a-f]{64}$/);
   });
 });
