@@ -1,10 +1,13 @@
-// Stripe's typed payloads (worker/payloads/stripe.ts): a `stripe:` handler
-// receives the event of its type as the `stripe` package declares it. The
+// Stripe's and Linear's typed payloads (worker/payloads/): a `stripe:` or
+// `linear:` handler receives the event of its type as the provider's own
+// package declares it. The
 // checks are the type checker's (`tsc --noEmit` covers test/); the test
 // runs a typed handler over a stored payload of that shape.
 import { expect, expectTypeOf, it } from 'vitest';
 import type Stripe from 'stripe';
 import type { HandlerMap, PayloadOf } from '../../worker/index.js';
+import type { EntityWebhookPayloadWithIssueData } from '@linear/sdk/webhooks';
+import type {} from '../../worker/payloads/linear.js';
 import type {} from '../../worker/payloads/stripe.js';
 
 it('types a stripe:<type> handler by Stripe.Event of that type', async () => {
@@ -24,4 +27,10 @@ it('types a stripe:<type> handler by Stripe.Event of that type', async () => {
   // The handler as the worker calls it, with the stored payload.
   await handlers['stripe:invoice.paid']({ event: { payload } } as unknown as Parameters<typeof handlers['stripe:invoice.paid']>[0]);
   expect(seen).toBe('cus_1');
+});
+
+it('types a linear:<type>.<action> handler by the SDK payload of that type', () => {
+  expectTypeOf<PayloadOf<'linear:Issue.create'>>().toEqualTypeOf<EntityWebhookPayloadWithIssueData>();
+  expectTypeOf<PayloadOf<'linear:Issue.create'>['data']['title']>().toEqualTypeOf<string>();
+  expectTypeOf<PayloadOf<'linear:NoSuchType.create'>>().toBeUnknown();
 });
