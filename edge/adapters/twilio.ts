@@ -5,7 +5,7 @@
 // X-Twilio-Webhooks-Signature-Settings says `algorithm=HMAC_SHA256`. No
 // timestamp is signed. The URL is the connection's `route.signed_url` when
 // set (the URL pasted in Twilio's console, e.g. behind a proxy that rewrites
-// it), else the URL the edge received. Stored as a JSON object of the form's
+// it), else the URL the edge received (or it under https). Stored as a JSON object of the form's
 // fields. Delivery key: `I-Twilio-Idempotency-Token`, else the form's
 // SHA-256; the body is deduplicated by its SHA-256 too. Subjects: the message
 // or call SID, then the account.
@@ -40,17 +40,27 @@ function algorithmOf(headers: Headers): TwilioAlgorithm {
   return /algorithm\s*=\s*HMAC_SHA256/i.test(headers.get('x-twilio-webhooks-signature-settings') ?? '') ? 'sha256' : 'sha1';
 }
 
-/** The URL Twilio signed: the connection's route.signed_url when set, else the one received. */
-function signedUrl(endpoint: Endpoint, received: string): string {
+/**
+ * The URLs Twilio may have signed: the connection's route.signed_url when
+ * set; else the one received, and the same under https (a TLS proxy in
+ * front of a Node edge hands it on as http).
+ */
+function signedUrls(endpoint: Endpoint, received: string): string[] {
   const configured = endpoint.kind === 'connection' ? endpoint.connection.route.signed_url : undefined;
-  return typeof configured === 'string' && configured !== '' ? configured : received;
+  if (typeof configured === 'string' && configured !== '') return [configured];
+  return received.startsWith('http:') ? [received, `https:${received.slice('http:'.length)}`] : [received];
 }
 
 export function verifyTwilioSignature(
-  authToken: string, url: string, fields: Record<string, unknown>, header: string | null, algorithm: TwilioAlgorithm,
+  authToken: string, urls: readonly string[], fields: Record<string, unknown>, header: string | null, algorithm: TwilioAlgorithm,
 ): Verification {
   if (!header) return missingSignature;
-  return matchesAny(hmacWith(algorithm, authToken, signedContent(url, fields)), [fromBase64(header)]);
+  const provided = [fromBase64(header)];
+  for (const url of urls) {
+    const verification = matchesAny(hmacWith(algorithm, authToken, signedContent(url, fields)), provided);
+    if (verification.ok) return verification;
+  }
+  return badSignature;
 }
 
 export const twilio: Adapter = {
@@ -68,7 +78,7 @@ export const twilio: Adapter = {
     // a body that is no form cannot be authentic.
     const fields = formFields(body);
     if (!fields) return Promise.resolve(badSignature);
-    const signed = signedUrl(endpoint, url);
+    const signed = signedUrls(endpoint, url);
     const algorithm = algorithmOf(headers);
     return verifyWithAny(signingKeysOf(endpoint), async (authToken) =>
       verifyTwilioSignature(authToken, signed, fields, headers.get('x-twilio-signature'), algorithm));

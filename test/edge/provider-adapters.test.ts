@@ -275,6 +275,10 @@ describe('Twilio (signed by twilio.getExpectedTwilioSignature; a form body)', ()
     })]);
     const forged = twilioLibrary.getExpectedTwilioSignature('another_token_0000000000000000', url, fields);
     expect((await post(`/hooks/twilio/${c.id}`, body, { ...headers, 'x-twilio-signature': forged }, form)).status).toBe(401);
+    // Twilio requested https; a TLS proxy handed the request on as http.
+    const https = { ...fields, MessageSid: `SM${freshId()}` };
+    const httpsSignature = twilioLibrary.getExpectedTwilioSignature(authToken, url.replace('http:', 'https:'), https);
+    expect((await post(`/hooks/twilio/${c.id}`, new URLSearchParams(https).toString(), { 'x-twilio-signature': httpsSignature }, form)).status).toBe(202);
     // Signed for another URL (another connection's endpoint): refused.
     const elsewhere = twilioLibrary.getExpectedTwilioSignature(authToken, 'http://localhost/hooks/twilio/1', fields);
     expect((await post(`/hooks/twilio/${c.id}`, body, { ...headers, 'x-twilio-signature': elsewhere }, form)).status).toBe(401);
@@ -283,7 +287,7 @@ describe('Twilio (signed by twilio.getExpectedTwilioSignature; a form body)', ()
     const nulBody = new URLSearchParams(nul).toString();
     expect(await post(`/hooks/twilio/${c.id}`, nulBody, { ...headers, 'x-twilio-signature': twilioLibrary.getExpectedTwilioSignature(authToken, url, nul) }, form))
       .toMatchObject({ status: 400, json: { error: 'contains-nul' } });
-    expect(await stored(c.id)).toHaveLength(1);
+    expect(await stored(c.id)).toHaveLength(2);
   });
 
   it("verifies against the connection's route.signed_url when Twilio posts to a URL the edge does not see", async () => {
