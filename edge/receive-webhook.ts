@@ -105,12 +105,14 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
 
   function keptHeaders(adapter: Adapter, endpoint: Endpoint, headers: Headers): Record<string, string> {
     const kept: Record<string, string> = {};
-    for (const names of [adapter.keptHeaders, adapter.keptHeadersOf?.(endpoint) ?? []]) {
+    const keep = (names: readonly string[]) => {
       for (const name of names) {
         const value = headers.get(name);
         if (value !== null) kept[name] = value;
       }
-    }
+    };
+    keep(adapter.keptHeaders);
+    if (adapter.keptHeadersOf) keep(adapter.keptHeadersOf(endpoint));
     return kept;
   }
 
@@ -207,7 +209,7 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
         subjects: reading.subjects,
         payloadText: parsed.text,
         headers: keptHeaders(adapter, endpoint, headers),
-        ...(reading.dedupeByBody ?? adapter.signsBodyOnly ? { bodySha256: sha256Hex(body) } : {}),
+        ...((reading.dedupeByBody ?? adapter.signsBodyOnly) ? { bodySha256: sha256Hex(body) } : {}),
       });
     } catch (error) {
       return rejectDatabaseError(c, error, { ...facts, delivery_key: reading.deliveryKey });
