@@ -22,14 +22,23 @@ export interface HmacScheme {
   encoding: SignatureEncoding;
   /** What is signed, in order. */
   signed: TemplatePart[];
-  timestamp?: { header: string; unit: 'seconds' | 'milliseconds'; toleranceSeconds: number };
+  /**
+   * The header is a list of `key=value` pairs (Stripe's `t=…,v1=…,v1=…`,
+   * Paddle's `ts=…;h1=…`): the signatures are the values of `signature`
+   * (any may match: a sender rotating its secret signs with each), the
+   * timestamp the value of `timestamp`.
+   */
+  pairs?: { separator: ',' | ';' | ' '; signature: string; timestamp?: string };
+  /** The signed timestamp: in `header`, or (no header) in the signature's pairs. */
+  timestamp?: { header?: string; unit: 'seconds' | 'milliseconds'; toleranceSeconds: number };
   eventType?: FieldSource;
   deliveryId?: FieldSource;
 }
 
 export type SchemeReading = { ok: true; scheme: HmacScheme } | { ok: false; reason: string };
 
-const keys = new Set(['header', 'prefix', 'algorithm', 'encoding', 'signed', 'timestamp', 'event_type', 'delivery_id']);
+const keys = new Set(['header', 'prefix', 'algorithm', 'encoding', 'signed', 'pairs', 'timestamp', 'event_type', 'delivery_id']);
+const pairKey = /^[A-Za-z0-9_-]{1,16}$/;
 const headerName = /^[A-Za-z0-9][A-Za-z0-9-]{0,63}$/;
 const placeholders = new Set(['timestamp', 'url', 'body']);
 const maxTemplateLength = 256;
@@ -99,8 +108,19 @@ function readScheme(value: unknown): HmacScheme {
   const scheme: HmacScheme = {
     header: header(value.header, 'header'), prefix, algorithm: value.algorithm, encoding: value.encoding, signed,
   };
-  if (value.timestamp !== undefined) {
-    const t = value.timestamp;
+  if (value.pairs !== undefined) {
+    const p = value.pairs;
+    if (!isObject(p) || (p.separator !== ',' && p.separator !== ';' && p.separator !== ' ')
+        || typeof p.signature !== 'string' || !pairKey.test(p.signature)
+        || (p.timestamp !== undefined && (typeof p.timestamp !== 'string' || !pairKey.test(p.timestamp) || p.timestamp === p.signature))) {
+      fail('pairs must be {"separator": "," | ";" | " ", "signature": "<key>", "timestamp": "<another key>"}, e.g. Stripe\'s {"separator": ",", "signature": "v1", "timestamp": "t"}');
+    }
+    const unknownPairs = Object.keys(p).filter((key) => !['separator', 'signature', 'timestamp'].includes(key));
+    if (unknownPairs.length > 0) fail(`pairs has unknown settings: ${unknownPairs.join(', ')}`);
+    scheme.pairs = { separator: p.separator, signature: p.signature, ...(p.timestamp === undefined ? {} : { timestamp: p.timestamp }) };
+  }
+  if (value.timestamp !== undefined || scheme.pairs?.timestamp !== undefined) {
+    const t = value.timestamp ?? {};
     if (!isObject(t)) fail('timestamp must be {"header": "<name>", "unit": "seconds", "tolerance_seconds": 300}');
     const unit = t.unit ?? 'seconds';
     if (unit !== 'seconds' && unit !== 'milliseconds') fail('timestamp.unit must be seconds or milliseconds');
@@ -108,10 +128,16 @@ function readScheme(value: unknown): HmacScheme {
     if (typeof tolerance !== 'number' || !Number.isInteger(tolerance) || tolerance < 1 || tolerance > 86_400) {
       fail('timestamp.tolerance_seconds must be a whole number of seconds from 1 to 86400');
     }
-    scheme.timestamp = { header: header(t.header, 'timestamp.header'), unit, toleranceSeconds: tolerance };
+    if (scheme.pairs?.timestamp !== undefined && t.header !== undefined) {
+      fail('the timestamp is in the signature header\'s pairs (pairs.timestamp) or in a header of its own (timestamp.header), not both');
+    }
+    scheme.timestamp = {
+      ...(scheme.pairs?.timestamp === undefined ? { header: header(t.header, 'timestamp.header') } : {}),
+      unit, toleranceSeconds: tolerance,
+    };
   }
   if (signed.some((part) => 'placeholder' in part && part.placeholder === 'timestamp') && !scheme.timestamp) {
-    fail('signed uses {timestamp}: say which header holds it (timestamp.header)');
+    fail('signed uses {timestamp}: say which header holds it (timestamp.header, or pairs.timestamp)');
   }
   if (scheme.timestamp && !signed.some((part) => 'placeholder' in part && part.placeholder === 'timestamp')) {
     fail('a timestamp that signed does not hold ({timestamp}) proves nothing: add it to the template or drop timestamp');

@@ -10,7 +10,7 @@ import { readHmacScheme, type FieldSource, type HmacScheme } from '../../db/hmac
 import { bytesOf, concatBytes, fromBase64, fromHex, hmacWith, sha256Hex, toBase64, toHex, utf8, type Bytes } from '../crypto.js';
 import type { JsonObject } from '../request-body.js';
 import {
-  badSignature, fresh, missingField, missingSignature, signingKeysOf, staleTimestamp, verified, verifyWithAny, matchesAny,
+  badSignature, fresh, headerPairs, matchesAny, maxSignatures, missingField, missingSignature, signingKeysOf, staleTimestamp, verified, verifyWithAny,
   type Adapter, type Endpoint, type Verification,
 } from './adapter.js';
 import { subjectsFromPointers } from './generic.js';
@@ -43,23 +43,36 @@ export function signConfiguredHmac(
   scheme: HmacScheme, secret: string, body: Bytes | string, options: { timestamp?: string; url?: string } = {},
 ): string {
   const mac = hmacWith(scheme.algorithm, secret, signedContent(scheme, options.timestamp ?? '', options.url ?? '', bytesOf(body)));
-  return scheme.prefix + (scheme.encoding === 'hex' ? toHex(mac) : toBase64(mac));
+  const signature = scheme.prefix + (scheme.encoding === 'hex' ? toHex(mac) : toBase64(mac));
+  if (!scheme.pairs) return signature;
+  const { separator, signature: key, timestamp } = scheme.pairs;
+  return [...(timestamp === undefined ? [] : [`${timestamp}=${options.timestamp ?? ''}`]), `${key}=${signature}`].join(separator);
+}
+
+/** The encoded signatures the header holds (without the prefix), and the timestamp its pairs hold. */
+function signaturesOf(scheme: HmacScheme, header: string): { encoded: string[]; timestamp?: string } {
+  if (!scheme.pairs) return { encoded: header.startsWith(scheme.prefix) ? [header.slice(scheme.prefix.length)] : [] };
+  const pairs = headerPairs(header, scheme.pairs.separator);
+  const encoded = pairs.filter(([key]) => key === scheme.pairs!.signature).slice(0, maxSignatures)
+    .map(([, value]) => value).filter((value) => value.startsWith(scheme.prefix)).map((value) => value.slice(scheme.prefix.length));
+  const timestamp = scheme.pairs.timestamp === undefined ? undefined : pairs.find(([key]) => key === scheme.pairs!.timestamp)?.[1];
+  return timestamp === undefined ? { encoded } : { encoded, timestamp };
 }
 
 function verifyConfigured(scheme: HmacScheme, secret: string, body: Bytes, headers: Headers, url: string, nowMs: number): Verification {
   const header = headers.get(scheme.header);
   if (!header) return missingSignature;
-  if (!header.startsWith(scheme.prefix)) return badSignature;
+  const signatures = signaturesOf(scheme, header);
+  if (signatures.encoded.length === 0) return badSignature;
   let timestamp = '';
   if (scheme.timestamp) {
-    timestamp = headers.get(scheme.timestamp.header) ?? '';
-    if (!/^\d{1,15}$/.test(timestamp)) return missingSignature;
+    timestamp = (scheme.timestamp.header === undefined ? signatures.timestamp : headers.get(scheme.timestamp.header)) ?? '';
+    if (!/^\d{1,15}$/.test(timestamp)) return badSignature;
     const ms = Number(timestamp) * (scheme.timestamp.unit === 'seconds' ? 1000 : 1);
     if (!fresh(ms, nowMs, scheme.timestamp.toleranceSeconds * 1000)) return staleTimestamp;
   }
-  const encoded = header.slice(scheme.prefix.length);
-  const provided = scheme.encoding === 'hex' ? fromHex(encoded) : fromBase64(encoded);
-  return matchesAny(hmacWith(scheme.algorithm, secret, signedContent(scheme, timestamp, url, body)), [provided]);
+  const provided = signatures.encoded.map((encoded) => scheme.encoding === 'hex' ? fromHex(encoded) : fromBase64(encoded));
+  return matchesAny(hmacWith(scheme.algorithm, secret, signedContent(scheme, timestamp, url, body)), provided);
 }
 
 function fieldOf(source: FieldSource | undefined, headers: Headers, payload: JsonObject): string | undefined {
@@ -84,7 +97,7 @@ export const hmac: Adapter = {
     // A route saved around the API's validation: no delivery can verify.
     if (!scheme) return badSignature;
     if (!headers.get(scheme.header)) return missingSignature;
-    if (scheme.timestamp && !headers.get(scheme.timestamp.header)) return missingSignature;
+    if (scheme.timestamp?.header !== undefined && !headers.get(scheme.timestamp.header)) return missingSignature;
     return verified;
   },
   keptHeadersOf(endpoint) {

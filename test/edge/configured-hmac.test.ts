@@ -8,6 +8,8 @@ import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Hono } from 'hono';
 import { LinearWebhookClient } from '@linear/sdk/webhooks';
+import { Paddle } from '@paddle/paddle-node-sdk';
+import Stripe from 'stripe';
 import { readHmacScheme } from '../../db/hmac-scheme.js';
 import { createEdgeApp } from '../../edge/app.js';
 import { adminToken, apiClient, type ApiCall } from '../support/api-client.js';
@@ -70,6 +72,10 @@ describe('validated when saved', () => {
     [{ ...good, delivery_id: { pointer: 'id' } }, 'JSON pointer'],
     [{ ...good, timestamp: { header: 'x-ts', tolerance_seconds: 0 } }, 'tolerance_seconds'],
     [{ ...good, script: 'return true' }, 'unknown settings: script'],
+    [{ ...good, pairs: { separator: '&', signature: 'v1' } }, 'pairs must be'],
+    [{ ...good, pairs: { separator: ',', signature: 'v1', timestamp: 'v1' } }, 'pairs must be'],
+    [{ ...good, signed: '{timestamp}.{body}', pairs: { separator: ',', signature: 'v1', timestamp: 't' }, timestamp: { header: 'x-ts' } },
+     'not both'],
     ['{body}', 'must be an object'],
   ])('refuses %j with a 400 that says why, saving nothing', async (signature, reason) => {
     const workspace = freshId();
@@ -164,5 +170,49 @@ describe('reproduces providers from settings alone', () => {
     expect(new LinearWebhookClient(secret).verify(Buffer.from(body), signature)).toBe(true);
     expect((await post(id, body, { 'linear-signature': signature, 'linear-delivery': newDeliveryKey() })).status).toBe(202);
     expect(await stored(id)).toEqual([expect.objectContaining({ event_type: 'Issue', subject: 'id:issue-1' })]);
+  });
+});
+
+describe('reproduces signature headers of key=value pairs from settings alone', () => {
+  it('Stripe: t=…,v1=… over "{timestamp}.{body}", any v1 of several, signed by stripe.webhooks.generateTestHeaderString', async () => {
+    const secret = 'whsec_stripe_secret_for_hmac_source';
+    const stripe = new Stripe('sk_test_for_signatures_only');
+    const id = await configure({
+      signature: { header: 'Stripe-Signature', algorithm: 'sha256', encoding: 'hex', signed: '{timestamp}.{body}',
+                   pairs: { separator: ',', signature: 'v1', timestamp: 't' }, timestamp: { unit: 'seconds', tolerance_seconds: 300 },
+                   event_type: { pointer: '/type' }, delivery_id: { pointer: '/id' } },
+      subject_pointers: ['/data/object/customer'],
+    }, secret, 'customer:cus_9');
+    const event = (eventId: string) => JSON.stringify({ id: eventId, type: 'invoice.paid', data: { object: { customer: 'cus_9' } } });
+    const now = Math.floor(Date.now() / 1000);
+    const body = event('evt_a');
+    expect((await post(id, body, { 'stripe-signature': stripe.webhooks.generateTestHeaderString({ payload: body, secret }) })).status).toBe(202);
+    // Rolling the secret: the old secret's v1 first, the current one's second.
+    const rolled = event('evt_b');
+    const old = stripe.webhooks.generateTestHeaderString({ payload: rolled, secret: 'whsec_old', timestamp: now });
+    const current = stripe.webhooks.generateTestHeaderString({ payload: rolled, secret, timestamp: now });
+    expect((await post(id, rolled, { 'stripe-signature': `${old},${current.split(',')[1]}` })).status).toBe(202);
+    const stale = event('evt_c');
+    expect(await post(id, stale, { 'stripe-signature': stripe.webhooks.generateTestHeaderString({ payload: stale, secret, timestamp: now - 600 }) }))
+      .toMatchObject({ status: 401, json: { error: 'stale-timestamp' } });
+    expect((await post(id, stale, { 'stripe-signature': stripe.webhooks.generateTestHeaderString({ payload: stale, secret: 'whsec_forged' }) })).status).toBe(401);
+    expect((await stored(id)).map((row: { delivery_key: string }) => row.delivery_key)).toEqual(['evt_a', 'evt_b']);
+  });
+
+  it('Paddle: ts=…;h1=… over "{timestamp}:{body}" within 5 seconds, checked by @paddle/paddle-node-sdk', async () => {
+    const secret = 'pdl_ntfset_secret_for_hmac_source';
+    const id = await configure({
+      signature: { header: 'Paddle-Signature', algorithm: 'sha256', encoding: 'hex', signed: '{timestamp}:{body}',
+                   pairs: { separator: ';', signature: 'h1', timestamp: 'ts' }, timestamp: { tolerance_seconds: 5 },
+                   event_type: { pointer: '/event_type' }, delivery_id: { pointer: '/event_id' } },
+      subject_pointers: ['/data/customer_id'],
+    }, secret, 'customer_id:ctm_9');
+    const body = JSON.stringify({ event_id: 'evt_p1', event_type: 'transaction.completed', data: { customer_id: 'ctm_9' } });
+    const sign = (ts: number) => `ts=${ts};h1=${createHmac('sha256', secret).update(`${ts}:${body}`).digest('hex')}`;
+    const now = Math.floor(Date.now() / 1000);
+    expect(await new Paddle('pdl_sdbx_apikey_for_signatures_only').webhooks.isSignatureValid(body, secret, sign(now))).toBe(true);
+    expect((await post(id, body, { 'paddle-signature': sign(now) })).status).toBe(202);
+    expect(await post(id, body, { 'paddle-signature': sign(now - 60) })).toMatchObject({ status: 401, json: { error: 'stale-timestamp' } });
+    expect(await stored(id)).toEqual([expect.objectContaining({ delivery_key: 'evt_p1', event_type: 'transaction.completed', subject: 'customer_id:ctm_9' })]);
   });
 });
