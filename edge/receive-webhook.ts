@@ -215,6 +215,7 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
       return rejectDatabaseError(c, error, { ...facts, delivery_key: reading.deliveryKey });
     }
     reportReceipt(receipt, facts);
+    if (reading.emptyAnswer) return c.body(null, 200);
     // The receipt as admit returned it (DESIGN.md), plus delivery_id, the name
     // the provider-facing API used first.
     return c.json({ status: 'accepted', ...receipt, delivery_id: receipt.delivery_key }, adapter.acceptedStatus ?? 202);

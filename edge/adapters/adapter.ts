@@ -40,6 +40,11 @@ export type Reading =
        * signsBodyOnly says: a configured source whose delivery id is a header.
        */
       dedupeByBody?: boolean;
+      /**
+       * Once stored, answer 200 with an empty body instead of the receipt:
+       * Slack shows a slash command's or an interaction's answer to the user.
+       */
+      emptyAnswer?: boolean;
     }
   /** A provider handshake: answered 200 with `body`, nothing stored. */
   | { kind: 'handshake'; body: Record<string, unknown> }

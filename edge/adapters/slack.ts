@@ -3,7 +3,8 @@
 // `team_id` of the signed body. Slash commands and interactivity post a
 // form (`application/x-www-form-urlencoded`) signed the same way over its
 // exact bytes: stored as a JSON object of its fields, interactivity's
-// `payload` field as the object it holds.
+// `payload` field as the object it holds, and answered 200 with an empty body
+// (Slack would show a body to the user).
 import { bytesOf, concatBytes, fromHex, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
 import {
   allOf, badSignature, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verifyWithAny, type Adapter, type Verification,
@@ -31,6 +32,7 @@ function readForm(form: JsonObject): Reading {
       route: teamId === undefined ? {} : { team_id: teamId },
       subjects: subjectsOf(['channel:', textAt(interaction, 'channel', 'id') ?? textAt(interaction, 'container', 'channel_id')],
         ['team:', teamId]),
+      emptyAnswer: true,
     };
   }
   const deliveryKey = textAt(form, 'trigger_id');
@@ -41,6 +43,7 @@ function readForm(form: JsonObject): Reading {
     kind: 'delivery', deliveryKey, eventType: 'slash_command',
     route: teamId === undefined ? {} : { team_id: teamId },
     subjects: subjectsOf(['channel:', textAt(form, 'channel_id')], ['team:', teamId]),
+    emptyAnswer: true,
   };
 }
 
