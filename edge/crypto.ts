@@ -41,15 +41,9 @@ export function sha256Hex(data: Bytes | string): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
-/**
- * Compares in time that depends only on the lengths, which are public (a
- * digest's length is fixed by its algorithm).
- */
-export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  let difference = 0;
-  for (let i = 0; i < a.length; i++) difference |= a[i]! ^ b[i]!;
-  return difference === 0;
+/** HMAC with `algorithm` (sha1: Twilio; sha512: a configured source). */
+export function hmacWith(algorithm: 'sha1' | 'sha256' | 'sha512', key: Bytes | string, message: Bytes | string): Bytes {
+  return new Uint8Array(createHmac(algorithm, key).update(message).digest());
 }
 
 // Hex through Buffer (node:buffer, which workerd provides under nodejs_compat

@@ -7,7 +7,7 @@ import type { ConnectionCache } from './connection-cache.js';
 import { classifyDatabaseError, type Database } from '../db/database.js';
 import { sqlState } from '../db/error-codes.js';
 import { SecretKeyError } from '../db/secret-box.js';
-import { InflightBudget, parseJsonBody, readBodyWithin } from './request-body.js';
+import { declaredLength, InflightBudget, parseJsonBody, readBodyWithin } from './request-body.js';
 import { sha256Hex, type Bytes } from './crypto.js';
 import { readAppSecrets, type EdgeEnv, type EdgeSettings } from './settings.js';
 import type { Receipt } from './sql/admission.js';
@@ -104,12 +104,16 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     return { kind: 'connection', connection };
   }
 
-  function keptHeaders(adapter: Adapter, headers: Headers): Record<string, string> {
+  function keptHeaders(adapter: Adapter, endpoint: Endpoint, headers: Headers): Record<string, string> {
     const kept: Record<string, string> = {};
-    for (const name of adapter.keptHeaders) {
-      const value = headers.get(name);
-      if (value !== null) kept[name] = value;
-    }
+    const keep = (names: readonly string[]) => {
+      for (const name of names) {
+        const value = headers.get(name);
+        if (value !== null) kept[name] = value;
+      }
+    };
+    keep(adapter.keptHeaders);
+    if (adapter.keptHeadersOf) keep(adapter.keptHeadersOf(endpoint));
     return kept;
   }
 
@@ -133,12 +137,21 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     if (!adapter) return reject(c, 404, 'unknown-route', 'No such route.', { path: c.req.path });
     const param = c.req.param('endpoint') ?? '';
     const facts = { provider: adapter.provider, endpoint: param };
-    const endpoint = await resolveEndpoint(c, adapter, param);
-    if (endpoint instanceof Response) return endpoint;
-    // Before the body is read: a request without well-formed signature
-    // headers cannot be authentic, and costs no buffering.
+    // The free checks first, before any lookup of the endpoint: a request
+    // without well-formed signature headers cannot be authentic, and one
+    // that declares a body over the limit cannot be stored; neither costs a
+    // query, a cache entry or any buffering.
     const shape = adapter.checkHeaders(c.req.raw.headers);
     if (!shape.ok) return reject(c, 401, shape.reason, 'The delivery is not signed by this endpoint.', facts);
+    if (declaredLength(c.req.raw) > deps.settings.maxBodyBytes) {
+      return reject(c, 413, 'body-too-large', `The body is over ${deps.settings.maxBodyBytes} bytes.`, facts);
+    }
+    const endpoint = await resolveEndpoint(c, adapter, param);
+    if (endpoint instanceof Response) return endpoint;
+    const endpointShape = adapter.checkEndpointHeaders?.(c.req.raw.headers, endpoint);
+    if (endpointShape && !endpointShape.ok) {
+      return reject(c, 401, endpointShape.reason, 'The delivery is not signed by this endpoint.', facts);
+    }
 
     const reservation = { bytes: 0 };
     try {
@@ -169,14 +182,14 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     c: Context, adapter: Adapter, endpoint: Endpoint, body: Bytes, facts: Facts, release: () => void,
   ): Promise<Response> {
     const headers = c.req.raw.headers;
-    const verification = await adapter.verify({ headers, body, endpoint, nowMs: Date.now() });
+    const verification = await adapter.verify({ headers, body, endpoint, nowMs: Date.now(), url: c.req.url });
     if (!verification.ok) {
       return reject(c, 401, verification.reason, 'The delivery is not signed by this endpoint.', facts);
     }
     // Authenticated now: the budget bounds unauthenticated bytes only, so a
     // slow database cannot fill it with genuine deliveries.
     release();
-    const parsed = parseJsonBody(body);
+    const parsed = adapter.parseBody ? adapter.parseBody(body, headers) : parseJsonBody(body);
     if (!parsed.ok) return reject(c, 400, parsed.reason, parsed.message, facts);
     const reading = await adapter.read({ headers, text: parsed.text, payload: parsed.value, endpoint });
     if (reading.kind === 'invalid') return reject(c, 400, 'missing-field', reading.message, facts);
@@ -196,15 +209,16 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
         route: reading.route,
         subjects: reading.subjects,
         payloadText: parsed.text,
-        headers: keptHeaders(adapter, headers),
-        ...(adapter.signsBodyOnly ? { bodySha256: sha256Hex(body) } : {}),
+        headers: keptHeaders(adapter, endpoint, headers),
+        ...((reading.dedupeByBody ?? adapter.signsBodyOnly) ? { bodySha256: sha256Hex(body) } : {}),
       });
     } catch (error) {
       return rejectDatabaseError(c, error, { ...facts, delivery_key: reading.deliveryKey });
     }
     reportReceipt(receipt, facts);
+    if (reading.emptyAnswer) return c.body(null, 200);
     // The receipt as admit returned it (DESIGN.md), plus delivery_id, the name
     // the provider-facing API used first.
-    return c.json({ status: 'accepted', ...receipt, delivery_id: receipt.delivery_key }, 202);
+    return c.json({ status: 'accepted', ...receipt, delivery_id: receipt.delivery_key }, adapter.acceptedStatus ?? 202);
   }
 }

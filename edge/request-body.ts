@@ -23,6 +23,12 @@ export class InflightBudget {
   }
 }
 
+/** The body's length as its Content-Length declares it; 0 when it declares none. */
+export function declaredLength(request: Request): number {
+  const declared = request.headers.get('content-length');
+  return declared === null ? 0 : Number(declared);
+}
+
 export type BodyReading =
   | { ok: true; body: Bytes }
   | { ok: false; reason: 'body-too-large' | 'edge-busy' };
@@ -36,7 +42,7 @@ export async function readBodyWithin(
   request: Request, limit: number, budget: InflightBudget, reservation: { bytes: number },
 ): Promise<BodyReading> {
   const declared = request.headers.get('content-length');
-  if (declared !== null && Number(declared) > limit) return { ok: false, reason: 'body-too-large' };
+  if (declaredLength(request) > limit) return { ok: false, reason: 'body-too-large' };
   const take = (bytes: number) => {
     if (!budget.reserve(bytes)) return false;
     reservation.bytes += bytes;
@@ -78,7 +84,7 @@ export type JsonObject = { [key: string]: unknown };
 
 export type ParsedBody =
   | { ok: true; text: string; value: JsonObject }
-  | { ok: false; reason: 'invalid-utf8' | 'contains-nul' | 'invalid-json'; message: string };
+  | { ok: false; reason: 'invalid-utf8' | 'contains-nul' | 'invalid-json' | 'invalid-form'; message: string };
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 // A lone surrogate (from a \ud800-style escape) is valid in JSON.parse and
@@ -112,6 +118,68 @@ export function parseJsonBody(body: Bytes): ParsedBody {
     return { ok: false, reason: 'invalid-json', message: 'The body holds an unpaired surrogate escape.' };
   }
   return { ok: true, text, value: value as JsonObject };
+}
+
+/**
+ * The fields of an `application/x-www-form-urlencoded` body as sent: each a
+ * string, a repeated field an array of its values in order; undefined for a
+ * body that is no form (not UTF-8, a raw character a form escapes, a
+ * percent-escape that is not UTF-8: decodeURIComponent throws rather than
+ * put U+FFFD in its place). What a provider that signs the fields (Twilio)
+ * verifies.
+ */
+export function formFields(body: Bytes): JsonObject | undefined {
+  let text: string;
+  try {
+    text = decoder.decode(body);
+  } catch {
+    return undefined;
+  }
+  if (!/^[\x21-\x7e]*$/.test(text)) return undefined;
+  const fields: JsonObject = {};
+  try {
+    for (const pair of text.split('&')) {
+      if (pair === '') continue;
+      const at = pair.indexOf('=');
+      const [rawName, rawValue] = at < 0 ? [pair, ''] : [pair.slice(0, at), pair.slice(at + 1)];
+      const name = decodeURIComponent(rawName.replaceAll('+', ' '));
+      const field = decodeURIComponent(rawValue.replaceAll('+', ' '));
+      const previous = fields[name];
+      fields[name] = !Object.hasOwn(fields, name) ? field : Array.isArray(previous) ? [...previous, field] : [previous, field];
+    }
+  } catch {
+    return undefined;
+  }
+  return fields;
+}
+
+/**
+ * A form body (Twilio, Slack's slash commands and interactivity) as the JSON
+ * object stored for it (formFields). A field named in `jsonFields` whose
+ * value is a JSON object (Slack's `payload`) is stored as that object. What
+ * is stored obeys the rule of JSON bodies: no NUL, no unpaired surrogate.
+ */
+export function parseFormBody(body: Bytes, jsonFields: readonly string[] = []): ParsedBody {
+  const value = formFields(body);
+  if (!value) return { ok: false, reason: 'invalid-form', message: 'The body is not a URL-encoded form in UTF-8.' };
+  for (const name of jsonFields) {
+    const field = value[name];
+    if (typeof field !== 'string' || !field.startsWith('{')) continue;
+    try {
+      value[name] = JSON.parse(field);
+    } catch {
+      return { ok: false, reason: 'invalid-json', message: `The form's ${name} field is not JSON.` };
+    }
+  }
+  const bad = findUnstorableString(value);
+  if (bad === 'nul') return nulInBody;
+  if (bad === 'surrogate') return { ok: false, reason: 'invalid-json', message: 'The body holds an unpaired surrogate.' };
+  return { ok: true, text: JSON.stringify(value), value };
+}
+
+/** Whether the request says its body is a URL-encoded form. */
+export function isFormBody(headers: Headers): boolean {
+  return /^\s*application\/x-www-form-urlencoded\s*(?:;|$)/i.test(headers.get('content-type') ?? '');
 }
 
 const nulInBody = { ok: false, reason: 'contains-nul', message: 'The body holds a NUL character.' } as const;

@@ -225,12 +225,12 @@ END $$;
 --
 
 CREATE FUNCTION wharf.admission_rule_broken(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_payload jsonb, p_body_sha256 text) RETURNS integer
-    LANGUAGE sql IMMUTABLE
+    LANGUAGE sql STABLE
     AS $_$
   SELECT CASE
     WHEN p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL
          OR p_delivery_key = '' OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN 1
-    WHEN p_provider NOT IN ('github', 'gitlab', 'slack', 'outline', 'forgejo', 'generic') THEN 2
+    WHEN NOT EXISTS (SELECT FROM wharf.provider WHERE name = p_provider) THEN 2
     WHEN jsonb_typeof(coalesce(p_route, '{}')) <> 'object' THEN 3
     WHEN p_body_sha256 !~ '^[0-9a-f]{64}$' THEN 4
     WHEN length(p_delivery_key) > 255 OR length(p_event_type) > 255 THEN 5
@@ -927,10 +927,10 @@ END $$;
 --
 
 CREATE FUNCTION wharf.check_provider(p_provider text) RETURNS void
-    LANGUAGE plpgsql IMMUTABLE
+    LANGUAGE plpgsql STABLE
     AS $$
 BEGIN
-  IF p_provider IS NULL OR p_provider NOT IN ('github', 'gitlab', 'slack', 'outline', 'forgejo', 'generic') THEN
+  IF p_provider IS NULL OR NOT EXISTS (SELECT FROM wharf.provider WHERE name = p_provider) THEN
     RAISE EXCEPTION 'wharf: unknown provider %', coalesce(quote_literal(p_provider), 'NULL')
       USING ERRCODE = '22023';
   END IF;
@@ -2684,14 +2684,14 @@ BEGIN
   -- by name in one expression. The query below costs three times as much,
   -- on every admission.
   IF jsonb_typeof(p_headers) = 'object'
-     AND NOT jsonb_path_exists(p_headers, '$.keyvalue() ? (@.key like_regex "[^a-z0-9_-]|signature")') THEN
+     AND NOT jsonb_path_exists(p_headers, '$.keyvalue() ? (@.key like_regex "[^a-z0-9_-]|signature|hmac")') THEN
     RETURN p_headers - c_credentials;
   END IF;
   RETURN (
     SELECT coalesce(jsonb_object_agg(lower(h.key), h.value), '{}')
       FROM jsonb_each(CASE WHEN jsonb_typeof(p_headers) = 'object' THEN p_headers ELSE '{}' END) h
      WHERE lower(h.key) <> ALL (c_credentials)
-       AND lower(h.key) NOT LIKE '%signature%');
+       AND lower(h.key) NOT LIKE '%signature%' AND lower(h.key) NOT LIKE '%hmac%');
 END $_$;
 
 --
@@ -2714,20 +2714,23 @@ CREATE FUNCTION wharf.set_connection_secret(p_connection_id bigint, p_secret tex
     AS $_$
 DECLARE
   v_provider text;
+  v_place    text;
 BEGIN
   IF p_connection_id IS NULL OR p_secret IS NULL OR p_secret = '' OR p_keep_previous IS NULL THEN
     RAISE EXCEPTION 'wharf.set_connection_secret: connection and secret are required'
       USING ERRCODE = '22004';
   END IF;
-  SELECT provider INTO v_provider FROM wharf.connection WHERE id = p_connection_id;
+  SELECT c.provider, p.secret INTO v_provider, v_place
+    FROM wharf.connection c JOIN wharf.provider p ON p.name = c.provider
+   WHERE c.id = p_connection_id;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'wharf: unknown connection %', p_connection_id USING ERRCODE = 'P0002';
   END IF;
-  IF v_provider IN ('github', 'slack') THEN
+  IF v_place = 'app' THEN
     RAISE EXCEPTION 'wharf.set_connection_secret: % secrets belong to the app, not the connection',
       v_provider USING ERRCODE = '22023';
   END IF;
-  IF v_provider <> 'gitlab'
+  IF v_place = 'signing_key'
      AND p_secret !~ '^aes256gcm:[A-Za-z0-9_.-]{1,32}:[A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}$' THEN
     RAISE EXCEPTION 'wharf.set_connection_secret: a signing key is stored encrypted with the key ring (WHARF_SECRET_KEYS)'
       USING ERRCODE = '22023';
@@ -2738,10 +2741,10 @@ BEGIN
   PERFORM wharf.lock_lifecycle('connection', p_connection_id::text);
   INSERT INTO wharf.connection_secret (connection_id, token_sha256, signing_key)
   SELECT p_connection_id,
-         CASE WHEN v_provider <> 'gitlab' THEN NULL
+         CASE WHEN v_place <> 'token' THEN NULL
               WHEN p_secret ~ '^sha256:[0-9a-f]{64}$' THEN decode(substr(p_secret, 8), 'hex')
               ELSE sha256(convert_to(p_secret, 'UTF8')) END,
-         CASE WHEN v_provider <> 'gitlab' THEN p_secret END
+         CASE WHEN v_place <> 'token' THEN p_secret END
   ON CONFLICT (connection_id) DO UPDATE
      SET previous_token_sha256 = CASE WHEN p_keep_previous THEN connection_secret.token_sha256 END,
          previous_signing_key  = CASE WHEN p_keep_previous AND connection_secret.signing_key LIKE 'aes256gcm:%'
@@ -3476,7 +3479,6 @@ CREATE TABLE wharf.connection (
     generation bigint DEFAULT 1 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT connection_provider_check CHECK ((provider = ANY (ARRAY['github'::text, 'gitlab'::text, 'slack'::text, 'outline'::text, 'forgejo'::text, 'generic'::text]))),
     CONSTRAINT connection_route_check CHECK ((jsonb_typeof(route) = 'object'::text)),
     CONSTRAINT connection_state_check CHECK ((state = ANY (ARRAY['ACTIVE'::text, 'PAUSED'::text, 'SUSPENDED'::text, 'REVOKED'::text])))
 );
@@ -3539,6 +3541,17 @@ CREATE UNLOGGED TABLE wharf.idle_listener (
     since timestamp with time zone DEFAULT now() NOT NULL
 )
 WITH (vacuum_truncate='false');
+
+--
+-- Name: provider; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.provider (
+    name text NOT NULL,
+    secret text NOT NULL,
+    CONSTRAINT provider_name_check CHECK ((name ~ '^[a-z][a-z0-9_]{0,31}$'::text)),
+    CONSTRAINT provider_secret_check CHECK ((secret = ANY (ARRAY['app'::text, 'token'::text, 'signing_key'::text])))
+);
 
 --
 -- Name: provider_event_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
@@ -3736,6 +3749,13 @@ ALTER TABLE ONLY wharf.provider_event
 
 ALTER TABLE ONLY wharf.provider_event_step
     ADD CONSTRAINT provider_event_step_pkey PRIMARY KEY (event_id, step_name);
+
+--
+-- Name: provider provider_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.provider
+    ADD CONSTRAINT provider_pkey PRIMARY KEY (name);
 
 --
 -- Name: redelivery_request redelivery_request_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
@@ -3944,6 +3964,13 @@ ALTER TABLE ONLY wharf.api_token
 
 ALTER TABLE ONLY wharf.bulk_replay
     ADD CONSTRAINT bulk_replay_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
+-- Name: connection connection_provider_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.connection
+    ADD CONSTRAINT connection_provider_fkey FOREIGN KEY (provider) REFERENCES wharf.provider(name);
 
 --
 -- Name: connection_secret connection_secret_connection_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -

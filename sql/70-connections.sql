@@ -30,11 +30,12 @@ LANGUAGE sql AS $$
   SELECT pg_advisory_xact_lock(wharf.lifecycle_key(p_kind, p_id))
 $$;
 
--- Raises 22023 unless p_provider is one Wharf knows.
+-- Raises 22023 unless p_provider is one Wharf knows: a row of the registry
+-- wharf.provider (its TypeScript twin is db/providers.ts).
 CREATE OR REPLACE FUNCTION wharf.check_provider(p_provider text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  IF p_provider IS NULL OR p_provider NOT IN ('github', 'gitlab', 'slack', 'outline', 'forgejo', 'generic') THEN
+  IF p_provider IS NULL OR NOT EXISTS (SELECT FROM wharf.provider WHERE name = p_provider) THEN
     RAISE EXCEPTION 'wharf: unknown provider %', coalesce(quote_literal(p_provider), 'NULL')
       USING ERRCODE = '22023';
   END IF;

@@ -27,7 +27,8 @@ BEGIN
 END $$;
 
 -- Sets or rotates the webhook secret of connection p_connection_id: a GitLab
--- token is stored as its SHA-256 only, and may arrive as that digest
+-- token (a provider whose secret is a `token` in wharf.provider) is stored
+-- as its SHA-256 only, and may arrive as that digest
 -- already (`sha256:<64 hex>`), so that the token itself never reaches the
 -- server (nor a statement log); other providers' keys arrive
 -- encrypted (aes256gcm:…) and are stored as given. The secret it replaces
@@ -41,20 +42,23 @@ RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_provider text;
+  v_place    text;
 BEGIN
   IF p_connection_id IS NULL OR p_secret IS NULL OR p_secret = '' OR p_keep_previous IS NULL THEN
     RAISE EXCEPTION 'wharf.set_connection_secret: connection and secret are required'
       USING ERRCODE = '22004';
   END IF;
-  SELECT provider INTO v_provider FROM wharf.connection WHERE id = p_connection_id;
+  SELECT c.provider, p.secret INTO v_provider, v_place
+    FROM wharf.connection c JOIN wharf.provider p ON p.name = c.provider
+   WHERE c.id = p_connection_id;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'wharf: unknown connection %', p_connection_id USING ERRCODE = 'P0002';
   END IF;
-  IF v_provider IN ('github', 'slack') THEN
+  IF v_place = 'app' THEN
     RAISE EXCEPTION 'wharf.set_connection_secret: % secrets belong to the app, not the connection',
       v_provider USING ERRCODE = '22023';
   END IF;
-  IF v_provider <> 'gitlab'
+  IF v_place = 'signing_key'
      AND p_secret !~ '^aes256gcm:[A-Za-z0-9_.-]{1,32}:[A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}$' THEN
     RAISE EXCEPTION 'wharf.set_connection_secret: a signing key is stored encrypted with the key ring (WHARF_SECRET_KEYS)'
       USING ERRCODE = '22023';
@@ -65,10 +69,10 @@ BEGIN
   PERFORM wharf.lock_lifecycle('connection', p_connection_id::text);
   INSERT INTO wharf.connection_secret (connection_id, token_sha256, signing_key)
   SELECT p_connection_id,
-         CASE WHEN v_provider <> 'gitlab' THEN NULL
+         CASE WHEN v_place <> 'token' THEN NULL
               WHEN p_secret ~ '^sha256:[0-9a-f]{64}$' THEN decode(substr(p_secret, 8), 'hex')
               ELSE sha256(convert_to(p_secret, 'UTF8')) END,
-         CASE WHEN v_provider <> 'gitlab' THEN p_secret END
+         CASE WHEN v_place <> 'token' THEN p_secret END
   ON CONFLICT (connection_id) DO UPDATE
      SET previous_token_sha256 = CASE WHEN p_keep_previous THEN connection_secret.token_sha256 END,
          previous_signing_key  = CASE WHEN p_keep_previous AND connection_secret.signing_key LIKE 'aes256gcm:%'

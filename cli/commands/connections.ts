@@ -1,6 +1,7 @@
 // `wharf connections add|list|suspend|pause|resume|activate|rotate-secret`.
 import { Command, Option } from 'commander';
 import { environment } from '../../db/environment.js';
+import { providerNames } from '../../db/providers.js';
 import { adapters } from '../../edge/adapters/index.js';
 import { answerOf, type OperatorApiClient } from '../../operator/api/client.js';
 import type { Connection } from '../../operator/sql/operator.js';
@@ -22,18 +23,25 @@ interface AddOptions extends OperatorOptions {
   kind: string;
   externalId?: string;
   route?: string;
+  signature?: string;
 }
 
-function parseRoute(text: string | undefined): Record<string, unknown> {
+function parseObject(text: string | undefined, option: string): Record<string, unknown> {
   if (text === undefined) return {};
-  let route: unknown;
+  let value: unknown;
   try {
-    route = JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
-    throw usageError('--route must be a JSON object');
+    throw usageError(`${option} must be a JSON object`);
   }
-  if (typeof route !== 'object' || route === null || Array.isArray(route)) throw usageError('--route must be a JSON object');
-  return route as Record<string, unknown>;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw usageError(`${option} must be a JSON object`);
+  return value as Record<string, unknown>;
+}
+
+/** --route, with --signature (a configured HMAC source's scheme) as its `signature`. */
+function parseRoute(options: AddOptions): Record<string, unknown> {
+  const route = parseObject(options.route, '--route');
+  return options.signature === undefined ? route : { ...route, signature: parseObject(options.signature, '--signature') };
 }
 
 const stateVerbs = ['suspend', 'pause', 'resume', 'activate'] as const;
@@ -65,17 +73,19 @@ export function connectionsCommand(): Command {
   const command = new Command('connections').description('links between a provider and a workspace');
   command.addCommand(operatorCommand('add', 'create a connection (ACTIVE), or set the route of an existing one')
     .requiredOption('-w, --workspace <id>', 'the workspace', idParser('workspace'))
-    .requiredOption('--provider <name>', 'github, gitlab, slack, outline, forgejo or generic')
+    .requiredOption('--provider <name>', providerNames.join(', '))
     .requiredOption('--source <url>', 'the provider server, e.g. https://github.com')
     .requiredOption('--kind <kind>', 'e.g. app_installation, webhook, pat, slack_team')
     .option('--external-id <id>', "the provider's id for it (installation id, team id)")
     .option('--route <json>', 'verified route, e.g. {"subject_prefixes":["repo:acme/"]}')
+    .option('--signature <json>', 'provider hmac: the signature scheme (docs/configured-hmac.md), e.g. '
+      + '{"header":"x-signature","prefix":"sha256=","algorithm":"sha256","encoding":"hex","signed":"{body}"}')
     .action((options: AddOptions) => withApi(options, async (api) => {
       print(options, await answerOf(api.workspaces[':ws'].connections.$post({
         param: { ws: options.workspace },
         json: {
           provider: options.provider, source: options.source, kind: options.kind,
-          external_id: options.externalId ?? null, route: parseRoute(options.route),
+          external_id: options.externalId ?? null, route: parseRoute(options),
         },
       })));
     })));

@@ -1,9 +1,10 @@
 // What every provider adapter is: a signature check over the raw body and a
 // reading of the verified body into admit's arguments.
-import { constantTimeEqual, hmacSha256, type Bytes } from '../crypto.js';
-import type { JsonObject } from '../request-body.js';
+import { constantTimeEqual } from '../../db/constant-time.js';
+import { hmacSha256, type Bytes } from '../crypto.js';
+import type { JsonObject, ParsedBody } from '../request-body.js';
 import type { ConnectionEndpoint } from '../connection-cache.js';
-import type { Provider } from '../sql/admission.js';
+import type { Provider } from '../../db/providers.js';
 
 /**
  * Where a delivery was posted: an app (secrets from the environment) or a
@@ -19,6 +20,8 @@ export interface SignedRequest {
   body: Bytes;
   endpoint: Endpoint;
   nowMs: number;
+  /** The URL the request was posted to, as the edge received it (Twilio signs it). */
+  url: string;
 }
 
 export type Verification =
@@ -32,6 +35,16 @@ export type Reading =
       eventType: string;
       route: Record<string, unknown>;
       subjects: string[];
+      /**
+       * Deduplicate by the body's SHA-256 too, whatever the adapter's
+       * signsBodyOnly says: a configured source whose delivery id is a header.
+       */
+      dedupeByBody?: boolean;
+      /**
+       * Once stored, answer 200 with an empty body instead of the receipt:
+       * Slack shows a slash command's or an interaction's answer to the user.
+       */
+      emptyAnswer?: boolean;
     }
   /** A provider handshake: answered 200 with `body`, nothing stored. */
   | { kind: 'handshake'; body: Record<string, unknown> }
@@ -55,14 +68,37 @@ export interface Adapter {
    */
   checkHeaders(headers: Headers): Verification;
   /**
+   * The same, for a scheme the endpoint configures (provider `hmac`): once
+   * the endpoint is known, still before the body is read.
+   */
+  checkEndpointHeaders?(headers: Headers, endpoint: Endpoint): Verification;
+  /**
    * The provider signs the body alone, not its delivery id or event type
    * headers (GitHub, Forgejo): admit also deduplicates by the body's SHA-256.
    */
   signsBodyOnly: boolean;
   verify(request: SignedRequest): Promise<Verification>;
+  /**
+   * The verified body as the object to store: JSON by default
+   * (parseJsonBody); Twilio and Slack's form posts parse a form.
+   */
+  parseBody?(body: Bytes, headers: Headers): ParsedBody;
   read(body: VerifiedBody): Promise<Reading>;
   /** Non-secret request headers stored with the event (lower case). */
   keptHeaders: readonly string[];
+  /** Further headers kept for this endpoint (a configured source's own). */
+  keptHeadersOf?(endpoint: Endpoint): readonly string[];
+  /**
+   * The headers that carry its signature or secret (lower case): never kept,
+   * and dropped by wharf.safe_headers whatever the edge sends
+   * (test/edge/provider-registry.test.ts checks both).
+   */
+  signatureHeaders: readonly string[];
+  /**
+   * The status of a stored delivery's answer when the provider counts 202 as
+   * a failure (Zoom wants 200 or 204); 202 otherwise.
+   */
+  acceptedStatus?: 200;
   /**
    * Where an operator gives the provider a connection's secret, for
    * `wharf connections rotate-secret` to say (connection endpoints only).
@@ -92,6 +128,34 @@ export const timestampToleranceMs = 5 * 60 * 1000;
 export async function hmacMatches(key: Bytes | string, message: Bytes, provided: Bytes | undefined): Promise<Verification> {
   if (!provided) return badSignature;
   return constantTimeEqual(await hmacSha256(key, message), provided) ? verified : badSignature;
+}
+
+/**
+ * Verified when `expected` equals one of `provided` (a sender rotating its
+ * secret signs with each): one HMAC, compared with each candidate.
+ */
+export function matchesAny(expected: Bytes, provided: readonly (Bytes | undefined)[]): Verification {
+  let matched = false;
+  for (const candidate of provided) if (candidate && constantTimeEqual(expected, candidate)) matched = true;
+  return matched ? verified : badSignature;
+}
+
+/** Signatures of one header looked at: a sender rotating its key sends two or three. */
+export const maxSignatures = 8;
+
+/** `key=value` pairs of a signature header split on `separator`, e.g. Stripe's `t=…,v1=…,v1=…`. */
+export function headerPairs(header: string, separator: string): [string, string][] {
+  const pairs: [string, string][] = [];
+  for (const part of header.split(separator)) {
+    const at = part.indexOf('=');
+    if (at > 0) pairs.push([part.slice(0, at).trim(), part.slice(at + 1).trim()]);
+  }
+  return pairs;
+}
+
+/** Whether `timestampMs` is within `toleranceMs` of the receiver's clock. */
+export function fresh(timestampMs: number, nowMs: number, toleranceMs: number): boolean {
+  return Number.isFinite(timestampMs) && Math.abs(nowMs - timestampMs) <= toleranceMs;
 }
 
 /** The signing keys of an endpoint: the app's secrets, or the connection's HMAC keys. */

@@ -23,6 +23,7 @@ export const forgejo: Adapter = {
     'content-type', 'user-agent', 'x-forgejo-event', 'x-forgejo-event-type', 'x-forgejo-delivery',
     'x-gitea-event', 'x-gitea-event-type', 'x-gitea-delivery',
   ],
+  signatureHeaders: ['x-forgejo-signature', 'x-gitea-signature'],
   signsBodyOnly: true,
   checkHeaders: (headers) =>
     headerShape(headers.get('x-forgejo-signature') ?? headers.get('x-gitea-signature'), /^[0-9a-fA-F]{64}$/),

@@ -4,15 +4,13 @@
 // Subjects come from the connection's `route.subject_pointers`: JSON pointers
 // into the body, most specific first, each giving `<last pointer token>:<value>`
 // (`/data/customer_id` → `customer_id:cus_42`).
-import { bytesOf, concatBytes, constantTimeEqual, fromBase64, hmacSha256, toBase64, utf8, type Bytes } from '../crypto.js';
+import { constantTimeEqual } from '../../db/constant-time.js';
+import { bytesOf, concatBytes, fromBase64, hmacSha256, toBase64, utf8, type Bytes } from '../crypto.js';
 import {
-  allOf, badSignature, headerShape, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verified, verifyWithAny, type Adapter, type Verification,
+  allOf, badSignature, maxSignatures, headerShape, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verified, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
 import { atPointer, pointerTokens, textAt } from './payload.js';
 import type { JsonObject } from '../request-body.js';
-
-/** Signatures of one header looked at: a sender rotating its key sends two or three. */
-const maxSignatures = 8;
 
 function keyOf(secret: string): Bytes | undefined {
   return fromBase64(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret);
@@ -54,7 +52,8 @@ export async function verifyStandardWebhook(
   return badSignature;
 }
 
-function subjectsFromPointers(payload: JsonObject, route: Record<string, unknown>): string[] {
+/** `<last pointer token>:<value>` for each of the route's subject_pointers that the body has. */
+export function subjectsFromPointers(payload: JsonObject, route: Record<string, unknown>): string[] {
   const pointers = Array.isArray(route.subject_pointers) ? route.subject_pointers : [];
   return pointers.flatMap((pointer) => {
     if (typeof pointer !== 'string') return [];
@@ -69,6 +68,7 @@ export const generic: Adapter = {
   endpointKind: 'connection',
   secretDestination: "the sender's signing secret (Standard Webhooks: it signs with the webhook-signature header)",
   keptHeaders: ['content-type', 'user-agent', 'webhook-id', 'webhook-timestamp'],
+  signatureHeaders: ['webhook-signature'],
   signsBodyOnly: false,
   checkHeaders: (headers) => allOf(
     headerShape(headers.get('webhook-id'), /^[\x21-\x7e]{1,255}$/),

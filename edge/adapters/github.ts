@@ -28,6 +28,7 @@ export const github: Adapter = {
     'content-type', 'user-agent', 'x-github-event', 'x-github-delivery', 'x-github-hook-id',
     'x-github-hook-installation-target-id', 'x-github-hook-installation-target-type',
   ],
+  signatureHeaders: ['x-hub-signature-256'],
   signsBodyOnly: true,
   checkHeaders: (headers) => headerShape(headers.get('x-hub-signature-256'), /^sha256=[0-9a-fA-F]{64}$/),
   verify({ headers, body, endpoint }) {

@@ -1,6 +1,7 @@
 // GitLab webhooks: `X-Gitlab-Token` is a shared token, not a signature; the
 // connection stores only its SHA-256 and the edge compares digests.
-import { constantTimeEqual, fromHex, sha256, toHex } from '../crypto.js';
+import { constantTimeEqual } from '../../db/constant-time.js';
+import { fromHex, sha256, toHex } from '../crypto.js';
 import {
   badSignature, headerShape, missingField, missingSignature, verified, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
@@ -26,6 +27,7 @@ export const gitlab: Adapter = {
     'content-type', 'user-agent', 'x-gitlab-event', 'x-gitlab-event-uuid', 'x-gitlab-webhook-uuid',
     'x-gitlab-instance', 'idempotency-key',
   ],
+  signatureHeaders: ['x-gitlab-token'],
   signsBodyOnly: false,
   checkHeaders: (headers) => headerShape(headers.get('x-gitlab-token'), /^[\x21-\x7e]{1,1024}$/),
   verify({ headers, endpoint }) {

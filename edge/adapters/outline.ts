@@ -35,6 +35,7 @@ export const outline: Adapter = {
   endpointKind: 'connection',
   secretDestination: "the webhook subscription's signing secret (Outline signs with the Outline-Signature header)",
   keptHeaders: ['content-type', 'user-agent'],
+  signatureHeaders: ['outline-signature'],
   signsBodyOnly: false,
   checkHeaders: (headers) =>
     headerShape(headers.get('outline-signature'), /^(?=.*(?:^|,)\s*t=\d{1,15}\s*(?:,|$))(?=.*(?:^|,)\s*s=[0-9a-fA-F]{64}\s*(?:,|$)).{0,200}$/),

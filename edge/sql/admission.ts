@@ -1,8 +1,7 @@
 // The edge's only writes: one call of wharf.admit per delivery, or of
 // wharf.admit_many per batch of deliveries (sql/80-admission.sql).
 import type { Database } from '../../db/database.js';
-
-export type Provider = 'github' | 'gitlab' | 'slack' | 'outline' | 'forgejo' | 'generic';
+import type { Provider } from '../../db/providers.js';
 
 export interface Admission {
   provider: Provider;

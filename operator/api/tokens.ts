@@ -1,7 +1,8 @@
 // Secrets the operator API hands out or checks: workspace API tokens and
 // connection webhook secrets. The database stores a token's SHA-256 only.
 // node:crypto, which workerd provides under `nodejs_compat`.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { constantTimeEqual } from '../../db/constant-time.js';
 
 const workspaceTokenPrefix = 'wharf_ws_';
 
@@ -20,7 +21,7 @@ export function tokenHashHex(token: string): string {
 
 /** Compares two secrets in constant time, hashing both first so that not even their lengths leak. */
 export function sameSecret(presented: string, expected: string): boolean {
-  return timingSafeEqual(createHash('sha256').update(presented).digest(), createHash('sha256').update(expected).digest());
+  return constantTimeEqual(createHash('sha256').update(presented).digest(), createHash('sha256').update(expected).digest());
 }
 
 /** A new webhook secret for a connection: Standard Webhooks' whsec_<base64> for generic, hex otherwise. */

@@ -4,6 +4,8 @@
 // cross-site form cannot know it. Web Crypto only, so the console stays
 // runtime-neutral.
 
+import { constantTimeEqual } from '../../db/constant-time.js';
+
 const encoder = new TextEncoder();
 
 export interface CsrfSigner {
@@ -49,12 +51,4 @@ function base64url(bytes: Uint8Array): string {
   let text = '';
   for (const byte of bytes) text += String.fromCharCode(byte);
   return btoa(text).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-}
-
-/** Compares two tokens without stopping at the first difference (their length is no secret). */
-export function constantTimeEqual(a: string, b: string): boolean {
-  if (a.length !== b.length) return false;
-  let difference = 0;
-  for (let i = 0; i < a.length; i++) difference |= a.charCodeAt(i) ^ b.charCodeAt(i);
-  return difference === 0;
 }

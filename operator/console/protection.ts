@@ -9,7 +9,7 @@ import { csrf as originCheck } from 'hono/csrf';
 import { NONCE, secureHeaders } from 'hono/secure-headers';
 import type { ConsoleEnv } from './env.js';
 import { ConsoleError } from './errors.js';
-import { constantTimeEqual } from './csrf-token.js';
+import { constantTimeEqual } from '../../db/constant-time.js';
 
 export const noStore: MiddlewareHandler = async (c, next) => {
   await next();

@@ -3,6 +3,7 @@
 // signing keys under the newest key of the ring.
 import { createHash } from 'node:crypto';
 import type { Database } from '../../db/database.js';
+import { isProvider, providers, secretPlaceOf } from '../../db/providers.js';
 import { decryptSecret, encryptSecret, keyIdOf, type KeyRing } from '../../db/secret-box.js';
 import { ApiError } from '../api/errors.js';
 import { generateWebhookSecret } from '../api/tokens.js';
@@ -38,12 +39,17 @@ export async function rotateConnectionSecret(
 ): Promise<string> {
   const connection = await showConnection(db, id);
   if (!connection) throw new ApiError(404, 'not_found', `unknown connection ${id}`);
+  if (secret === undefined && isProvider(connection.provider) && providers[connection.provider].issuedByProvider
+      && secretPlaceOf(connection.provider) !== 'app') {
+    throw new ApiError(400, 'secret_required', `${connection.provider} draws this secret itself: pass the one it shows (--secret)`);
+  }
   const next = secret ?? generateWebhookSecret(connection.provider);
   const weakness = weakSecret(connection.provider, next);
   if (weakness) throw new ApiError(400, 'weak_secret', weakness);
-  // A GitLab token goes to the database as its digest only; a signing key encrypted.
-  let stored = connection.provider === 'gitlab' ? `sha256:${createHash('sha256').update(next).digest('hex')}` : next;
-  if (connection.provider !== 'gitlab' && connection.provider !== 'github' && connection.provider !== 'slack') {
+  // A token (GitLab's) goes to the database as its digest only; a signing key encrypted.
+  const place = secretPlaceOf(connection.provider);
+  let stored = place === 'token' ? `sha256:${createHash('sha256').update(next).digest('hex')}` : next;
+  if (place === 'signing_key') {
     if (!keyRing) throw new ApiError(400, 'no_secret_keys', 'signing keys are stored encrypted: set WHARF_SECRET_KEYS');
     stored = await encryptSecret(keyRing, id, next);
   }

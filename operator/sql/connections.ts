@@ -1,6 +1,8 @@
 // The calls of sql/70-connections.sql: workspaces, connections and their
 // subscriptions, as an operator changes them.
 import type { Database } from '../../db/database.js';
+import { hmacRouteProblem } from '../../db/hmac-scheme.js';
+import { ApiError } from '../api/errors.js';
 import { callWharf } from './call-wharf.js';
 import { showConnection, showWorkspace, type Connection, type Workspace } from './operator.js';
 
@@ -27,8 +29,16 @@ export interface NewConnection {
   route?: Record<string, unknown>;
 }
 
-/** Creates a connection, or gives an existing one the route (wharf.upsert_connection). */
+/**
+ * Creates a connection, or gives an existing one the route
+ * (wharf.upsert_connection). A configured HMAC source's route is validated
+ * first (db/hmac-scheme.ts): a 400 that says what is wrong, nothing saved.
+ */
 export async function createConnection(db: Database, connection: NewConnection): Promise<Connection> {
+  if (connection.provider === 'hmac') {
+    const problem = hmacRouteProblem(connection.route ?? {});
+    if (problem) throw new ApiError(400, 'invalid_signature_scheme', problem);
+  }
   const id = await callWharf<string>(db, 'wharf.upsert_connection($1, $2, $3, $4, $5, $6)', [
     connection.workspaceId, connection.provider, connection.source, connection.kind,
     connection.externalId ?? null, JSON.stringify(connection.route ?? {}),

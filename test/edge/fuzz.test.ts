@@ -26,6 +26,7 @@
 import type { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../db/database.js';
+import { isProvider } from '../../db/providers.js';
 import { encryptSecret, parseKeyRing } from '../../db/secret-box.js';
 import { createEdgeApp } from '../../edge/app.js';
 import { concatBytes, utf8, type Bytes } from '../../edge/crypto.js';
@@ -904,6 +905,12 @@ class Generator {
         verdict = refusedWith(503, 'secret-unreadable');
         break;
     }
+    // The free checks come before the route is looked up (issue 40): a
+    // delivery signed for one provider lacks the signature headers of any
+    // other (no two of them share a header), so a route of another known
+    // provider refuses it 401 before asking whether its app or connection exists.
+    const routeProvider = path.split('/')[2]!;
+    if (isProvider(routeProvider) && routeProvider !== t.provider) verdict = refusedWith(401, 'missing-signature');
     return this.post(t, path, body, headers, { kind: 'route', note: `${t.name} ${how}`, key, ...verdict });
   }
 

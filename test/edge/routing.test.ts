@@ -208,7 +208,8 @@ describe('connection endpoints', () => {
     const before = await countEvents(db.pool);
     const log = await db.pool.query('SELECT count(*) FROM wharf.admission_log');
     for (const path of ['/hooks/forgejo/999999999', `/hooks/forgejo/${gitlabId}`, '/hooks/forgejo/abc', '/hooks/forgejo/01']) {
-      const { status, json } = await postTo(app, path, '{}', {});
+      // Well-formed signature headers: without them the answer is a 401 before any lookup.
+      const { status, json } = await postTo(app, path, '{}', { 'x-forgejo-signature': 'a'.repeat(64) });
       expect(status).toBe(404);
       expect(json.error).toBe('unknown-connection');
     }
@@ -249,7 +250,7 @@ describe('HTTP surface', () => {
   });
 
   it('answers 404 to an unknown provider or path', async () => {
-    expect((await postTo(app, '/hooks/bitbucket/1', '{}', {})).status).toBe(404);
+    expect((await postTo(app, '/hooks/nosuch/1', '{}', {})).status).toBe(404);
     expect((await app.request('/nowhere')).status).toBe(404);
   });
 

@@ -90,8 +90,8 @@ describe('connections and subscriptions', () => {
 
   it('answers 400 for a bad connection and 404 for an unknown one', async () => {
     await admin('POST', '/workspaces', { id: 313 });
-    const bad = await admin('POST', '/workspaces/313/connections', { provider: 'bitbucket', source: 'https://x', kind: 'webhook' });
-    expect(bad).toMatchObject({ status: 400, body: { error: 'bad_request', message: "unknown provider 'bitbucket'" } });
+    const bad = await admin('POST', '/workspaces/313/connections', { provider: 'nosuch', source: 'https://x', kind: 'webhook' });
+    expect(bad).toMatchObject({ status: 400, body: { error: 'bad_request', message: "unknown provider 'nosuch'" } });
     expect((await admin('POST', '/workspaces/313/connections', { provider: 'gitlab', kind: 'webhook' })).status).toBe(400);
     expect((await admin('POST', '/workspaces/313/connections', { provider: 'gitlab', source: 'https://x', kind: 'w', route: [] })).status).toBe(400);
     expect((await admin('POST', '/connections/987654/suspend')).status).toBe(404);

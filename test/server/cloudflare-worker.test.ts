@@ -9,6 +9,8 @@
 // unreachable database answers 503 with Retry-After in bounded time.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
+import Stripe from 'stripe';
+import twilioLibrary from 'twilio';
 import { signGitHubBody, signSlackRequest } from '../../edge/adapters/index.js';
 import { createEdgeApp } from '../../edge/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -239,6 +241,36 @@ describe.each(['neon-http', 'hyperdrive'] as const)('%s inside workerd', (pathNa
     expect(answer.json.events).toEqual([{ workspace_id: repo.workspace, event_id: expect.any(Number), outcome: 'stored' }]);
     const { rows } = await db.pool.query('SELECT event_type, payload FROM wharf.provider_event WHERE delivery_key = $1', [key]);
     expect(rows).toEqual([{ event_type: 'push', payload: JSON.parse(body) }]);
+  });
+
+  it('admits a Stripe event signed by the stripe package and a Twilio form (HMAC-SHA1), as the Node edge does', async () => {
+    const secret = 'whsec_workerd_secret_0123456789';
+    const customer = `cus_${freshId()}`;
+    const stripeId = await seedConnection(db.pool, {
+      workspace: freshId(), provider: 'stripe', source: 'https://stripe.example', kind: 'webhook', externalId: null,
+      subjects: [`customer:${customer}`], secret,
+    });
+    const event = JSON.stringify({ id: `evt_${freshId()}`, type: 'customer.updated', data: { object: { id: customer, object: 'customer' } } });
+    const header = new Stripe('sk_test_for_signatures_only').webhooks.generateTestHeaderString({ payload: event, secret });
+    expect((await post(path().worker, `/hooks/stripe/${stripeId}`, event, { 'stripe-signature': header })).status).toBe(202);
+    const forged = new Stripe('sk_test_for_signatures_only').webhooks.generateTestHeaderString({ payload: event, secret: 'whsec_other' });
+    expect((await post(path().worker, `/hooks/stripe/${stripeId}`, event, { 'stripe-signature': forged })).status).toBe(401);
+
+    const authToken = 'twilio_auth_token_workerd_0123';
+    // The URL Twilio signed, fixed in the route: the Worker sees the request under the dev server's own host.
+    const signedUrl = 'https://hooks.example.com/hooks/twilio/1';
+    const twilioId = await seedConnection(db.pool, {
+      workspace: freshId(), provider: 'twilio', source: 'https://api.twilio.com', kind: 'webhook', externalId: null,
+      subjects: ['account:AC1'], secret: authToken, route: { signed_url: signedUrl },
+    });
+    const fields = { MessageSid: `SM${freshId()}`, AccountSid: 'AC1', MessageStatus: 'sent' };
+    const answer = await post(path().worker, `/hooks/twilio/${twilioId}`, new URLSearchParams(fields).toString(), {
+      'content-type': 'application/x-www-form-urlencoded',
+      'x-twilio-signature': twilioLibrary.getExpectedTwilioSignature(authToken, signedUrl, fields),
+    });
+    expect(answer.status).toBe(202);
+    const { rows } = await db.pool.query('SELECT payload FROM wharf.provider_event WHERE connection_id = $1', [twilioId]);
+    expect(rows).toEqual([{ payload: fields }]);
   });
 
   it('stores a GitHub installation event with no workspace, and answers 404 to an unknown connection', async () => {

@@ -337,7 +337,7 @@ SELECT throws_ok($$SELECT wharf.admit('github', 'https://github.com', 'bad', NUL
                  '22004', NULL, 'a NULL event type is an error');
 SELECT throws_ok($$SELECT wharf.admit('github', 'https://github.com', 'bad', 'push', '{"installation_id": "100"}', '{repo:acme/api}', NULL, '{}')$$,
                  '22004', NULL, 'a NULL payload is an error');
-SELECT throws_ok($$SELECT wharf.admit('bitbucket', 'https://github.com', 'bad', 'push', '{"installation_id": "100"}', '{repo:acme/api}', '{}', '{}')$$,
+SELECT throws_ok($$SELECT wharf.admit('nosuch', 'https://github.com', 'bad', 'push', '{"installation_id": "100"}', '{repo:acme/api}', '{}', '{}')$$,
                  '22023', NULL, 'an unknown provider is an error');
 SELECT throws_ok($$SELECT wharf.admit('github', 'https://github.com', 'bad', 'push', '["installation_id"]', '{repo:acme/api}', '{}', '{}')$$,
                  '22023', NULL, 'a route that is not an object is an error');

@@ -405,7 +405,7 @@ describe('bad input', () => {
 
   it.each([
     ['a NULL provider', withArgument(0, null), '22004'],
-    ['an unknown provider', withArgument(0, 'bitbucket'), '22023'],
+    ['an unknown provider', withArgument(0, 'nosuch'), '22023'],
     ['a NULL delivery key', withArgument(2, null), '22004'],
     ['a route that is not an object', withArgument(4, '["installation_id"]'), '22023'],
   ])('%s is a clear error and writes nothing', async (_name, params, code) => {

@@ -109,7 +109,7 @@ function deliveries(fixture: Fixture, rand: () => number, count: number): Delive
     };
     const flaw = rand();
     if (flaw < 0.04) return { ...delivery, event_type: null };
-    if (flaw < 0.07) return { ...delivery, provider: 'bitbucket' };
+    if (flaw < 0.07) return { ...delivery, provider: 'nosuch' };
     if (flaw < 0.1) return { ...delivery, route: ['not', 'an', 'object'] };
     if (flaw < 0.12) return { ...delivery, body_sha256: 'NOT-HEX' };
     if (flaw < 0.14) return { ...delivery, delivery_key: 'k'.repeat(300) };

@@ -84,7 +84,7 @@ SELECT throws_ok($$SELECT wharf.upsert_connection(20, 'github', 'https://github.
                  '23505', NULL, 'an App installation belongs to one workspace per provider and source');
 SELECT lives_ok($$SELECT wharf.upsert_connection(20, 'github', 'https://github.example.com', 'app_installation', '100')$$,
                 'the same installation id on another source is another installation');
-SELECT throws_ok($$SELECT wharf.upsert_connection(10, 'bitbucket', 'https://bitbucket.org', 'webhook', NULL)$$,
+SELECT throws_ok($$SELECT wharf.upsert_connection(10, 'nosuch', 'https://nosuch.example', 'webhook', NULL)$$,
                  '22023', NULL, 'upsert_connection rejects an unknown provider');
 SELECT throws_ok($$SELECT wharf.upsert_connection(10, NULL, 'https://github.com', 'pat', 'x')$$,
                  '22004', NULL, 'upsert_connection rejects a NULL provider');

@@ -8,6 +8,7 @@ import {
 } from '../../edge/adapters/index.js';
 import type { EdgeLogger, EdgeMetrics } from '../../edge/telemetry.js';
 import { encryptSecret, parseKeyRing } from '../../db/secret-box.js';
+import type { Provider as AnyProvider } from '../../db/providers.js';
 
 export const githubSecret = 'github-app-secret-for-tests';
 export const slackSecret = 'slack-signing-secret-for-tests';
@@ -20,11 +21,12 @@ export const edgeEnv = {
 };
 
 /** What wharf.set_connection_secret takes for a provider: a GitLab token as it is, a signing key encrypted. */
-export async function storedSecret(provider: Provider, connectionId: number | string, secret: string): Promise<string> {
+export async function storedSecret(provider: AnyProvider, connectionId: number | string, secret: string): Promise<string> {
   if (provider === 'gitlab') return secret;
   return encryptSecret((await parseKeyRing(testSecretKeys))!, connectionId, secret);
 }
 
+/** The providers the shared scenarios cover (test/edge/provider-adapters.test.ts covers the others). */
 export type Provider = 'github' | 'gitlab' | 'slack' | 'outline' | 'forgejo' | 'generic';
 
 let nextId = Math.floor(Math.random() * 1_000_000) * 1000;
@@ -35,7 +37,7 @@ export function freshId(): number {
 
 export async function seedConnection(
   pool: pg.Pool,
-  c: { workspace: number; provider: Provider; source: string; kind: string; externalId: string | null;
+  c: { workspace: number; provider: AnyProvider; source: string; kind: string; externalId: string | null;
        route?: object; subjects: string[]; secret?: string },
 ): Promise<number> {
   await pool.query('SELECT wharf.upsert_workspace($1)', [c.workspace]);

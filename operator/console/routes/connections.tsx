@@ -2,7 +2,7 @@
 // Pausing and resuming (a connection or the whole workspace) is the instance
 // admin's, as in the API; a workspace token sees the same page read-only.
 import type { Hono } from 'hono';
-import { setConnectionState, setWorkspaceState } from '../../sql/connections.js';
+import { createConnection, setConnectionState, setWorkspaceState } from '../../sql/connections.js';
 import { listConnections, showConnection, showWorkspace } from '../../sql/operator.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
@@ -18,7 +18,35 @@ const notices: Record<string, string> = {
   'connection-ACTIVE': 'Connection resumed: its held events run in their usual order.',
   'workspace-PAUSED': 'Workspace paused: its deliveries are stored and wait until it is resumed.',
   'workspace-ACTIVE': 'Workspace resumed.',
+  'hmac-added': 'Configured HMAC source saved: give the sender its secret (rotate-secret) and its endpoint.',
 };
+
+const exampleScheme = '{"header": "X-Signature", "prefix": "sha256=", "algorithm": "sha256", "encoding": "hex", '
+  + '"signed": "{body}", "event_type": {"pointer": "/type"}, "delivery_id": {"header": "X-Delivery"}}';
+
+/**
+ * The instance admin's form for a signed source configured without code
+ * (docs/configured-hmac.md): its scheme is data, validated when saved.
+ */
+function HmacSourceForm(props: { action: string; csrfToken: string }) {
+  return (
+    <form method="post" action={props.action} class="stack" aria-label="Add a configured HMAC source">
+      <h2>Add a configured HMAC source</h2>
+      <Csrf token={props.csrfToken} />
+      <label>Source (the sender's URL)<input name="source" required placeholder="https://sender.example.com" /></label>
+      <label>External id (optional)<input name="external_id" /></label>
+      <label>Signature scheme (JSON)<textarea name="signature" rows={5} required placeholder={exampleScheme}></textarea></label>
+      <label>Subject pointers (comma-separated JSON pointers)<input name="subject_pointers" placeholder="/data/customer_id" /></label>
+      <button type="submit">Save the source</button>
+    </form>
+  );
+}
+
+/** A form field as text ('' when absent or a file). */
+function field(body: Record<string, unknown>, name: string): string {
+  const value = body[name];
+  return typeof value === 'string' ? value.trim() : '';
+}
 
 function switchTo(value: unknown): Switchable {
   if (value !== 'PAUSED' && value !== 'ACTIVE') throw new ConsoleError(400, 'The state must be PAUSED or ACTIVE.');
@@ -94,8 +122,29 @@ export function registerConnectionPages(app: Hono<ConsoleEnv>, deps: RouteDeps):
             </tbody>
           </table>
         )}
+        {admin && <HmacSourceForm action={`${scope.base}/connections/hmac`} csrfToken={csrfToken} />}
       </Page>,
     );
+  });
+
+  app.post('/workspaces/:ws/connections/hmac', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    requireAdmin(c);
+    const body = await c.req.parseBody();
+    let signature: unknown;
+    try {
+      signature = JSON.parse(field(body, 'signature'));
+    } catch {
+      throw new ConsoleError(400, 'The signature scheme must be a JSON object, e.g. ' + exampleScheme);
+    }
+    const pointers = field(body, 'subject_pointers').split(',').map((pointer) => pointer.trim()).filter((pointer) => pointer !== '');
+    // createConnection validates the scheme (a 400 that says what is wrong) before anything is saved.
+    await createConnection(db, {
+      workspaceId: scope.workspaceId, provider: 'hmac', source: field(body, 'source'), kind: 'hmac',
+      externalId: field(body, 'external_id') || null,
+      route: { signature, ...(pointers.length > 0 ? { subject_pointers: pointers } : {}) },
+    });
+    return c.redirect(`${scope.base}/connections?changed=hmac-added`, 303);
   });
 
   app.post('/workspaces/:ws/connections/:id/state', async (c) => {

@@ -1,0 +1,71 @@
+// Linear webhooks: `Linear-Signature` = hex HMAC-SHA256(the webhook's signing
+// secret, body); the body's `webhookTimestamp` (milliseconds, signed with it)
+// within 60 seconds, as Linear's SDK checks. Delivery key: `Linear-Delivery`
+// (the body is deduplicated by its SHA-256 too). Event type:
+// `<type>.<action>` (`Issue.create`). Subjects: the issue, then the team,
+// then the organization.
+import { fromHex, hmacSha256, toHex, type Bytes } from '../crypto.js';
+import {
+  badSignature, fresh, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp, verifyWithAny,
+  type Adapter, type Verification,
+} from './adapter.js';
+import { at, subjectsOf, textAt } from './payload.js';
+
+/** Linear's SDK refuses a webhookTimestamp further than this from its clock. */
+const linearToleranceMs = 60 * 1000;
+
+export async function signLinearBody(secret: string, body: Bytes | string): Promise<string> {
+  return toHex(await hmacSha256(secret, body));
+}
+
+const decoder = new TextDecoder();
+
+export async function verifyLinearSignature(
+  secret: string, body: Bytes, header: string | null, nowMs: number,
+): Promise<Verification> {
+  if (!header) return missingSignature;
+  const signature = await hmacMatches(secret, body, fromHex(header));
+  if (!signature.ok) return signature;
+  // Only now, the body authentic, is it parsed for its signed timestamp.
+  let timestamp: unknown;
+  try {
+    timestamp = at(JSON.parse(decoder.decode(body)), 'webhookTimestamp');
+  } catch {
+    return badSignature;
+  }
+  return typeof timestamp === 'number' && fresh(timestamp, nowMs, linearToleranceMs) ? signature : staleTimestamp;
+}
+
+export const linear: Adapter = {
+  provider: 'linear',
+  endpointKind: 'connection',
+  secretDestination: "the webhook's Signing secret in Settings → API → Webhooks (Linear signs with the Linear-Signature header)",
+  keptHeaders: ['content-type', 'user-agent', 'linear-delivery', 'linear-event'],
+  signatureHeaders: ['linear-signature'],
+  signsBodyOnly: true,
+  checkHeaders: (headers) => headerShape(headers.get('linear-signature'), /^[0-9a-fA-F]{64}$/),
+  verify({ headers, body, endpoint, nowMs }) {
+    return verifyWithAny(signingKeysOf(endpoint),
+      (secret) => verifyLinearSignature(secret, body, headers.get('linear-signature'), nowMs));
+  },
+  async read({ headers, payload, endpoint }) {
+    const deliveryKey = headers.get('linear-delivery');
+    const type = textAt(payload, 'type');
+    if (!deliveryKey || endpoint.kind !== 'connection') return missingField('the Linear-Delivery header');
+    if (!type) return missingField('type');
+    const action = textAt(payload, 'action');
+    const issue = type === 'Issue' ? textAt(payload, 'data', 'id')
+      : textAt(payload, 'data', 'issueId') ?? textAt(payload, 'data', 'issue', 'id');
+    return {
+      kind: 'delivery',
+      deliveryKey,
+      eventType: action ? `${type}.${action}` : type,
+      route: { connection_id: endpoint.connection.connectionId },
+      subjects: subjectsOf(
+        ['issue:', issue],
+        ['team:', textAt(payload, 'data', 'teamId') ?? textAt(payload, 'data', 'team', 'id')],
+        ['organization:', textAt(payload, 'organizationId')],
+      ),
+    };
+  },
+};
