@@ -30,11 +30,13 @@ import { encryptSecret, parseKeyRing } from '../../db/secret-box.js';
 import { createEdgeApp } from '../../edge/app.js';
 import { concatBytes, utf8, type Bytes } from '../../edge/crypto.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { alnum, fileSeed, Rng } from '../support/random.js';
 import {
   edgeEnv, freshId, providers, recorder, scenario, seedConnection, type Provider, type ProviderScenario,
 } from '../support/edge-fixtures.js';
 
-const seed = readSeed();
+// FUZZ_SEED as before, or the suites' WHARF_TEST_SEED; printed on failure.
+const seed = fileSeed(import.meta.url, ['FUZZ_SEED', 'WHARF_TEST_SEED']);
 const requestCount = readCount();
 const replay = `FUZZ_SEED=${seed} npx vitest run test/edge/fuzz.test.ts`;
 const maxBodyBytes = 1024 * 1024;
@@ -46,14 +48,6 @@ const answerWithinMs = 15_000;
 /** The 503s DESIGN.md documents, each with Retry-After. */
 const documented503 = new Set(['edge-busy', 'route-changed', 'database-unavailable', 'secret-unreadable']);
 
-function readSeed(): number {
-  const given = process.env.FUZZ_SEED;
-  if (given === undefined || given === '') return Math.floor(Math.random() * 2 ** 32);
-  const value = Number(given);
-  if (!Number.isInteger(value) || value < 0 || value >= 2 ** 32) throw new Error(`FUZZ_SEED is an integer in [0, 2^32), not ${given}`);
-  return value;
-}
-
 function readCount(): number {
   const given = Number(process.env.FUZZ_COUNT ?? 4000);
   if (!Number.isInteger(given) || given < 1) throw new Error(`FUZZ_COUNT is a positive integer, not ${process.env.FUZZ_COUNT}`);
@@ -61,65 +55,10 @@ function readCount(): number {
 }
 
 // ---------------------------------------------------------------------------
-// Randomness: mulberry32, one stream per request index (so that request i is
-// the same whatever the answers before it were, redeliveries aside).
+// Randomness: test/support/random.ts's generator, one stream per request
+// index (so that request i is the same whatever the answers before it were,
+// redeliveries aside): Rng.for(seed, stream, index).
 
-function mulberry32(state: number): () => number {
-  let a = state >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function mix(value: number): number {
-  let h = value >>> 0;
-  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
-}
-
-class Rng {
-  constructor(private readonly next: () => number) {}
-  static for(stream: number, index: number): Rng {
-    return new Rng(mulberry32(mix(seed ^ mix(stream * 0x9e3779b1 + index))));
-  }
-  float(): number {
-    return this.next();
-  }
-  int(lo: number, hi: number): number {
-    return lo + Math.floor(this.next() * (hi - lo + 1));
-  }
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-  pick<T>(items: readonly T[]): T {
-    return items[this.int(0, items.length - 1)]!;
-  }
-  weighted<T>(table: readonly (readonly [number, T])[]): T {
-    let roll = this.next() * table.reduce((sum, [weight]) => sum + weight, 0);
-    for (const [weight, item] of table) {
-      roll -= weight;
-      if (roll < 0) return item;
-    }
-    return table.at(-1)![1];
-  }
-  bytes(n: number): Uint8Array<ArrayBuffer> {
-    const out = new Uint8Array(n);
-    for (let i = 0; i < n; i++) out[i] = this.int(0, 255);
-    return out;
-  }
-  /** `n` characters drawn from `alphabet`. */
-  token(n: number, alphabet = alnum): string {
-    let out = '';
-    for (let i = 0; i < n; i++) out += alphabet[this.int(0, alphabet.length - 1)];
-    return out;
-  }
-}
-
-const alnum = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
 const tokenChars = `${alnum}!#$%&'*+-.^_\`|~`;
 /** Characters a path segment holds as they are. */
 const segmentChars = `${alnum}-._~!$&'()*+,;=:@`;
@@ -1187,10 +1126,10 @@ describe('edge fuzz', () => {
     let before = await counts();
     let index = 0;
     while (index < requestCount) {
-      const batchRng = Rng.for(1, index);
+      const batchRng = Rng.for(seed, 1, index);
       const shape = batchRng.weighted([[94, 'one'], [3, 'race'], [3, 'burst']] as const);
       if (shape === 'one') {
-        const generator = new Generator(index, Rng.for(0, index), accepted);
+        const generator = new Generator(index, Rng.for(seed, 0, index), accepted);
         const plan = await generator.generate(generator.rng.weighted(mixTable));
         const answer = await send(plan);
         const after = await counts();
@@ -1213,7 +1152,7 @@ describe('edge fuzz', () => {
       const plans: Plan[] = [];
       if (shape === 'race') {
         // The same delivery k times at once, or (GitHub, Forgejo) one body under k delivery ids: stored once.
-        const generator = new Generator(index, Rng.for(0, index), accepted);
+        const generator = new Generator(index, Rng.for(seed, 0, index), accepted);
         const t = generator.target((x) => x.name !== 'generic-suspended');
         const key = generator.newKey();
         const body = utf8(JSON.stringify(generator.payload(t, key)));
@@ -1226,7 +1165,7 @@ describe('edge fuzz', () => {
         }
       } else {
         for (let j = 0; j < size; j++) {
-          const generator = new Generator(index + j, Rng.for(0, index + j), accepted);
+          const generator = new Generator(index + j, Rng.for(seed, 0, index + j), accepted);
           const plan = await generator.generate(generator.rng.weighted(mixTable));
           plans.push({ ...plan, kind: `burst/${plan.kind}` });
         }

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import pg from 'pg';
 import { migrate } from '../../db/migrate.js';
 import { createOwnPostgres, type OwnPostgres } from '../support/own-postgres.js';
+import { fileSeed, Rng } from '../support/random.js';
 import { admitEvents, setSettings, waitFor, type NewEvent } from '../support/worker-inbox.js';
 import { fixtureHandlers, killSpawnedWorkers, spawnWorker, type WorkerProcess } from '../support/worker-process.js';
 
@@ -37,6 +38,9 @@ const killEvery = total / 20;
  * 80 s, so the budget leaves twice that.
  */
 const drainBudget = 160_000;
+
+/** The admission order's shuffle: printed on failure, WHARF_TEST_SEED replays it. */
+const seed = fileSeed(import.meta.url);
 
 let own: OwnPostgres;
 let pool: pg.Pool;
@@ -124,8 +128,9 @@ interface Host {
 it('drains 3,000 events exactly once, in scope order, through SIGKILLs and immediate restarts of PostgreSQL', async () => {
   // Interleaved scopes: every round takes one event of each scope, shuffled.
   const events: NewEvent[] = [];
+  const random = Rng.seeded(seed);
   for (let round = 0; round < perScope; round += 1) {
-    const order = Array.from({ length: scopes }, (_, n) => n).sort(() => Math.random() - 0.5);
+    const order = random.shuffle(Array.from({ length: scopes }, (_, n) => n));
     events.push(...order.map((n) => ({ scope: `chaos-${n}` })));
   }
   const admitStarted = Date.now();
