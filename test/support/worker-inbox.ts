@@ -76,6 +76,34 @@ export async function admitEvent(
   return String(id);
 }
 
+/**
+ * Admits one delivery as admitEvent does, but announced to nobody: in one
+ * transaction it sets every listener's idle mark (wharf.idle_listener) aside,
+ * admits, so that wharf.admit's notify_idle_claimers finds none to notify,
+ * and puts the marks back, so that the workers' belief that they are marked
+ * stays true for the next admission. Only a worker's poll can find the row
+ * (and a listener's reconnect, which looks once).
+ */
+export async function admitUnannounced(
+  pool: pg.Pool, connectionId: string, subject: string, eventType = 'test',
+): Promise<string> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('CREATE TEMPORARY TABLE set_aside ON COMMIT DROP AS SELECT * FROM wharf.idle_listener');
+    await client.query('DELETE FROM wharf.idle_listener');
+    const id = await admitEvent(client, connectionId, subject, eventType);
+    await client.query('INSERT INTO wharf.idle_listener SELECT * FROM set_aside');
+    await client.query('COMMIT');
+    return id;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
 export interface EventState {
   state: string;
   attempt: number;

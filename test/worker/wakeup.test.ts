@@ -1,13 +1,14 @@
 // Wake-ups: LISTEN wharf_event brings an admitted event in long before the
 // poll would; a killed LISTEN connection comes back; the poll alone finds
-// rows nobody notified about; an idle host holds only its listener; a retry
-// runs when it falls due, which no notification announces.
+// rows nobody notified about (admitted with the idle marks taken, so that no
+// notification is sent: admitUnannounced); an idle host holds only its
+// listener; a retry runs when it falls due, which no notification announces.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { showEvent } from '../../operator/sql/operator.js';
 import { createWorker, type RunOutcome, type Worker } from '../../worker/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import {
-  admitEvent, admitEvents, setSettings, subscribedConnection, testWorkspace, waitFor,
+  admitEvent, admitUnannounced, setSettings, subscribedConnection, testWorkspace, waitFor,
 } from '../support/worker-inbox.js';
 
 let db: TestDatabase;
@@ -22,6 +23,22 @@ async function listenerPid(worker: Worker): Promise<number | undefined> {
     [worker.id],
   );
   return rows[0]?.pid;
+}
+
+/** A LISTEN wharf_event of the test's own, counting what it hears until stop(). */
+async function notificationsHeard(): Promise<{ count(): number; stop(): Promise<void> }> {
+  const client = await db.connect();
+  let heard = 0;
+  client.on('notification', () => (heard += 1));
+  await client.query('LISTEN wharf_event');
+  return {
+    count: () => heard,
+    stop: async () => {
+      // A notification sent just before is delivered before this answer.
+      await client.query('SELECT 1');
+      await client.end();
+    },
+  };
 }
 
 function start(options: { applicationName: string; pollEvery?: number }): Worker {
@@ -133,16 +150,28 @@ describe('with a short poll', () => {
   });
 
   it('finds a row that no notification announced', async () => {
-    // A direct INSERT sends no notification: only the poll can find it.
-    const [id] = await admitEvents(db.pool, [{ scope: subject, eventType: 'unannounced' }]);
-    expect(await waitFor(async () => outcomes.get(id!), 10_000, 'the polled event')).toBe('handled');
+    // Able to fail: with the claim loop's sleep made to ignore poll_every
+    // (worker/claim-loop.ts, the last `wakeup.sleep(...)` given an hour),
+    // nothing wakes the worker and this times out.
+    const heard = await notificationsHeard();
+    try {
+      // Admitted with every idle mark taken first: no notification is sent
+      // (a LISTEN of the test's own hears none), so only the poll can find it.
+      const id = await admitUnannounced(db.pool, connectionId, subject, 'unannounced');
+      expect(await waitFor(async () => outcomes.get(id), 10_000, 'the polled event')).toBe('handled');
+      expect(heard.count(), 'notifications on wharf_event').toBe(0);
+    } finally {
+      await heard.stop();
+    }
   });
 
-  it('keeps polling while its LISTEN connection is dead', async () => {
+  it('finds a row admitted while its LISTEN connection is dead', async () => {
+    // The poll or the listener's reconnect (which looks once, for what was
+    // admitted while nobody listened) finds it: no notification can.
     const killed = await listenerPid(worker);
     await db.pool.query('SELECT pg_terminate_backend($1)', [killed]);
-    const [id] = await admitEvents(db.pool, [{ scope: subject, eventType: 'while-deaf' }]);
-    expect(await waitFor(async () => outcomes.get(id!), 10_000, 'the event while the listener was down')).toBe('handled');
+    const id = await admitUnannounced(db.pool, connectionId, subject, 'while-deaf');
+    expect(await waitFor(async () => outcomes.get(id), 10_000, 'the event while the listener was down')).toBe('handled');
     await waitFor(async () => {
       const pid = await listenerPid(worker);
       return pid !== undefined && pid !== killed;
