@@ -26,8 +26,8 @@ async function startServer(): Promise<{ url: string; stop(): Promise<void> }> {
   try {
     await own.start();
     const version = await onServer(own.url, async (client) =>
-      Number((await client.query<{ server_version_num: string }>('SHOW server_version_num')).rows[0]!.server_version_num));
-    if (Math.floor(version / 10_000) !== major) throw new Error(`WHARF_TEST_POSTGRES=${major} started PostgreSQL ${version}`);
+      (await client.query<{ version: string }>('SELECT current_setting($1) AS version', ['server_version'])).rows[0]!.version);
+    if (Number.parseInt(version, 10) !== major) throw new Error(`WHARF_TEST_POSTGRES=${major} started PostgreSQL ${version}`);
     console.log(`test run on PostgreSQL ${version} (WHARF_TEST_POSTGRES=${major})`);
   } catch (error) {
     await own.stop();
