@@ -61,25 +61,27 @@ export type Ending = 'LEASED' | 'DONE' | 'DEAD' | 'uncertain';
 
 /**
  * Claims event `id` and ends it as asked: kept LEASED, completed (DONE),
- * failed permanent (DEAD) or failed uncertain (DEAD, outcome uncertain).
- * Every other row the claim hands out goes straight back.
+ * failed permanent (DEAD) or failed uncertain (DEAD, outcome uncertain);
+ * returns the lease's epoch. Every other row the claim hands out goes
+ * straight back, so that a test's claim takes no other test's rows.
  */
-export async function finishEvent(pool: pg.Pool, id: number, ending: Ending): Promise<void> {
+export async function finishEvent(pool: pg.Pool, id: number | string, ending: Ending): Promise<string> {
   const { rows } = await pool.query<{ id: string; lease_epoch: string }>(
     `SELECT id, lease_epoch FROM wharf.claim('fixture', 10000)`,
   );
-  let found = false;
+  let epoch: string | undefined;
   for (const row of rows) {
-    if (Number(row.id) !== id) {
+    if (Number(row.id) !== Number(id)) {
       await pool.query('SELECT wharf.release($1, $2)', [row.id, row.lease_epoch]);
       continue;
     }
-    found = true;
+    epoch = row.lease_epoch;
     if (ending === 'DONE') await pool.query('SELECT wharf.complete($1, $2)', [row.id, row.lease_epoch]);
     if (ending === 'DEAD') await pool.query(`SELECT wharf.fail($1, $2, 'permanent', 'SyntaxError')`, [row.id, row.lease_epoch]);
     if (ending === 'uncertain') await pool.query(`SELECT wharf.fail($1, $2, 'uncertain', 'OutcomeUncertain')`, [row.id, row.lease_epoch]);
   }
-  if (!found) throw new Error(`fixture: event ${id} was not claimable`);
+  if (epoch === undefined) throw new Error(`fixture: event ${id} was not claimable`);
+  return epoch;
 }
 
 /** Admits an event and ends it DEAD (or as asked); its id. */
