@@ -7,6 +7,7 @@ import { admit, type Admission, type Receipt } from '../../edge/sql/admission.js
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { githubPush } from '../support/github-push.js';
 import { backendPid, blockedOnLock } from '../support/sessions.js';
+import { sqlstateOf } from '../support/sqlstate.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -52,10 +53,6 @@ async function storedWorkspaces(source: string, deliveryKey: string): Promise<nu
     [source, deliveryKey],
   );
   return rows.map((row) => Number(row.workspace_id));
-}
-
-function sqlState(error: unknown): unknown {
-  return typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
 }
 
 describe('the same delivery from 16 connections at once', () => {
@@ -126,7 +123,7 @@ async function raceChange(options: {
         try {
           results[index] = await admit(client, options.admission(index));
         } catch (error) {
-          if (sqlState(error) !== 'WH409') throw error;
+          if (sqlstateOf(error) !== 'WH409') throw error;
           results[index] = 'WH409';
         }
         done += 1;

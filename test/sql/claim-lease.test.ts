@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { fileSeed, Rng } from '../support/random.js';
 import { admitEvents, setSettings } from '../support/worker-inbox.js';
+import { sleep } from '../support/sleep.js';
 
 const scopes = 50;
 const eventsPerScope = 40;
@@ -27,7 +28,6 @@ interface RaceTally {
 /** The handlers' fates: printed on failure, WHARF_TEST_SEED replays the draws (not the interleaving). */
 const seed = fileSeed(import.meta.url);
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** One claim loop: claims up to two rows, handles each with a random fate, until nothing is left. */
 async function claimLoop(client: pg.Client, worker: string, tally: RaceTally, deadline: number, random: Rng): Promise<void> {

@@ -18,6 +18,7 @@ import { deadEvent, fixtureSource } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { edgeEnv, freshId, newDeliveryKey, recorder, scenario, testSecretKeys } from '../support/edge-fixtures.js';
 import { waitFor } from '../support/worker-inbox.js';
+import { sqlstate } from '../support/sqlstate.js';
 
 
 const roleNames = ['wharf_edge', 'wharf_worker', 'wharf_handler', 'wharf_operator'] as const;
@@ -62,10 +63,6 @@ afterAll(async () => {
     for (const name of roleNames) await client.query(`DROP ROLE IF EXISTS ${role(name)}`);
   });
 });
-
-async function sqlstate(promise: Promise<unknown>): Promise<string | undefined> {
-  return promise.then(() => undefined, (error: { code?: string }) => error.code);
-}
 
 describe('the edge as wharf_edge', () => {
   it('admits GitHub, GitLab and Standard Webhooks deliveries', async () => {

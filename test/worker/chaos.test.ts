@@ -13,6 +13,8 @@ import { createOwnPostgres, type OwnPostgres } from '../support/own-postgres.js'
 import { fileSeed, Rng } from '../support/random.js';
 import { admitEvents, setSettings, waitFor, type NewEvent } from '../support/worker-inbox.js';
 import { fixtureHandlers, killSpawnedWorkers, spawnWorker, type WorkerProcess } from '../support/worker-process.js';
+import { sleep } from '../support/sleep.js';
+import { jsonLines } from '../support/json-lines.js';
 
 const scopes = 75;
 const perScope = 40;
@@ -94,7 +96,6 @@ afterAll(async () => {
   await own?.stop();
 }, 60_000);
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A query of the test's own that waits out a restart of the database. */
 async function query<Row extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<Row[]> {
@@ -296,13 +297,7 @@ it('drains 3,000 events exactly once, in scope order, through SIGKILLs and immed
       GROUP BY error_class ORDER BY n DESC`);
   const said: Record<string, number> = {};
   for (const host of everyHost) {
-    for (const line of host.worker.output().split('\n')) {
-      let entry: { level?: number; msg?: string; error_class?: string };
-      try {
-        entry = JSON.parse(line) as typeof entry;
-      } catch {
-        continue;
-      }
+    for (const entry of jsonLines<{ level?: number; msg?: string; error_class?: string }>(host.worker.output())) {
       if ((entry.level ?? 0) < 40) continue;
       const key = `${entry.msg}${entry.error_class ? ` (${entry.error_class})` : ''}`;
       said[key] = (said[key] ?? 0) + 1;

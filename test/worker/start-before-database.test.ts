@@ -10,6 +10,7 @@ import { migrate } from '../../db/migrate.js';
 import { createOwnPostgres, type OwnPostgres } from '../support/own-postgres.js';
 import { admitEvents, setSettings, waitFor, waitForState } from '../support/worker-inbox.js';
 import { fixtureHandlers, killSpawnedWorkers, spawnWorker, type WorkerProcess } from '../support/worker-process.js';
+import { jsonLines } from '../support/json-lines.js';
 
 let own: OwnPostgres;
 /** The worker's URL: with a password, which must never reach a log (the server trusts, so it is never sent). */
@@ -46,14 +47,7 @@ async function withClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T
 
 /** The worker's JSON log lines (anything else it printed is left out). */
 function logLines(worker: WorkerProcess): Array<Record<string, unknown>> {
-  return worker.output().split('\n').flatMap((line) => {
-    try {
-      const entry: unknown = JSON.parse(line);
-      return typeof entry === 'object' && entry !== null ? [entry as Record<string, unknown>] : [];
-    } catch {
-      return [];
-    }
-  });
+  return jsonLines(worker.output());
 }
 
 const unavailable = (worker: WorkerProcess) =>
