@@ -10,6 +10,7 @@ import { createConnectionCache } from '../../edge/connection-cache.js';
 import { reencryptSigningKeys, rotateConnectionSecret } from '../../operator/sql/connection-secrets.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { freshId, seedConnection, testSecretKeys, type Provider } from '../support/edge-fixtures.js';
+import { sqlstate } from '../support/sqlstate.js';
 
 let db: TestDatabase;
 let ring: KeyRing;
@@ -29,10 +30,6 @@ function connection(provider: Provider, secret?: string) {
 async function endpoint(id: number) {
   const { rows } = await db.pool.query('SELECT * FROM wharf.connection_endpoint($1)', [id]);
   return rows;
-}
-
-async function sqlstate(promise: Promise<unknown>): Promise<string | undefined> {
-  return promise.then(() => undefined, (error: { code?: string }) => error.code);
 }
 
 const cacheOf = (keyRing: KeyRing | undefined, options: { now?: () => number } = {}) =>

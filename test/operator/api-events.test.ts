@@ -161,9 +161,7 @@ describe('showing an event', () => {
       payload: { action: 'opened', number: 7 },
       headers: { 'x-request-id': 'r-1', authorization: 'Bearer s3cret', 'webhook-signature': 'v1,abc' },
     });
-    const claimed = await db.pool.query<{ lease_epoch: string }>(
-      `SELECT lease_epoch FROM wharf.claim('api-test', 100) WHERE id = $1`, [id]);
-    const epoch = claimed.rows[0]!.lease_epoch;
+    const epoch = await finishEvent(db.pool, id, 'LEASED');
     const client = await db.connect();
     await client.query('BEGIN');
     await client.query('SELECT wharf.step($1, $2, $3)', [id, epoch, 'commit:1']);

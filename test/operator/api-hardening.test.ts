@@ -8,6 +8,7 @@ import { createApiToken } from '../../operator/sql/operator.js';
 import { adminToken, apiClient, type ApiCall, type ApiResponse } from '../support/api-client.js';
 import { admitEvent, createConnection, createWorkspace, deadEvent } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { fileSeed, Rng } from '../support/random.js';
 
 let db: TestDatabase;
 let api: ApiCall;
@@ -33,10 +34,13 @@ afterAll(async () => {
   await db?.drop();
 });
 
+/** The random text's seed: printed on failure, WHARF_TEST_SEED replays it. */
+const random = Rng.seeded(fileSeed(import.meta.url));
+
 /** Text PostgreSQL does not compress: `n` random CJK characters (3 bytes each in UTF-8). */
 function incompressible(n: number): string {
   let text = '';
-  for (let i = 0; i < n; i++) text += String.fromCharCode(0x4e00 + Math.floor(Math.random() * 20000));
+  for (let i = 0; i < n; i++) text += String.fromCharCode(0x4e00 + random.int(0, 19_999));
   return text;
 }
 

@@ -10,6 +10,7 @@ import { onServer } from '../../cli/scratch-database.js';
 import { createGitHubAppClient, sweepApp } from '../../recovery/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createRig, notStoredOnce } from './rig.js';
+import { sqlstate } from '../support/sqlstate.js';
 
 const suffix = randomBytes(4).toString('hex');
 const password = randomBytes(12).toString('hex');
@@ -33,10 +34,6 @@ function poolAs(role: string): pg.Pool {
   pool.on('error', () => {});
   pools.push(pool);
   return pool;
-}
-
-async function sqlstate(promise: Promise<unknown>): Promise<string | undefined> {
-  return promise.then(() => undefined, (error: { code?: string }) => error.code);
 }
 
 beforeAll(async () => {

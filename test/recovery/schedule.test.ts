@@ -14,6 +14,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { waitFor } from '../support/worker-inbox.js';
 import { fixtureHandlers, killSpawnedWorkers, spawnWorker } from '../support/worker-process.js';
 import { askedTwice, createRig, notStoredOnce, type Rig } from './rig.js';
+import { jsonLines } from '../support/json-lines.js';
 
 let db: TestDatabase;
 const rigs: Rig[] = [];
@@ -117,8 +118,7 @@ describe('wharf worker --sweep-app', () => {
              '--sweep-every', '300ms'],
       env: { ...rig.env, GITHUB_APP_BROKEN_ID: '4242', GITHUB_APP_BROKEN_PRIVATE_KEY: garbled, HANDLES: 'nothing' },
     });
-    const lines = (): { level: number; app?: string; msg: string }[] => host.output().split('\n')
-      .filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as { level: number; app?: string; msg: string });
+    const lines = () => jsonLines<{ level: number; app?: string; msg: string }>(host.output());
     const brokenLines = () => lines().filter((line) => line.app === 'broken');
     // The other App is swept all the same, turn after turn.
     await waitFor(async () => Object.keys(notStoredOnce(await rig.stored(failed))).length === 0, 30_000,

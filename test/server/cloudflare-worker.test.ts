@@ -22,8 +22,15 @@ import {
 import { hyperdriveBindings, neonHttpBindings, plain, startEdgeWorker, type EdgeWorker } from '../support/edge-worker.js';
 import { startNeonHttpStandIn, type NeonHttpStandIn } from '../support/neon-http-stand-in.js';
 
-/** WHARF_DATABASE_TIMEOUT_MS in these Workers: short, so that the hang tests stay quick. */
-const deadlineMs = 2_000;
+/**
+ * WHARF_DATABASE_TIMEOUT_MS in these Workers. Long enough that "answered
+ * before the deadline" (a refusal or a dropped connection answers in
+ * milliseconds) holds with seconds to spare on a loaded machine; short
+ * enough that the hang tests stay quick.
+ */
+const deadlineMs = 6_000;
+/** How late past the deadline an answer may come on a loaded machine: a bound, generous, on "it answered", not a speed. */
+const lateMarginMs = 10_000;
 
 interface Path {
   name: string;
@@ -341,7 +348,7 @@ describe.each(['neon-http', 'hyperdrive'] as const)('%s inside workerd', (pathNa
     await degraded(path(), breakLink, async () => {
       const answer = await post(path().worker, '/hooks/github/test', ...bodyAndHeaders(await repo.push()));
       expectUnavailable(answer);
-      expect(answer.ms).toBeLessThan(deadlineMs + 1_500);
+      expect(answer.ms).toBeLessThan(deadlineMs + lateMarginMs);
     });
   });
 
@@ -353,7 +360,7 @@ describe.each(['neon-http', 'hyperdrive'] as const)('%s inside workerd', (pathNa
       // workerd's clock stands still while the Worker computes, so its timer
       // may fire a little before the deadline as measured from here.
       expect(answer.ms).toBeGreaterThanOrEqual(deadlineMs - 500);
-      expect(answer.ms).toBeLessThan(deadlineMs + 1_500);
+      expect(answer.ms).toBeLessThan(deadlineMs + lateMarginMs);
     });
   });
 

@@ -2,11 +2,12 @@
 // connections, lifecycle changes racing admissions (the lifecycle lock and
 // WH409), fan-out through App and PAT connections, and bad input.
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { admit, type Admission, type Receipt } from '../../edge/sql/admission.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { githubPush } from '../support/github-push.js';
 import { backendPid, blockedOnLock } from '../support/sessions.js';
+import { sqlstateOf } from '../support/sqlstate.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -34,14 +35,15 @@ async function connection(
   kind: string,
   externalId: string,
   subjects: string[],
+  pool: pg.Pool = db.pool,
 ): Promise<number> {
-  await sql('SELECT wharf.upsert_workspace($1)', [workspaceId]);
-  const [row] = await sql<{ id: string }>(
+  await pool.query('SELECT wharf.upsert_workspace($1)', [workspaceId]);
+  const { rows: [row] } = await pool.query<{ id: string }>(
     `SELECT wharf.upsert_connection($1, 'github', $2, $3, $4) AS id`,
     [workspaceId, source, kind, externalId],
   );
   const id = Number(row!.id);
-  for (const subject of subjects) await sql('SELECT wharf.subscribe($1, $2)', [id, subject]);
+  for (const subject of subjects) await pool.query('SELECT wharf.subscribe($1, $2)', [id, subject]);
   return id;
 }
 
@@ -51,10 +53,6 @@ async function storedWorkspaces(source: string, deliveryKey: string): Promise<nu
     [source, deliveryKey],
   );
   return rows.map((row) => Number(row.workspace_id));
-}
-
-function sqlState(error: unknown): unknown {
-  return typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
 }
 
 describe('the same delivery from 16 connections at once', () => {
@@ -125,7 +123,7 @@ async function raceChange(options: {
         try {
           results[index] = await admit(client, options.admission(index));
         } catch (error) {
-          if (sqlState(error) !== 'WH409') throw error;
+          if (sqlstateOf(error) !== 'WH409') throw error;
           results[index] = 'WH409';
         }
         done += 1;
@@ -216,19 +214,31 @@ describe('a suspension racing 100 admissions', () => {
 });
 
 describe('a lifecycle change committed while an admission waits for its lock', () => {
-  const source = 'https://route-change.example.com';
+  // Each test its own source and workspaces: an App connection and a PAT
+  // subscribed to repo:acme/api, and a PAT subscribed to nothing yet. No test
+  // sees another's changes.
+  let source: string;
   let app: number;
   let pat: number;
   let late: number;
+  /** The workspaces of app, pat and late. */
+  let ws: { app: number; pat: number; late: number };
   let holder: pg.Client;
   let admitter: pg.Client;
+  let fixtures = 0;
 
   beforeAll(async () => {
-    app = await connection(401, source, 'app_installation', '1', ['repo:acme/api']);
-    pat = await connection(402, source, 'pat', 'p', ['repo:acme/api']);
-    late = await connection(403, source, 'pat', 'p', []);
     holder = await db.connect();
     admitter = await db.connect();
+  });
+
+  beforeEach(async () => {
+    fixtures += 1;
+    source = `https://route-change-${fixtures}.example.com`;
+    ws = { app: 4000 + 10 * fixtures + 1, pat: 4000 + 10 * fixtures + 2, late: 4000 + 10 * fixtures + 3 };
+    app = await connection(ws.app, source, 'app_installation', '1', ['repo:acme/api']);
+    pat = await connection(ws.pat, source, 'pat', 'p', ['repo:acme/api']);
+    late = await connection(ws.late, source, 'pat', 'p', []);
   });
 
   /** Holds `change` uncommitted, starts the admission, commits once the admission waits. */
@@ -255,9 +265,9 @@ describe('a lifecycle change committed while an admission waits for its lock', (
 
     const retry = await admit(db.pool, push(source, '1', 'sub-1', ['repo:acme/api']));
     expect(retry.events.map((event) => [event.workspace_id, event.outcome])).toEqual([
-      [401, 'stored'],
-      [402, 'stored'],
-      [403, 'stored'],
+      [ws.app, 'stored'],
+      [ws.pat, 'stored'],
+      [ws.late, 'stored'],
     ]);
   });
 
@@ -267,24 +277,23 @@ describe('a lifecycle change committed while an admission waits for its lock', (
     ).rejects.toMatchObject({ code: 'WH409' });
     expect(await storedWorkspaces(source, 'unsub-1')).toEqual([]);
     const retry = await admit(db.pool, push(source, '1', 'unsub-1', ['repo:acme/api']));
-    expect(retry.events.map((event) => event.workspace_id)).toEqual([401, 403]);
+    expect(retry.events.map((event) => event.workspace_id)).toEqual([ws.app]);
   });
 
   it('a recipient suspended raises WH409 and stores no row for it', async () => {
     await expect(
-      admitDuring(`SELECT wharf.set_connection_state($1, 'SUSPENDED')`, [late], 'suspend-1'),
+      admitDuring(`SELECT wharf.set_connection_state($1, 'SUSPENDED')`, [pat], 'suspend-1'),
     ).rejects.toMatchObject({ code: 'WH409' });
     expect(await storedWorkspaces(source, 'suspend-1')).toEqual([]);
+    const retry = await admit(db.pool, push(source, '1', 'suspend-1', ['repo:acme/api']));
+    expect(retry.events.map((event) => event.workspace_id)).toEqual([ws.app]);
   });
 
   it('a workspace suspended while the admission waits is refused by the locked read', async () => {
-    const receipt = await admitDuring(`SELECT wharf.set_workspace_state(401, 'SUSPENDED')`, [], 'ws-1');
-    expect(receipt.events).toEqual([]);
-    expect(receipt.refused).toEqual([
-      { connection_id: app, workspace_id: 401, reason: 'workspace-inactive' },
-      { connection_id: late, workspace_id: 403, reason: 'connection-inactive' },
-    ]);
-    expect(await storedWorkspaces(source, 'ws-1')).toEqual([]);
+    const receipt = await admitDuring(`SELECT wharf.set_workspace_state($1, 'SUSPENDED')`, [ws.app], 'ws-1');
+    expect(receipt.events.map((event) => [event.workspace_id, event.outcome])).toEqual([[ws.pat, 'stored']]);
+    expect(receipt.refused).toEqual([{ connection_id: app, workspace_id: ws.app, reason: 'workspace-inactive' }]);
+    expect(await storedWorkspaces(source, 'ws-1')).toEqual([ws.pat]);
   });
 
   afterAll(async () => {
@@ -322,10 +331,14 @@ describe('fan-out through App and PAT connections', () => {
 
   it('with the source App suspended: no row at all', async () => {
     await sql(`SELECT wharf.set_connection_state($1, 'SUSPENDED')`, [app]);
-    const receipt = await admit(db.pool, push(source, '1', 'fan-2', ['repo:acme/api', 'org:acme']));
-    expect(receipt).toMatchObject({ events: [], refused: [], dropped: 'source-inactive' });
-    expect(await storedWorkspaces(source, 'fan-2')).toEqual([]);
-    await sql(`SELECT wharf.set_connection_state($1, 'ACTIVE')`, [app]);
+    try {
+      const receipt = await admit(db.pool, push(source, '1', 'fan-2', ['repo:acme/api', 'org:acme']));
+      expect(receipt).toMatchObject({ events: [], refused: [], dropped: 'source-inactive' });
+      expect(await storedWorkspaces(source, 'fan-2')).toEqual([]);
+    } finally {
+      // The other tests of this block find the App active, whatever happened here.
+      await sql(`SELECT wharf.set_connection_state($1, 'ACTIVE')`, [app]);
+    }
   });
 
   it('a subscription added: the next delivery after its commit reaches the new workspace', async () => {
@@ -342,44 +355,50 @@ describe('fan-out through App and PAT connections', () => {
 });
 
 describe('pause and resume', () => {
+  // Each test in a database of its own: its claims see its rows alone (none
+  // left by another test, leased or queued), and what it paused is paused
+  // for it only.
   const source = 'https://paused.example.com';
+  let own: TestDatabase;
   let app: number;
 
-  beforeAll(async () => {
-    app = await connection(701, source, 'app_installation', '1', ['repo:acme/api', 'repo:acme/web']);
-    await connection(702, source, 'pat', 'p', ['repo:acme/api', 'repo:acme/web']);
+  beforeEach(async () => {
+    own = await createTestDatabase();
+    app = await connection(701, source, 'app_installation', '1', ['repo:acme/api'], own.pool);
+    await connection(702, source, 'pat', 'p', ['repo:acme/api'], own.pool);
+  });
+
+  afterEach(async () => {
+    await own?.drop();
   });
 
   async function claimedWorkspaces(): Promise<number[]> {
-    const rows = await sql<{ workspace_id: string }>(
-      `SELECT workspace_id FROM wharf.claim('pause-test', 10) WHERE source = $1 ORDER BY workspace_id`,
-      [source],
-    );
+    const { rows } = await own.pool.query<{ workspace_id: string }>(
+      `SELECT workspace_id FROM wharf.claim('pause-test', 10) ORDER BY workspace_id`);
     return rows.map((row) => Number(row.workspace_id));
   }
 
   it('a paused connection stores its deliveries and none is claimed until it resumes', async () => {
-    await sql(`SELECT wharf.set_connection_state($1, 'PAUSED')`, [app]);
-    const receipt = await admit(db.pool, push(source, '1', 'paused-1', ['repo:acme/api']));
+    await own.pool.query(`SELECT wharf.set_connection_state($1, 'PAUSED')`, [app]);
+    const receipt = await admit(own.pool, push(source, '1', 'paused-1', ['repo:acme/api']));
     expect(receipt.events.map((event) => [event.workspace_id, event.outcome])).toEqual([
       [701, 'stored'],
       [702, 'stored'],
     ]);
     expect(await claimedWorkspaces()).toEqual([702]);
 
-    await sql(`SELECT wharf.set_connection_state($1, 'ACTIVE')`, [app]);
+    await own.pool.query(`SELECT wharf.set_connection_state($1, 'ACTIVE')`, [app]);
     expect(await claimedWorkspaces()).toEqual([701]);
   });
 
   it('a paused workspace stores and holds; resumed, its rows are claimed', async () => {
-    await sql(`SELECT wharf.set_workspace_state(702, 'PAUSED')`);
-    // Another repository, so that no lease from the test above holds the scopes.
-    const receipt = await admit(db.pool, push(source, '1', 'paused-2', ['repo:acme/web']));
+    await own.pool.query(`SELECT wharf.set_workspace_state(702, 'PAUSED')`);
+    const receipt = await admit(own.pool, push(source, '1', 'paused-2', ['repo:acme/api']));
     expect(receipt.events.map((event) => event.workspace_id)).toEqual([701, 702]);
     expect(receipt.refused).toEqual([]);
     expect(await claimedWorkspaces()).toEqual([701]);
 
-    await sql(`SELECT wharf.set_workspace_state(702, 'ACTIVE')`);
+    await own.pool.query(`SELECT wharf.set_workspace_state(702, 'ACTIVE')`);
     expect(await claimedWorkspaces()).toEqual([702]);
   });
 });
@@ -400,6 +419,14 @@ describe('bad input', () => {
   }
 
   const good = ['github', source, 'bad-1', 'push', '{"installation_id": "1"}', ['repo:acme/api'], '{}', '{}'];
+
+  /** How many rows and admission-log entries the source has: "writes nothing" is no change, whatever ran before. */
+  async function written(): Promise<{ rows: number; logged: number }> {
+    const [counts] = await sql<{ rows: number; logged: number }>(
+      `SELECT (SELECT count(*)::int FROM wharf.provider_event WHERE source = $1) AS rows,
+              (SELECT count(*)::int FROM wharf.admission_log WHERE source = $1) AS logged`, [source]);
+    return counts!;
+  }
   const withArgument = (index: number, value: unknown): unknown[] =>
     good.map((argument, position) => (position === index ? value : argument));
 
@@ -409,9 +436,9 @@ describe('bad input', () => {
     ['a NULL delivery key', withArgument(2, null), '22004'],
     ['a route that is not an object', withArgument(4, '["installation_id"]'), '22023'],
   ])('%s is a clear error and writes nothing', async (_name, params, code) => {
+    const before = await written();
     await expect(admitRaw(params)).rejects.toMatchObject({ code });
-    expect(await sql('SELECT 1 FROM wharf.provider_event WHERE source = $1', [source])).toEqual([]);
-    expect(await sql('SELECT 1 FROM wharf.admission_log WHERE source = $1', [source])).toEqual([]);
+    expect(await written()).toEqual(before);
   });
 
   it.each([
@@ -422,9 +449,10 @@ describe('bad input', () => {
       'invalid-event-route',
     ],
   ])('%s is dropped with its reason and stores no row', async (_name, params, reason) => {
+    const before = await written();
     const receipt = await admitRaw(params);
     expect(receipt).toMatchObject({ events: [], refused: [], dropped: reason });
-    expect(await sql('SELECT 1 FROM wharf.provider_event WHERE source = $1', [source])).toEqual([]);
+    expect((await written()).rows).toBe(before.rows);
     expect(
       await sql('SELECT reason FROM wharf.admission_log WHERE source = $1 AND delivery_key = $2', [
         source,
@@ -445,7 +473,7 @@ describe('bad input', () => {
       '{}',
     ]);
     expect(receipt.events).toMatchObject([{ workspace_id: null, outcome: 'stored' }]);
-    const work = await admitRaw(good);
+    const work = await admitRaw(withArgument(2, 'good-work'));
     expect(work.events).toMatchObject([{ workspace_id: 601, outcome: 'stored' }]);
   });
 });

@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { fileSeed, Rng } from '../support/random.js';
 
 const github = 'https://github.com';
 const hooks = 'https://hooks.example.test';
@@ -62,14 +63,8 @@ interface Delivery {
   body_sha256: string | null;
 }
 
-/** A small deterministic generator, so that a failure can be replayed. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state * 1664525 + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
-}
+/** The random batches' seed: printed on failure, WHARF_TEST_SEED replays it. */
+const seed = fileSeed(import.meta.url);
 
 /** Random deliveries over the fixture: duplicates by key and by body, refusals, drops, control events and bad elements. */
 function deliveries(fixture: Fixture, rand: () => number, count: number): Delivery[] {
@@ -145,7 +140,8 @@ describe('admit_many against admit, one element after another', () => {
   });
 
   it('writes the same rows, receipts and admission log for random batches', async () => {
-    const rand = random(20261204);
+    const generator = Rng.seeded(seed);
+    const rand = () => generator.float();
     const seen = new Set<string>();
     for (let batch = 0; batch < 12; batch += 1) {
       const items = deliveries(fixture, rand, 4 + Math.floor(rand() * 20));

@@ -4,7 +4,9 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { fileSeed, Rng } from '../support/random.js';
 import { admitEvents, setSettings } from '../support/worker-inbox.js';
+import { sleep } from '../support/sleep.js';
 
 const scopes = 50;
 const eventsPerScope = 40;
@@ -23,10 +25,12 @@ interface RaceTally {
   deadByFail: number;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The handlers' fates: printed on failure, WHARF_TEST_SEED replays the draws (not the interleaving). */
+const seed = fileSeed(import.meta.url);
+
 
 /** One claim loop: claims up to two rows, handles each with a random fate, until nothing is left. */
-async function claimLoop(client: pg.Client, worker: string, tally: RaceTally, deadline: number): Promise<void> {
+async function claimLoop(client: pg.Client, worker: string, tally: RaceTally, deadline: number, random: Rng): Promise<void> {
   for (;;) {
     if (Date.now() > deadline) throw new Error(`${worker} ran out of time`);
     const { rows } = await client.query<ClaimedRow>(
@@ -42,13 +46,13 @@ async function claimLoop(client: pg.Client, worker: string, tally: RaceTally, de
       continue;
     }
     tally.claims += rows.length;
-    for (const row of rows) await handle(client, row, tally);
+    for (const row of rows) await handle(client, row, tally, random);
   }
 }
 
 /** A handler: fails transiently, unknown or permanently at random, else records its effect once and completes. */
-async function handle(client: pg.Client, row: ClaimedRow, tally: RaceTally): Promise<void> {
-  const roll = Math.random();
+async function handle(client: pg.Client, row: ClaimedRow, tally: RaceTally, random: Rng): Promise<void> {
+  const roll = random.float();
   const kind = roll < 0.12 ? 'transient' : roll < 0.22 ? 'unknown' : roll < 0.25 ? 'permanent' : undefined;
   if (kind) {
     const { rows } = await client.query<{ state: string | null }>(
@@ -141,7 +145,7 @@ describe('claimers racing over one inbox', () => {
     const deadline = Date.now() + 45_000;
     const sampling = sampleLeases(sampler, () => !racing);
     try {
-      await Promise.all(clients.map((client, n) => claimLoop(client, `claimer-${n}`, tally, deadline)));
+      await Promise.all(clients.map((client, n) => claimLoop(client, `claimer-${n}`, tally, deadline, Rng.for(seed, 0, n))));
     } finally {
       racing = false;
     }

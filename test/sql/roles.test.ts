@@ -12,11 +12,13 @@ import { parseKeyRing } from '../../db/secret-box.js';
 import { createEdgeApp } from '../../edge/app.js';
 import { createApiToken } from '../../operator/sql/operator.js';
 import { createWorker } from '../../worker/index.js';
+import { finishEvent } from '../support/api-fixtures.js';
 import { adminToken, apiClient } from '../support/api-client.js';
 import { deadEvent, fixtureSource } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { edgeEnv, freshId, newDeliveryKey, recorder, scenario, testSecretKeys } from '../support/edge-fixtures.js';
 import { waitFor } from '../support/worker-inbox.js';
+import { sqlstate } from '../support/sqlstate.js';
 
 
 const roleNames = ['wharf_edge', 'wharf_worker', 'wharf_handler', 'wharf_operator'] as const;
@@ -61,10 +63,6 @@ afterAll(async () => {
     for (const name of roleNames) await client.query(`DROP ROLE IF EXISTS ${role(name)}`);
   });
 });
-
-async function sqlstate(promise: Promise<unknown>): Promise<string | undefined> {
-  return promise.then(() => undefined, (error: { code?: string }) => error.code);
-}
 
 describe('the edge as wharf_edge', () => {
   it('admits GitHub, GitLab and Standard Webhooks deliveries', async () => {
@@ -137,8 +135,9 @@ describe('a worker as wharf_worker, its handlers as wharf_handler', () => {
     const app = createEdgeApp({ database: db.pool, env: edgeEnv, ...recorder() });
     const body = JSON.stringify(s.payload(key));
     await app.request(s.path, { method: 'POST', body, headers: { 'content-type': 'application/json', ...(await s.sign(body, { deliveryKey: key })) } });
-    const { rows: [leased] } = await poolOf('wharf_worker').query<{ id: string; lease_epoch: string }>(
-      `SELECT id, lease_epoch FROM wharf.claim('roles', 100) WHERE delivery_key = $1`, [key]);
+    const { rows: [stored] } = await db.pool.query<{ id: string }>('SELECT id FROM wharf.provider_event WHERE delivery_key = $1', [key]);
+    // Claimed as the worker role; every other row the claim takes goes back.
+    const leased = { id: stored!.id, lease_epoch: await finishEvent(poolOf('wharf_worker'), stored!.id, 'LEASED') };
     expect(await sqlstate(handler.query('SELECT wharf.step($1, $2, $3, gen_random_uuid())', [leased!.id, leased!.lease_epoch, 'planted'])))
       .toBe('WH412');
     const { rows: recorded } = await db.pool.query('SELECT 1 FROM wharf.provider_event_step WHERE event_id = $1', [leased!.id]);

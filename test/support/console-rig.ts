@@ -9,6 +9,7 @@ import { createTestDatabase, type TestDatabase } from './database.js';
 import { adminToken } from './api-client.js';
 import { browserTimeout, launchBrowser } from './browser.js';
 import { edgeEnv, recorder } from './edge-fixtures.js';
+import { admitDelivery, buildConnection } from './inbox-fixtures.js';
 
 export { adminToken };
 
@@ -66,14 +67,9 @@ export const consoleSource = 'https://hooks.example.test';
 
 /** A webhook connection of `workspace` for `provider`, subscribed to `subjects`; its id. */
 export async function connection(db: Db, workspace: number, provider = 'generic', subjects: string[] = []): Promise<string> {
-  await db.query('SELECT wharf.upsert_workspace($1)', [workspace]);
-  const { rows } = await db.query<{ id: string }>(
-    `SELECT wharf.upsert_connection($1, $2, $3, 'webhook', $4) AS id`,
-    [workspace, provider, consoleSource, `console-${workspace}-${randomUUID().slice(0, 8)}`],
-  );
-  const id = rows[0]!.id;
-  for (const subject of subjects) await db.query('SELECT wharf.subscribe($1, $2)', [id, subject]);
-  return id;
+  return String(await buildConnection(db, {
+    workspace, provider, source: consoleSource, externalId: `console-${workspace}-${randomUUID().slice(0, 8)}`, subjects,
+  }));
 }
 
 export interface Delivery {
@@ -90,22 +86,12 @@ export interface Delivery {
  * and the receipt's outcome ('stored' while paused, too).
  */
 export async function admit(db: Db, connectionId: string, delivery: Delivery): Promise<{ id: string; outcome: string }> {
-  const params = [delivery.provider ?? 'generic', consoleSource, randomUUID(), delivery.eventType ?? 'ping',
-    { connection_id: Number(connectionId) }, [delivery.subject], JSON.stringify(delivery.payload ?? {}), delivery.headers ?? {}];
-  type Receipt = { receipt: { events: { event_id: number; outcome: string }[] } };
-  let rows: Receipt[] = [];
   // WH409 (the route changed during admission) asks the caller to retry, as the edge does.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      ({ rows } = await db.query<Receipt>('SELECT wharf.admit($1, $2, $3, $4, $5, $6, $7, $8) AS receipt', params));
-      break;
-    } catch (error) {
-      if ((error as { code?: string }).code !== 'WH409' || attempt === 5) throw error;
-    }
-  }
-  const event = rows[0]?.receipt.events[0];
-  if (!event) throw new Error(`admission stored nothing: ${JSON.stringify(rows[0]?.receipt)}`);
-  return { id: String(event.event_id), outcome: event.outcome };
+  return admitDelivery(db, {
+    provider: delivery.provider ?? 'generic', source: consoleSource, deliveryKey: randomUUID(), eventType: delivery.eventType ?? 'ping',
+    route: { connection_id: Number(connectionId) }, subjects: [delivery.subject], payload: delivery.payload ?? {},
+    headers: delivery.headers ?? {}, retryRouteChanged: true,
+  });
 }
 
 /** The event's state as the inbox has it (for waiting on workers, not for assertions the page should make). */

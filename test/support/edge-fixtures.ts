@@ -9,6 +9,7 @@ import {
 import type { EdgeLogger, EdgeMetrics } from '../../edge/telemetry.js';
 import { encryptSecret, parseKeyRing } from '../../db/secret-box.js';
 import type { Provider as AnyProvider } from '../../db/providers.js';
+import { buildConnection } from './inbox-fixtures.js';
 
 export const githubSecret = 'github-app-secret-for-tests';
 export const slackSecret = 'slack-signing-secret-for-tests';
@@ -35,19 +36,15 @@ export function freshId(): number {
   return ++nextId;
 }
 
+/** inbox-fixtures.ts's buildConnection, with the provider's secret stored as the edge reads it (storedSecret). */
 export async function seedConnection(
   pool: pg.Pool,
   c: { workspace: number; provider: AnyProvider; source: string; kind: string; externalId: string | null;
        route?: object; subjects: string[]; secret?: string },
 ): Promise<number> {
-  await pool.query('SELECT wharf.upsert_workspace($1)', [c.workspace]);
-  const { rows } = await pool.query<{ id: string }>(
-    'SELECT wharf.upsert_connection($1, $2, $3, $4, $5, $6::jsonb) AS id',
-    [c.workspace, c.provider, c.source, c.kind, c.externalId, JSON.stringify(c.route ?? {})],
-  );
-  const id = Number(rows[0]!.id);
-  for (const subject of c.subjects) await pool.query('SELECT wharf.subscribe($1, $2)', [id, subject]);
-  if (c.secret) await pool.query('SELECT wharf.set_connection_secret($1, $2)', [id, await storedSecret(c.provider, id, c.secret)]);
+  const { secret, ...connection } = c;
+  const id = await buildConnection(pool, connection);
+  if (secret) await pool.query('SELECT wharf.set_connection_secret($1, $2)', [id, await storedSecret(c.provider, id, secret)]);
   return id;
 }
 

@@ -1,19 +1,36 @@
 // A FAKE of GitHub, for tests only: not GitHub, and not a complete model of
 // it. It plays the two sides of a GitHub App that the redelivery sweeper
-// meets: it sends webhook deliveries (signed as GitHub signs them, with
-// X-GitHub-Delivery GUIDs) to a target and records each attempt's outcome,
-// and it serves the two REST endpoints of the App's deliveries API:
+// meets.
+//
+// What of the real service it reproduces, and where GitHub documents it:
+// - Webhook deliveries sent to a target, signed as GitHub signs them
+//   (X-Hub-Signature-256: HMAC-SHA256 of the body with the webhook secret;
+//   "Validating webhook deliveries"), with X-GitHub-Event and an
+//   X-GitHub-Delivery GUID that a redelivery keeps ("Webhook events and
+//   payloads", delivery headers); each attempt's outcome is recorded.
+// - The two REST endpoints of the App's deliveries API ("REST API endpoints
+//   for GitHub App webhooks": "List deliveries for an app webhook", "Redeliver
+//   a delivery for an app webhook"):
 //
 //   GET  /app/hook/deliveries?per_page=&cursor=       newest first, cursor paging via Link rel="next"
 //   POST /app/hook/deliveries/{delivery_id}/attempts  202, then redelivers: a new attempt (new id,
 //                                                     same GUID, redelivery: true) sent to the target
 //
-// Both check the App's JWT as GitHub does: RS256, signed with the App's
-// private key (verified here with the public key of the pair the test
-// generated), `iss` the App id, not expired, at most ten minutes long.
-// A test can hold, delay or fail requests to make races and rate limits, and
-// redeliver by hand as a person does, so that one GUID's attempts sit on
-// different pages in either order.
+// - Both check the App's JWT as GitHub does ("Generating a JSON Web Token
+//   (JWT) for a GitHub App"): RS256, signed with the App's private key
+//   (verified here with the public key of the pair the test generated),
+//   `iss` the App id, not expired, at most ten minutes long.
+//
+// What it does not reproduce: the rest of the API (installation tokens, other
+// endpoints answer 404); GitHub's own timing (deliveries are sent when the
+// test says, not within seconds of an event, and no delivery is retried by
+// itself: GitHub does not retry failed deliveries either, redelivery is
+// asked for); its rate limits and secondary rate limits, except as a test
+// scripts them (hold, delay or fail a request, with the status and headers
+// the test chooses); the deliveries list's other fields and filters (only
+// those the sweeper reads); retention (GitHub keeps deliveries for a limited
+// time; here they stay). A test can also redeliver by hand as a person does,
+// so that one GUID's attempts sit on different pages in either order.
 import { createHmac, randomUUID, verify, type KeyObject } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,20 +1,33 @@
-// A stand-in for Cloudflare Hyperdrive, for bench/ (a fake, not Hyperdrive):
-// a PostgreSQL wire-protocol server that does what makes Hyperdrive cheap for
-// a Worker, and nothing else.
+// A stand-in for Cloudflare Hyperdrive, for bench/ and the Worker database
+// tests (a fake, not Hyperdrive): a PostgreSQL wire-protocol server that does
+// what makes Hyperdrive cheap for a Worker, and nothing else.
 //
+// What of the real service it reproduces, and where that is documented
+// (Cloudflare's Hyperdrive docs: "How Hyperdrive works", "Connection pooling",
+// "Troubleshoot and debug" for its error codes):
 // - It answers a client's connection setup itself, at once (no TLS, any user
-//   and password), as Hyperdrive's edge does next to the Worker.
+//   and password), as Hyperdrive's edge does next to the Worker ("How
+//   Hyperdrive works": the connection setup happens close to the Worker).
 // - It runs each client transaction on an upstream connection from its pool
-//   (transaction mode, as Hyperdrive's pool does): taken at the transaction's
-//   first message, returned at the ReadyForQuery that ends it idle. With
-//   `pooled: false` every transaction opens (and then closes) a connection of
-//   its own: an empty pool, the cold case.
+//   (transaction mode, as Hyperdrive's pool does: "Connection pooling"):
+//   taken at the transaction's first message, returned at the ReadyForQuery
+//   that ends it idle. With `pooled: false` every transaction opens (and then
+//   closes) a connection of its own: an empty pool, the cold case.
 // - When it cannot reach the database it answers, as Hyperdrive does, an
 //   ErrorResponse with SQLSTATE 58000 ("Server connection attempt failed:
-//   connection_refused"); an upstream lost mid-transaction closes the client.
+//   connection_refused", the text "Troubleshoot and debug" lists); an
+//   upstream lost mid-transaction closes the client.
 //
-// Upstream connections are opened by `pg` (so any authentication works) and
-// then spoken to raw. Protocol 3.0 only; no cancel requests, no COPY.
+// What it does not reproduce: query caching (Hyperdrive caches some read
+// queries; Wharf's calls are writes or volatile functions, which it does not
+// cache); TLS to the client or to the database; authentication (upstream
+// connections are opened by `pg`, so any authentication works, and then
+// spoken to raw); the limits on session features in transaction mode (SET,
+// LISTEN, advisory locks outside a transaction are not refused here);
+// Hyperdrive's other errors, connection limits and timeouts; the distance
+// between regions (tests put delay-proxy.ts between it and PostgreSQL).
+// Protocol 3.0 only; no cancel requests, no COPY. Inside workerd the tests
+// use wrangler's own local Hyperdrive (localConnectionString) instead.
 import { createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 

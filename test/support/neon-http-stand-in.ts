@@ -1,12 +1,31 @@
 // A stand-in for Neon's HTTP query endpoint (`POST /sql`), for tests, the
 // benchmark and `wrangler dev` against a local PostgreSQL: a fake, not Neon.
-// It speaks what @neondatabase/serverless's `neon()` sends and reads — the
-// statement and its parameters as JSON, the target in `Neon-Connection-String`,
-// rows answered as arrays of text — and runs the statement on a `pg` pool it
-// keeps per target, as Neon's endpoint runs it on connections it already holds
-// next to the database. A PostgreSQL error answers 400 with its fields (the
-// SQLSTATE in `code`), as Neon does; a target it cannot reach answers 503 with a
-// message only. Batches (`queries`) are not supported. Only loopback targets.
+//
+// What of the real service it reproduces, and where that is documented:
+// - One statement per HTTP request, run outside any interactive transaction
+//   (Neon's "serverless driver" guide: `neon()` sends each query as one HTTP
+//   request; the driver's CONFIG.md, `fetchEndpoint`, is how a client points
+//   it elsewhere, as the Worker does through NEON_HTTP_ENDPOINT).
+// - The request and answer shapes that @neondatabase/serverless 1.2.0 sends
+//   and reads, which Neon does not document apart from the driver's source
+//   (node_modules/@neondatabase/serverless/index.mjs): the statement and its
+//   parameters as JSON `{query, params}`, the target in the
+//   `Neon-Connection-String` header, `Neon-Raw-Text-Output` and
+//   `Neon-Array-Mode`; rows answered as arrays of PostgreSQL's text forms with
+//   `fields` (type ids) that the client parses, `command` and `rowCount`.
+// - A PostgreSQL error answered 400 with its fields (SQLSTATE in `code`,
+//   severity, detail, hint, …), which the driver turns into a NeonDbError
+//   carrying them: the edge sees the same SQLSTATEs (WH409, 22003) as on `pg`.
+// - Statements run on connections already open next to the database (a `pg`
+//   pool per target), as Neon's endpoint holds them: no per-statement connect.
+//
+// What it does not reproduce: TLS and authentication (the password in the
+// connection string is passed to PostgreSQL as is, and only loopback targets
+// are served, so it is no open relay); batches and transactions over HTTP
+// (`queries`, the Neon-Batch-* headers) answer 400; Neon's own failures
+// (its proxy's error texts and status codes, compute cold starts and
+// suspend, rate limits) — an unreachable target answers a plain 503 with a
+// message only; network latency (tests put a delay-proxy.ts in front for it).
 //
 //   npm run neon-http-stand-in     listens on 127.0.0.1:4444 (NEON_HTTP_STAND_IN_PORT to change;
 //                                  db/environment.ts, docs/configuration.md)

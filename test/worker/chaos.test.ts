@@ -10,8 +10,11 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import pg from 'pg';
 import { migrate } from '../../db/migrate.js';
 import { createOwnPostgres, type OwnPostgres } from '../support/own-postgres.js';
+import { fileSeed, Rng } from '../support/random.js';
 import { admitEvents, setSettings, waitFor, type NewEvent } from '../support/worker-inbox.js';
 import { fixtureHandlers, killSpawnedWorkers, spawnWorker, type WorkerProcess } from '../support/worker-process.js';
+import { sleep } from '../support/sleep.js';
+import { jsonLines } from '../support/json-lines.js';
 
 const scopes = 75;
 const perScope = 40;
@@ -37,6 +40,9 @@ const killEvery = total / 20;
  * 80 s, so the budget leaves twice that.
  */
 const drainBudget = 160_000;
+
+/** The admission order's shuffle: printed on failure, WHARF_TEST_SEED replays it. */
+const seed = fileSeed(import.meta.url);
 
 let own: OwnPostgres;
 let pool: pg.Pool;
@@ -90,7 +96,6 @@ afterAll(async () => {
   await own?.stop();
 }, 60_000);
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A query of the test's own that waits out a restart of the database. */
 async function query<Row extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<Row[]> {
@@ -124,8 +129,9 @@ interface Host {
 it('drains 3,000 events exactly once, in scope order, through SIGKILLs and immediate restarts of PostgreSQL', async () => {
   // Interleaved scopes: every round takes one event of each scope, shuffled.
   const events: NewEvent[] = [];
+  const random = Rng.seeded(seed);
   for (let round = 0; round < perScope; round += 1) {
-    const order = Array.from({ length: scopes }, (_, n) => n).sort(() => Math.random() - 0.5);
+    const order = random.shuffle(Array.from({ length: scopes }, (_, n) => n));
     events.push(...order.map((n) => ({ scope: `chaos-${n}` })));
   }
   const admitStarted = Date.now();
@@ -291,13 +297,7 @@ it('drains 3,000 events exactly once, in scope order, through SIGKILLs and immed
       GROUP BY error_class ORDER BY n DESC`);
   const said: Record<string, number> = {};
   for (const host of everyHost) {
-    for (const line of host.worker.output().split('\n')) {
-      let entry: { level?: number; msg?: string; error_class?: string };
-      try {
-        entry = JSON.parse(line) as typeof entry;
-      } catch {
-        continue;
-      }
+    for (const entry of jsonLines<{ level?: number; msg?: string; error_class?: string }>(host.worker.output())) {
       if ((entry.level ?? 0) < 40) continue;
       const key = `${entry.msg}${entry.error_class ? ` (${entry.error_class})` : ''}`;
       said[key] = (said[key] ?? 0) + 1;

@@ -6,11 +6,11 @@ import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { createWorker, type Handler, type Worker } from '../../worker/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventState, admitEvents, testWorkspace, waitFor } from '../support/worker-inbox.js';
+import { sleep } from '../support/sleep.js';
 
 let db: TestDatabase;
 let worker: Worker | undefined;
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 beforeAll(async () => {
   db = await createTestDatabase();

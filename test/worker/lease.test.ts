@@ -7,6 +7,7 @@ import { createWorker, type HandlerMap, type RunOutcome, type Worker } from '../
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventState, admitEvents, setSettings, waitFor, waitForState } from '../support/worker-inbox.js';
 import { metricValue } from '../support/worker-metrics.js';
+import { sleep } from '../support/sleep.js';
 
 let db: TestDatabase;
 let worker: Worker;
@@ -16,7 +17,6 @@ const abortReasons = new Map<string, string>();
 const leaseMs = 1_000;
 const handlerTimeout = 5_000;
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 const handlers: HandlerMap = {
   'generic:three-leases': async (ctx) => {

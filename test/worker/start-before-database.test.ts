@@ -10,6 +10,7 @@ import { migrate } from '../../db/migrate.js';
 import { createOwnPostgres, type OwnPostgres } from '../support/own-postgres.js';
 import { admitEvents, setSettings, waitFor, waitForState } from '../support/worker-inbox.js';
 import { fixtureHandlers, killSpawnedWorkers, spawnWorker, type WorkerProcess } from '../support/worker-process.js';
+import { jsonLines } from '../support/json-lines.js';
 
 let own: OwnPostgres;
 /** The worker's URL: with a password, which must never reach a log (the server trusts, so it is never sent). */
@@ -46,14 +47,7 @@ async function withClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T
 
 /** The worker's JSON log lines (anything else it printed is left out). */
 function logLines(worker: WorkerProcess): Array<Record<string, unknown>> {
-  return worker.output().split('\n').flatMap((line) => {
-    try {
-      const entry: unknown = JSON.parse(line);
-      return typeof entry === 'object' && entry !== null ? [entry as Record<string, unknown>] : [];
-    } catch {
-      return [];
-    }
-  });
+  return jsonLines(worker.output());
 }
 
 const unavailable = (worker: WorkerProcess) =>
@@ -115,23 +109,30 @@ it('waits while the database is starting up (57P03), says so once, then handles 
   await own.halt();
   await own.startInRecovery();
   const waiting = await spawnWaitingWorker();
+  // It keeps trying: the server turns away more than one connection (polled
+  // for, however slowly the machine runs the retries) ...
+  const refusals = () => own.log().match(/FATAL: {2}the database system is not accepting connections/g)?.length ?? 0;
+  await waitFor(async () => refusals() > 1, 30_000, 'a second refused connection');
+  // ... and says so once.
   expectToldOnce(waiting);
   expect(unavailable(waiting)[0]).toMatchObject({ error_class: expect.stringMatching(/57P03/) });
   expect(waiting.output()).not.toContain('"msg":"worker started"');
-  // It kept trying meanwhile: the server turned away more than one connection.
-  expect(own.log().match(/FATAL: {2}the database system is not accepting connections/g)?.length ?? 0).toBeGreaterThan(1);
 
   await own.promote();
   await expectHandlesAnEvent(waiting, 'starting-first');
   await expectCleanExit(waiting);
 }, 60_000);
 
-it('a worker still waiting for its database stops at once on SIGTERM, exit 0', async () => {
+it('a worker still waiting for its database stops on SIGTERM, exit 0', async () => {
   await own.halt();
   const waiting = await spawnWaitingWorker();
   const signalled = Date.now();
   waiting.child.kill('SIGTERM');
   expect(await waiting.exited).toEqual({ code: 0, signal: null });
-  expect(Date.now() - signalled).toBeLessThan(5_000);
+  // It stopped instead of waiting on for a database that never comes (it
+  // would wait forever: the wait has no end of its own). A bound with a wide
+  // margin on a loaded machine (it takes well under a second), not a speed:
+  // the wait's backoff (at most 5 s) is no part of the verdict.
+  expect(Date.now() - signalled).toBeLessThan(20_000);
   expect(waiting.output()).not.toMatch(/\n\s+at |^wharf: /m);
 }, 60_000);

@@ -1,13 +1,17 @@
 // Wake-ups: LISTEN wharf_event brings an admitted event in long before the
 // poll would; a killed LISTEN connection comes back; the poll alone finds
-// rows nobody notified about; an idle host holds only its listener; a retry
-// runs when it falls due, which no notification announces.
+// rows nobody notified about (admitted with the idle marks taken, so that no
+// notification is sent: admitUnannounced), also while its LISTEN connection
+// is held down (its reconnect kept waiting in the pool); an idle host holds
+// only its listener; a retry runs when it falls due, which no notification
+// announces.
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { showEvent } from '../../operator/sql/operator.js';
 import { createWorker, type RunOutcome, type Worker } from '../../worker/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import {
-  admitEvent, admitEvents, setSettings, subscribedConnection, testWorkspace, waitFor,
+  admitEvent, admitUnannounced, setSettings, subscribedConnection, testWorkspace, waitFor,
 } from '../support/worker-inbox.js';
 
 let db: TestDatabase;
@@ -22,6 +26,51 @@ async function listenerPid(worker: Worker): Promise<number | undefined> {
     [worker.id],
   );
   return rows[0]?.pid;
+}
+
+/** A LISTEN wharf_event of the test's own, counting what it hears until stop(). */
+async function notificationsHeard(): Promise<{ count(): number; stop(): Promise<void> }> {
+  const client = await db.connect();
+  let heard = 0;
+  client.on('notification', () => (heard += 1));
+  await client.query('LISTEN wharf_event');
+  return {
+    count: () => heard,
+    stop: async () => {
+      // A notification sent just before is delivered before this answer.
+      await client.query('SELECT 1');
+      await client.end();
+    },
+  };
+}
+
+/**
+ * A pool that can hold down the listener: while `holding`, a connect() in
+ * promise form (the listener's, Listener.connect) waits until release(),
+ * while pool.query (the claim loop's, the closing writes'), which checks out
+ * in callback form, goes on as usual. Holds only what the test starts
+ * holding after the worker is up.
+ */
+class ListenerHoldingPool extends pg.Pool {
+  holding = false;
+  held = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  override connect(): Promise<pg.PoolClient>;
+  override connect(callback: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void): void;
+  override connect(
+    callback?: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void,
+  ): Promise<pg.PoolClient> | void {
+    if (callback) return super.connect(callback);
+    if (!this.holding) return super.connect();
+    this.held += 1;
+    return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => super.connect());
+  }
+
+  release(): void {
+    this.holding = false;
+    for (const resume of this.waiting.splice(0)) resume();
+  }
 }
 
 function start(options: { applicationName: string; pollEvery?: number }): Worker {
@@ -133,19 +182,65 @@ describe('with a short poll', () => {
   });
 
   it('finds a row that no notification announced', async () => {
-    // A direct INSERT sends no notification: only the poll can find it.
-    const [id] = await admitEvents(db.pool, [{ scope: subject, eventType: 'unannounced' }]);
-    expect(await waitFor(async () => outcomes.get(id!), 10_000, 'the polled event')).toBe('handled');
+    // Able to fail: with the claim loop's sleep made to ignore poll_every
+    // (worker/claim-loop.ts, the last `wakeup.sleep(...)` given an hour),
+    // nothing wakes the worker and this times out.
+    const heard = await notificationsHeard();
+    try {
+      // Admitted with every idle mark taken first: no notification is sent
+      // (a LISTEN of the test's own hears none), so only the poll can find it.
+      const id = await admitUnannounced(db.pool, connectionId, subject, 'unannounced');
+      expect(await waitFor(async () => outcomes.get(id), 10_000, 'the polled event')).toBe('handled');
+      expect(heard.count(), 'notifications on wharf_event').toBe(0);
+    } finally {
+      await heard.stop();
+    }
   });
 
-  it('keeps polling while its LISTEN connection is dead', async () => {
+  it('finds a row admitted while its LISTEN connection is dead', async () => {
+    // The poll or the listener's reconnect (which looks once, for what was
+    // admitted while nobody listened) finds it: no notification can.
     const killed = await listenerPid(worker);
     await db.pool.query('SELECT pg_terminate_backend($1)', [killed]);
-    const [id] = await admitEvents(db.pool, [{ scope: subject, eventType: 'while-deaf' }]);
-    expect(await waitFor(async () => outcomes.get(id!), 10_000, 'the event while the listener was down')).toBe('handled');
+    const id = await admitUnannounced(db.pool, connectionId, subject, 'while-deaf');
+    expect(await waitFor(async () => outcomes.get(id), 10_000, 'the event while the listener was down')).toBe('handled');
     await waitFor(async () => {
       const pid = await listenerPid(worker);
       return pid !== undefined && pid !== killed;
     }, 10_000, 'the listener to come back');
+  });
+});
+
+describe('with a short poll and its LISTEN connection held down', () => {
+  let worker: Worker;
+  let pool: ListenerHoldingPool;
+  beforeAll(async () => {
+    pool = new ListenerHoldingPool({ connectionString: db.url, max: 6, idleTimeoutMillis: 2_000 });
+    pool.on('error', () => {});
+    worker = createWorker({ pool, handlers: { 'generic:*': () => {} }, concurrency: 2, settings: { pollEvery: 500 } });
+    worker.on('settled', ({ eventId, outcome }) => outcomes.set(eventId, outcome));
+    await worker.start();
+    await waitFor(() => listenerPid(worker), 10_000, 'the listener to go idle');
+  });
+  afterAll(async () => {
+    pool?.release();
+    await worker?.stop();
+    await pool?.end();
+  });
+
+  it('finds a row while no listener can connect: only the poll can', async () => {
+    // Able to fail: with the claim loop's sleep made to ignore poll_every
+    // (worker/claim-loop.ts, the last `wakeup.sleep(...)` given an hour),
+    // nothing finds the row while the listener is held down, and this times out.
+    pool.holding = true;
+    const killed = await listenerPid(worker);
+    await db.pool.query('SELECT pg_terminate_backend($1)', [killed]);
+    // Its reconnect is waiting in the pool: no listener, no reconnect's look.
+    await waitFor(async () => pool.held > 0, 10_000, 'the listener to try to reconnect');
+    const id = await admitUnannounced(db.pool, connectionId, subject, 'while-held-down');
+    expect(await waitFor(async () => outcomes.get(id), 10_000, 'the polled event')).toBe('handled');
+    expect(await listenerPid(worker), 'no listener came back meanwhile').toBeUndefined();
+    pool.release();
+    await waitFor(async () => (await listenerPid(worker)) !== undefined, 10_000, 'the listener to come back once let through');
   });
 });
