@@ -202,7 +202,7 @@ export class EventRun {
       case 'no-handler':
         return this.complete('ignored');
       case 'release':
-        if (!(await this.retried(() => releaseEvent(pool, this.lease)))) return this.lost();
+        if (!(await this.throughOutages(() => releaseEvent(pool, this.lease)))) return this.lost();
         releasedTotal.inc();
         this.logger.info('released');
         return 'released';
@@ -233,7 +233,7 @@ export class EventRun {
   }
 
   private async fail(classification: Classification & { action: 'fail' }, error: unknown): Promise<RunOutcome> {
-    const state = await this.retried(() => failEvent(this.options.pool, this.lease, classification.kind, classification.errorClass));
+    const state = await this.throughOutages(() => failEvent(this.options.pool, this.lease, classification.kind, classification.errorClass));
     if (state === null) return this.lost();
     const facts = { kind: classification.kind, error_class: classification.errorClass, state };
     // Cause types and frames once per event and again at its end, not on every retry.
@@ -250,7 +250,7 @@ export class EventRun {
   }
 
   /** A closing write, tried again while the database is unreachable (worker/transient.ts). */
-  private retried<T>(write: () => Promise<T>): Promise<T> {
+  private throughOutages<T>(write: () => Promise<T>): Promise<T> {
     return retryOnConnectionTrouble(write, {
       giveUpAfter: closingWriteRetryMs,
       signal: this.options.closingSignal,
