@@ -969,6 +969,12 @@ BEGIN
   IF p_max < 0 THEN
     RAISE EXCEPTION 'wharf.claim: max must be zero or more, not %', p_max USING ERRCODE = '22023';
   END IF;
+  -- A claim is a write even when nothing is due: on a standby (or in a
+  -- read-only transaction) it says so at once, as its locks would, so the
+  -- worker waits for a primary instead of idling on a server it cannot use.
+  IF current_setting('transaction_read_only') = 'on' THEN
+    RAISE EXCEPTION 'wharf.claim: the database is read-only (a standby?)' USING ERRCODE = '25006';
+  END IF;
   PERFORM set_config('synchronous_commit', 'off', true);
   -- Room for claimers on other hosts that lock some of the same candidates.
   v_window := p_max + 16;
