@@ -896,6 +896,32 @@ CREATE FUNCTION wharf.bulk_replay_summary(r wharf.bulk_replay) RETURNS jsonb
 $$;
 
 --
+-- Name: change_issue_status(bigint, bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.change_issue_status(p_workspace_id bigint, p_id bigint, p_status text, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_issue wharf.issue;
+BEGIN
+  IF p_id IS NULL OR p_status IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: an issue status change needs an issue, a status and an account' USING ERRCODE = '22004';
+  END IF;
+  IF p_status NOT IN ('open', 'acknowledged', 'resolved', 'ignored') THEN
+    RAISE EXCEPTION 'wharf: unknown issue status %', quote_literal(p_status) USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.issue i
+     SET status = p_status, status_by = p_account, status_at = now()
+   WHERE i.id = p_id AND (i.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND i.workspace_id IS NULL))
+  RETURNING * INTO v_issue;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  RETURN wharf.issue_summary(v_issue);
+END $$;
+
+--
 -- Name: check_lease(bigint, bigint, uuid, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1170,6 +1196,64 @@ BEGIN
 END $$;
 
 --
+-- Name: count_failures_into_issues(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.count_failures_into_issues() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_limit integer := wharf.setting_integer('issue_limit');
+BEGIN
+  WITH failed AS (
+    SELECT e.workspace_id, e.provider, e.event_type, coalesce(a.error_class, a.ended) AS error_class,
+           a.ended_at, e.id AS event_id, e.state
+      FROM attempts_added a
+      JOIN wharf.provider_event e ON e.id = a.event_id
+     WHERE a.ended <> 'released'
+  ), grouped AS (
+    SELECT f.workspace_id, f.provider, f.event_type, f.error_class,
+           min(f.ended_at) AS first_seen_at, max(f.ended_at) AS last_seen_at, count(*) AS failures,
+           count(*) FILTER (WHERE f.state = 'DEAD') AS dead, max(f.event_id) AS sample_event_id
+      FROM failed f
+     GROUP BY f.workspace_id, f.provider, f.event_type, f.error_class
+  ), keyed AS (
+    -- A group with no issue yet gets its own while the workspace has fewer
+    -- than issue_limit; otherwise it counts into '*'. Two new groups at once
+    -- may both pass the count: the bound is issue_limit plus the concurrency.
+    SELECT g.*,
+           CASE WHEN EXISTS (SELECT FROM wharf.issue i
+                              WHERE (i.workspace_id = g.workspace_id OR (g.workspace_id IS NULL AND i.workspace_id IS NULL))
+                                AND i.provider = g.provider AND i.event_type = g.event_type
+                                AND i.error_class = g.error_class)
+                  OR (SELECT count(*) FROM (SELECT FROM wharf.issue i
+                                             WHERE i.workspace_id = g.workspace_id
+                                                OR (g.workspace_id IS NULL AND i.workspace_id IS NULL)
+                                             LIMIT v_limit) n) < v_limit
+                THEN g.event_type ELSE '*' END AS issue_type
+      FROM grouped g
+  )
+  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, first_seen_at, last_seen_at,
+                                failures, dead, sample_event_id, status_at)
+  SELECT k.workspace_id, k.provider, k.issue_type, k.error_class, min(k.first_seen_at), max(k.last_seen_at),
+         sum(k.failures), sum(k.dead), max(k.sample_event_id), min(k.first_seen_at)
+    FROM keyed k
+   GROUP BY k.workspace_id, k.provider, k.issue_type, k.error_class
+   ORDER BY k.workspace_id, k.provider, k.issue_type, k.error_class
+  ON CONFLICT (workspace_id, provider, event_type, error_class) DO UPDATE
+     SET last_seen_at    = greatest(i.last_seen_at, excluded.last_seen_at),
+         failures        = i.failures + excluded.failures,
+         dead            = i.dead + excluded.dead,
+         sample_event_id = excluded.sample_event_id,
+         status          = CASE WHEN i.status = 'resolved' THEN 'open' ELSE i.status END,
+         status_by       = CASE WHEN i.status = 'resolved' THEN NULL ELSE i.status_by END,
+         status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
+         reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
+         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END;
+  RETURN NULL;
+END $$;
+
+--
 -- Name: create_token(bigint, text, bytea); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1196,6 +1280,31 @@ BEGIN
   RETURN jsonb_build_object('id', v_token.id, 'workspace_id', v_token.workspace_id,
                             'name', v_token.name, 'created_at', v_token.created_at);
 END $_$;
+
+--
+-- Name: dead_letter_scope_head(bigint, text, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.dead_letter_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_refusal text;
+BEGIN
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  v_refusal := wharf.scope_head_refusal(p_workspace_id, p_scope_key, p_event_id, p_account);
+  IF v_refusal IS NULL THEN
+    UPDATE wharf.provider_event
+       SET state = 'DEAD', dead_at = now(), error_class = coalesce(error_class, 'MovedToDeadLetters')
+     WHERE id = p_event_id;
+    INSERT INTO wharf.scope_action (workspace_id, scope_key, event_id, connection_id, action, account)
+    SELECT p_workspace_id, p_scope_key, p_event_id, e.connection_id, 'dead_letter_head', p_account
+      FROM wharf.provider_event e WHERE e.id = p_event_id;
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+  RETURN wharf.scope_action_result(p_event_id, v_refusal);
+END $$;
 
 --
 -- Name: erase_person(text, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1560,6 +1669,105 @@ CREATE FUNCTION wharf.is_control_event(p_provider text, p_event_type text, p_rou
 $$;
 
 --
+-- Name: issue_events(bigint, bigint, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.issue_events(p_workspace_id bigint, p_id bigint, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_issue  wharf.issue;
+  v_events jsonb;
+  v_count  bigint;
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.issue_events: workspace is required' USING ERRCODE = '22004';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  SELECT * INTO v_issue FROM wharf.issue WHERE id = p_id AND workspace_id = p_workspace_id;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*) INTO v_events, v_count
+    FROM (SELECT * FROM wharf.provider_event x
+           WHERE x.workspace_id = p_workspace_id
+             AND (p_before_id IS NULL OR x.id < p_before_id)
+             AND x.provider = v_issue.provider
+             AND (v_issue.event_type = '*' OR x.event_type = v_issue.event_type)
+             AND x.error_class = v_issue.error_class
+           ORDER BY x.id DESC
+           LIMIT p_limit + 1) e;
+  IF v_count <= p_limit THEN
+    RETURN jsonb_build_object('events', v_events, 'next_cursor', NULL);
+  END IF;
+  v_events := v_events - p_limit;
+  RETURN jsonb_build_object('events', v_events, 'next_cursor', v_events -> (p_limit - 1) -> 'id');
+END $$;
+
+--
+-- Name: issue_list(bigint, text, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.issue_list(p_workspace_id bigint, p_status text, p_limit integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+  IF p_status IS NOT NULL AND p_status NOT IN ('open', 'acknowledged', 'resolved', 'ignored') THEN
+    RAISE EXCEPTION 'wharf: unknown issue status %', quote_literal(p_status) USING ERRCODE = '22023';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 1000' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(wharf.issue_summary(i) ORDER BY i.last_seen_at DESC, i.id DESC), '[]')
+            FROM (SELECT * FROM wharf.issue x
+                   WHERE (x.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND x.workspace_id IS NULL))
+                     AND (p_status IS NULL OR x.status = p_status)
+                   ORDER BY x.last_seen_at DESC, x.id DESC
+                   LIMIT p_limit) i);
+END $$;
+
+--
+-- Name: issue; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.issue (
+    id bigint NOT NULL,
+    workspace_id bigint,
+    provider text NOT NULL,
+    event_type text NOT NULL,
+    error_class text NOT NULL,
+    status text DEFAULT 'open'::text NOT NULL,
+    status_by text,
+    status_at timestamp with time zone DEFAULT now() NOT NULL,
+    first_seen_at timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone NOT NULL,
+    failures bigint DEFAULT 0 NOT NULL,
+    dead bigint DEFAULT 0 NOT NULL,
+    sample_event_id bigint NOT NULL,
+    reopened integer DEFAULT 0 NOT NULL,
+    reopened_at timestamp with time zone,
+    CONSTRAINT issue_status_check CHECK ((status = ANY (ARRAY['open'::text, 'acknowledged'::text, 'resolved'::text, 'ignored'::text])))
+);
+
+--
+-- Name: issue_summary(wharf.issue); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.issue_summary(i wharf.issue) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object(
+    'id', i.id, 'workspace_id', i.workspace_id, 'provider', i.provider, 'event_type', i.event_type,
+    'error_class', i.error_class, 'status', i.status, 'status_by', i.status_by, 'status_at', i.status_at,
+    'first_seen_at', i.first_seen_at, 'last_seen_at', i.last_seen_at, 'failures', i.failures,
+    'dead', i.dead, 'sample_event_id', i.sample_event_id, 'reopened', i.reopened,
+    'reopened_at', i.reopened_at)
+$$;
+
+--
 -- Name: keep_scope_heads(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1738,6 +1946,69 @@ CREATE FUNCTION wharf.list_installation_events(p_state text DEFAULT NULL::text, 
   SELECT wharf.event_page(NULL, p_state, p_subject, p_limit, p_before_id,
                           p_provider, p_event_type, p_received_after, p_received_before)
 $$;
+
+--
+-- Name: list_installation_issues(text, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_installation_issues(p_status text DEFAULT NULL::text, p_limit integer DEFAULT 100) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.issue_list(NULL, p_status, p_limit)
+$$;
+
+--
+-- Name: list_issues(bigint, text, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_issues(p_workspace_id bigint, p_status text DEFAULT NULL::text, p_limit integer DEFAULT 100) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN wharf.issue_list(p_workspace_id, p_status, p_limit);
+END $$;
+
+--
+-- Name: list_scope_actions(bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_scope_actions(p_workspace_id bigint, p_limit integer DEFAULT 50) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', a.id, 'scope_key', a.scope_key, 'event_id', a.event_id, 'connection_id', a.connection_id,
+                   'action', a.action, 'account', a.account, 'at', a.at) ORDER BY a.id DESC), '[]')
+            FROM (SELECT * FROM wharf.scope_action x WHERE x.workspace_id = p_workspace_id
+                   ORDER BY x.id DESC LIMIT p_limit) a);
+END $$;
+
+--
+-- Name: list_stuck_scopes(bigint, interval, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_stuck_scopes(p_workspace_id bigint, p_older_than interval DEFAULT NULL::interval, p_limit integer DEFAULT 100) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_older_than < interval '0' THEN
+    RAISE EXCEPTION 'wharf: the threshold must not be negative' USING ERRCODE = '22023';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  RETURN wharf.stuck_scope_list(p_workspace_id, coalesce(p_older_than, wharf.setting_interval('stuck_after')), p_limit);
+END $$;
 
 --
 -- Name: list_tokens(bigint); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1957,6 +2228,33 @@ BEGIN
 END $$;
 
 --
+-- Name: pause_scope_connection(bigint, text, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.pause_scope_connection(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_connection_id bigint;
+BEGIN
+  IF p_workspace_id IS NULL OR p_scope_key IS NULL OR p_event_id IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: a scope action needs a workspace, a scope, its head event and an account'
+      USING ERRCODE = '22004';
+  END IF;
+  SELECT connection_id INTO v_connection_id FROM wharf.provider_event
+   WHERE id = p_event_id AND workspace_id = p_workspace_id AND scope_key = p_scope_key;
+  IF v_connection_id IS NULL THEN
+    RAISE EXCEPTION 'wharf: workspace % has no event % with a connection in scope %', p_workspace_id, p_event_id, p_scope_key
+      USING ERRCODE = 'P0002';
+  END IF;
+  PERFORM wharf.set_connection_state(v_connection_id, 'PAUSED');
+  INSERT INTO wharf.scope_action (workspace_id, scope_key, event_id, connection_id, action, account)
+  VALUES (p_workspace_id, p_scope_key, p_event_id, v_connection_id, 'pause_connection', p_account);
+  RETURN wharf.show_connection(v_connection_id);
+END $$;
+
+--
 -- Name: payload_names_person(text, jsonb, text[], text[]); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2027,6 +2325,52 @@ BEGIN
    WHERE s.scope_key IN (SELECT scope_key FROM wharf.scope
                           WHERE head_id IS NULL AND leased_id IS NULL
                           FOR UPDATE SKIP LOCKED);
+END $$;
+
+--
+-- Name: purge_issues(integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.purge_issues(p_batch integer DEFAULT 1000) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_deleted bigint;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 THEN
+    RAISE EXCEPTION 'wharf: purge_issues needs a positive batch size' USING ERRCODE = '22023';
+  END IF;
+  DELETE FROM wharf.issue
+   WHERE id IN (SELECT id FROM wharf.issue
+                 WHERE last_seen_at < now() - wharf.setting_interval('issue_retention')
+                 ORDER BY last_seen_at
+                 LIMIT p_batch
+                 FOR UPDATE SKIP LOCKED);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
+END $$;
+
+--
+-- Name: purge_scope_actions(integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.purge_scope_actions(p_batch integer DEFAULT 1000) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_deleted bigint;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 THEN
+    RAISE EXCEPTION 'wharf: purge_scope_actions needs a positive batch size' USING ERRCODE = '22023';
+  END IF;
+  DELETE FROM wharf.scope_action
+   WHERE id IN (SELECT id FROM wharf.scope_action
+                 WHERE at < now() - wharf.setting_interval('issue_retention')
+                 ORDER BY at LIMIT p_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
 END $$;
 
 --
@@ -2434,6 +2778,29 @@ BEGIN
 END $$;
 
 --
+-- Name: retry_scope_head(bigint, text, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.retry_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_refusal text;
+BEGIN
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  v_refusal := wharf.scope_head_refusal(p_workspace_id, p_scope_key, p_event_id, p_account);
+  IF v_refusal IS NULL THEN
+    UPDATE wharf.provider_event SET next_attempt_at = now() WHERE id = p_event_id AND next_attempt_at > now();
+    INSERT INTO wharf.scope_action (workspace_id, scope_key, event_id, connection_id, action, account)
+    SELECT p_workspace_id, p_scope_key, p_event_id, e.connection_id, 'retry_head', p_account
+      FROM wharf.provider_event e WHERE e.id = p_event_id;
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+  RETURN wharf.scope_action_result(p_event_id, v_refusal);
+END $$;
+
+--
 -- Name: revoke_token(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2494,6 +2861,50 @@ BEGIN
      WHERE lower(h.key) <> ALL (c_credentials)
        AND lower(h.key) NOT LIKE '%signature%');
 END $_$;
+
+--
+-- Name: scope_action_result(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.scope_action_result(p_event_id bigint, p_refusal text) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object('done', p_refusal IS NULL, 'reason', p_refusal, 'event', wharf.event_summary(e))
+    FROM wharf.provider_event e WHERE e.id = p_event_id
+$$;
+
+--
+-- Name: scope_head_refusal(bigint, text, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.scope_head_refusal(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_state text;
+BEGIN
+  IF p_workspace_id IS NULL OR p_scope_key IS NULL OR p_event_id IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: a scope action needs a workspace, a scope, its head event and an account'
+      USING ERRCODE = '22004';
+  END IF;
+  -- The event first, then (through the trigger of sql/20) its scope row:
+  -- the order fail and reap lock them in.
+  SELECT state INTO v_state FROM wharf.provider_event
+   WHERE id = p_event_id AND workspace_id = p_workspace_id AND scope_key = p_scope_key
+   FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: workspace % has no event % in scope %', p_workspace_id, p_event_id, p_scope_key
+      USING ERRCODE = 'P0002';
+  END IF;
+  IF v_state = 'LEASED' THEN
+    RETURN 'leased';
+  END IF;
+  IF v_state <> 'QUEUED'
+     OR NOT EXISTS (SELECT FROM wharf.scope s WHERE s.scope_key = p_scope_key AND s.head_id = p_event_id) THEN
+    RETURN 'not_head';
+  END IF;
+  RETURN NULL;
+END $$;
 
 --
 -- Name: set_connection_secret(bigint, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
@@ -2568,6 +2979,32 @@ BEGIN
   IF p_state = 'ACTIVE' THEN
     PERFORM wharf.notify_idle_claimers();
   END IF;
+END $$;
+
+--
+-- Name: set_installation_issue_status(bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.set_installation_issue_status(p_id bigint, p_status text, p_account text) RETURNS jsonb
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.change_issue_status(NULL, p_id, p_status, p_account)
+$$;
+
+--
+-- Name: set_issue_status(bigint, bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.set_issue_status(p_workspace_id bigint, p_id bigint, p_status text, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_issue_status: workspace is required' USING ERRCODE = '22004';
+  END IF;
+  RETURN wharf.change_issue_status(p_workspace_id, p_id, p_status, p_account);
 END $$;
 
 --
@@ -2741,6 +3178,21 @@ CREATE FUNCTION wharf.show_installation_event(p_id bigint) RETURNS jsonb
 $$;
 
 --
+-- Name: show_issue(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.show_issue(p_workspace_id bigint, p_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.show_issue: workspace is required' USING ERRCODE = '22004';
+  END IF;
+  RETURN (SELECT wharf.issue_summary(i) FROM wharf.issue i WHERE i.id = p_id AND i.workspace_id = p_workspace_id);
+END $$;
+
+--
 -- Name: show_workspace(bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2873,6 +3325,41 @@ CREATE FUNCTION wharf.stored_signing_keys() RETURNS TABLE(connection_id bigint, 
     FROM wharf.connection_secret s
    WHERE s.signing_key IS NOT NULL OR s.previous_signing_key IS NOT NULL
    ORDER BY s.connection_id
+$$;
+
+--
+-- Name: stuck_scope_list(bigint, interval, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.stuck_scope_list(p_workspace_id bigint, p_older_than interval, p_limit integer) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT coalesce(jsonb_agg(x.scope ORDER BY x.since, x.scope_key), '[]')
+    FROM (SELECT s.scope_key, greatest(h.received_at, h.replayed_at) AS since,
+                 jsonb_build_object(
+                   'scope_key', s.scope_key, 'subject', h.subject,
+                   'reason', CASE WHEN h.state = 'LEASED' THEN 'leased'
+                                  WHEN c.state = 'PAUSED' THEN 'paused'
+                                  WHEN h.attempt > 0 OR h.error_class IS NOT NULL THEN 'failing'
+                                  ELSE 'waiting' END,
+                   'waiting_since', greatest(h.received_at, h.replayed_at),
+                   'waiting_seconds', floor(extract(epoch FROM now() - greatest(h.received_at, h.replayed_at))),
+                   'behind', b.n, 'behind_capped', b.n >= 10000,
+                   'head', wharf.event_summary(h) || jsonb_build_object('leased_by', h.leased_by,
+                                                                        'leased_until', h.leased_until),
+                   'connection', jsonb_build_object('id', c.id, 'state', c.state)) AS scope
+            FROM wharf.scope s
+            JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
+            LEFT JOIN wharf.connection c ON c.id = h.connection_id
+            CROSS JOIN LATERAL (SELECT count(*) AS n
+                                  FROM (SELECT FROM wharf.provider_event e
+                                         WHERE e.scope_key = s.scope_key AND e.id > h.id AND e.state = 'QUEUED'
+                                         LIMIT 10000) q) b
+           WHERE s.workspace_id = p_workspace_id
+             AND (s.leased_id IS NOT NULL OR s.head_id IS NOT NULL)
+             AND greatest(h.received_at, h.replayed_at) < now() - p_older_than
+           ORDER BY greatest(h.received_at, h.replayed_at), s.scope_key
+           LIMIT p_limit) x
 $$;
 
 --
@@ -3308,6 +3795,19 @@ CREATE UNLOGGED TABLE wharf.idle_listener (
 WITH (vacuum_truncate='false');
 
 --
+-- Name: issue_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.issue ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.issue_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: provider_event_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
 --
 
@@ -3401,6 +3901,35 @@ CREATE TABLE wharf.scope (
 WITH (vacuum_truncate='false', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000');
 
 --
+-- Name: scope_action; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.scope_action (
+    id bigint NOT NULL,
+    workspace_id bigint NOT NULL,
+    scope_key text NOT NULL,
+    event_id bigint,
+    connection_id bigint,
+    action text NOT NULL,
+    account text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT scope_action_action_check CHECK ((action = ANY (ARRAY['retry_head'::text, 'dead_letter_head'::text, 'pause_connection'::text])))
+);
+
+--
+-- Name: scope_action_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.scope_action ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.scope_action_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: setting; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -3489,6 +4018,13 @@ ALTER TABLE ONLY wharf.idle_listener
     ADD CONSTRAINT idle_listener_pkey PRIMARY KEY (listener);
 
 --
+-- Name: issue issue_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.issue
+    ADD CONSTRAINT issue_pkey PRIMARY KEY (id);
+
+--
 -- Name: provider_event provider_event_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -3529,6 +4065,13 @@ ALTER TABLE ONLY wharf.redelivery_sweep
 
 ALTER TABLE ONLY wharf.replay_audit
     ADD CONSTRAINT replay_audit_pkey PRIMARY KEY (id);
+
+--
+-- Name: scope_action scope_action_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.scope_action
+    ADD CONSTRAINT scope_action_pkey PRIMARY KEY (id);
 
 --
 -- Name: scope scope_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
@@ -3583,6 +4126,18 @@ CREATE INDEX ix_connection_recipients ON wharf.connection USING btree (provider,
 CREATE INDEX ix_connection_workspace ON wharf.connection USING btree (workspace_id);
 
 --
+-- Name: ix_issue_seen; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_issue_seen ON wharf.issue USING btree (last_seen_at);
+
+--
+-- Name: ix_issue_workspace_seen; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_issue_workspace_seen ON wharf.issue USING btree (workspace_id, last_seen_at DESC);
+
+--
 -- Name: ix_provider_event_body_dedupe; Type: INDEX; Schema: wharf; Owner: -
 --
 
@@ -3611,6 +4166,18 @@ CREATE INDEX ix_provider_event_scope_order ON wharf.provider_event USING btree (
 --
 
 CREATE INDEX ix_provider_event_workspace_recent ON wharf.provider_event USING btree (workspace_id, id);
+
+--
+-- Name: ix_scope_action_at; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_scope_action_at ON wharf.scope_action USING btree (at);
+
+--
+-- Name: ix_scope_action_workspace; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_scope_action_workspace ON wharf.scope_action USING btree (workspace_id, id DESC);
 
 --
 -- Name: ix_scope_claim; Type: INDEX; Schema: wharf; Owner: -
@@ -3649,10 +4216,22 @@ CREATE UNIQUE INDEX uq_connection_installation ON wharf.connection USING btree (
 CREATE UNIQUE INDEX uq_connection_natural_key ON wharf.connection USING btree (workspace_id, provider, source, kind, external_id) NULLS NOT DISTINCT;
 
 --
+-- Name: uq_issue_key; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_issue_key ON wharf.issue USING btree (workspace_id, provider, event_type, error_class) NULLS NOT DISTINCT;
+
+--
 -- Name: uq_provider_event_delivery; Type: INDEX; Schema: wharf; Owner: -
 --
 
 CREATE UNIQUE INDEX uq_provider_event_delivery ON wharf.provider_event USING btree (workspace_id, provider, delivery_key) NULLS NOT DISTINCT;
+
+--
+-- Name: event_attempt event_attempt_count_issues; Type: TRIGGER; Schema: wharf; Owner: -
+--
+
+CREATE TRIGGER event_attempt_count_issues AFTER INSERT ON wharf.event_attempt REFERENCING NEW TABLE AS attempts_added FOR EACH STATEMENT EXECUTE FUNCTION wharf.count_failures_into_issues();
 
 --
 -- Name: provider_event provider_event_keep_scope_delete; Type: TRIGGER; Schema: wharf; Owner: -
@@ -3714,6 +4293,13 @@ ALTER TABLE ONLY wharf.event_attempt
     ADD CONSTRAINT event_attempt_event_id_fkey FOREIGN KEY (event_id) REFERENCES wharf.provider_event(id) ON DELETE CASCADE;
 
 --
+-- Name: issue issue_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.issue
+    ADD CONSTRAINT issue_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
 -- Name: provider_event_step provider_event_step_event_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -3740,6 +4326,13 @@ ALTER TABLE ONLY wharf.redelivery_request
 
 ALTER TABLE ONLY wharf.redelivery_seen
     ADD CONSTRAINT redelivery_seen_app_id_source_fkey FOREIGN KEY (app_id, source) REFERENCES wharf.redelivery_sweep(app_id, source) ON DELETE CASCADE;
+
+--
+-- Name: scope_action scope_action_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.scope_action
+    ADD CONSTRAINT scope_action_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
 
 --
 -- Name: scope scope_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
@@ -3822,6 +4415,12 @@ REVOKE ALL ON FUNCTION wharf.continue_bulk_replay(p_workspace_id bigint, p_id bi
 REVOKE ALL ON FUNCTION wharf.create_token(p_workspace_id bigint, p_name text, p_token_hash bytea) FROM PUBLIC;
 
 --
+-- Name: FUNCTION dead_letter_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.dead_letter_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -3850,6 +4449,12 @@ REVOKE ALL ON FUNCTION wharf.finish_sweep(p_app_id bigint, p_source text, p_toke
 --
 
 REVOKE ALL ON FUNCTION wharf.held_sweep(p_app_id bigint, p_source text, p_token uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION issue_events(p_workspace_id bigint, p_id bigint, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.issue_events(p_workspace_id bigint, p_id bigint, p_limit integer, p_before_id bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION list_admissions(p_workspace_id bigint, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
@@ -3900,6 +4505,30 @@ REVOKE ALL ON FUNCTION wharf.list_installation_dead(p_subject text, p_limit inte
 REVOKE ALL ON FUNCTION wharf.list_installation_events(p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone) FROM PUBLIC;
 
 --
+-- Name: FUNCTION list_installation_issues(p_status text, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_installation_issues(p_status text, p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_issues(p_workspace_id bigint, p_status text, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_issues(p_workspace_id bigint, p_status text, p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_scope_actions(p_workspace_id bigint, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_scope_actions(p_workspace_id bigint, p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_stuck_scopes(p_workspace_id bigint, p_older_than interval, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_stuck_scopes(p_workspace_id bigint, p_older_than interval, p_limit integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION list_tokens(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -3942,10 +4571,28 @@ REVOKE ALL ON FUNCTION wharf.missing_deliveries(p_provider text, p_source text, 
 REVOKE ALL ON FUNCTION wharf.next_due_at() FROM PUBLIC;
 
 --
+-- Name: FUNCTION pause_scope_connection(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.pause_scope_connection(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION purge(OUT done_deleted bigint, OUT dead_deleted bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION purge_issues(p_batch integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.purge_issues(p_batch integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION purge_scope_actions(p_batch integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.purge_scope_actions(p_batch integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION queue_history(p_workspace_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -
@@ -4008,6 +4655,12 @@ REVOKE ALL ON FUNCTION wharf.replay_installation(p_id bigint, p_account text, p_
 REVOKE ALL ON FUNCTION wharf.request_redelivery(p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint, p_stale interval, p_max_asks integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION retry_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.retry_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION revoke_token(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -4024,6 +4677,18 @@ REVOKE ALL ON FUNCTION wharf.set_connection_secret(p_connection_id bigint, p_sec
 --
 
 REVOKE ALL ON FUNCTION wharf.set_connection_state(p_id bigint, p_state text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION set_installation_issue_status(p_id bigint, p_status text, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.set_installation_issue_status(p_id bigint, p_status text, p_account text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION set_issue_status(p_workspace_id bigint, p_id bigint, p_status text, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.set_issue_status(p_workspace_id bigint, p_id bigint, p_status text, p_account text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION set_workspace_state(p_id bigint, p_state text); Type: ACL; Schema: wharf; Owner: -
@@ -4060,6 +4725,12 @@ REVOKE ALL ON FUNCTION wharf.show_event(p_workspace_id bigint, p_id bigint) FROM
 --
 
 REVOKE ALL ON FUNCTION wharf.show_installation_event(p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION show_issue(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.show_issue(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION show_workspace(p_id bigint); Type: ACL; Schema: wharf; Owner: -
