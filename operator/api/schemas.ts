@@ -3,6 +3,8 @@
 // /api/openapi.json and the typed client (operator/api/client.ts) are both
 // generated from these, so the three cannot drift apart.
 import { z } from '@hono/zod-openapi';
+import { issueStatuses } from '../sql/issues.js';
+import { scopeActions } from '../sql/stuck-scopes.js';
 import { eventStates, isIdText, maxPageSize } from './params.js';
 
 /** A positive bigint id as decimal text (no precision lost on the way to PostgreSQL). */
@@ -200,3 +202,67 @@ export const newApiToken = apiToken.extend({
 }).openapi('NewApiToken');
 
 export const revokedToken = z.object({ id: z.number(), revoked: z.literal(true) });
+
+// ---- issues and stuck scopes ----------------------------------------------
+
+export const issueParam = workspaceParam.extend({ id: idText('issue id').openapi({ param: { name: 'id', in: 'path' } }) });
+export const installationIssueParam = z.object({ id: idText('issue id').openapi({ param: { name: 'id', in: 'path' } }) });
+
+const issueStatus = z.enum(issueStatuses, { error: `status must be one of ${issueStatuses.join(', ')}` });
+
+export const issueListQuery = z.object({
+  status: optionalQuery(z.string()).pipe(issueStatus.optional()).openapi({ type: 'string', enum: [...issueStatuses] }),
+  limit: optionalQuery(z.string().regex(/^[0-9]{1,4}$/, 'limit must be an integer from 1 to 1000')
+    .refine((value) => Number(value) >= 1 && Number(value) <= 1000, 'limit must be an integer from 1 to 1000'))
+    .transform((value) => (value === undefined ? 100 : Number(value)))
+    .openapi({ type: 'string', description: 'issues at most, 1 to 1000 (default 100)' }),
+});
+
+export const issueStatusBody = z.object({ status: issueStatus }).strict();
+
+export const issue = z.object({
+  id: z.number(), workspace_id: z.number().nullable(), provider: z.string(),
+  event_type: z.string().openapi({ description: "'*' gathers a workspace's failures past the setting issue_limit" }),
+  error_class: z.string(), status: issueStatus,
+  status_by: z.string().nullable().openapi({ description: 'who set the status; null when Wharf opened or reopened it' }),
+  status_at: time, first_seen_at: time, last_seen_at: time,
+  failures: z.number().openapi({ description: 'failed or expired leases counted' }),
+  dead: z.number().openapi({ description: 'how many of them left their event DEAD' }),
+  sample_event_id: z.number(), reopened: z.number(), reopened_at: time.nullable(),
+}).openapi('Issue');
+
+export const stuckScopeQuery = z.object({
+  older_than: optionalQuery(z.string().regex(/^[0-9]{1,7}$/, 'older_than must be a number of seconds from 0 to 9999999'))
+    .transform((value) => (value === undefined ? undefined : Number(value)))
+    .openapi({ type: 'string', description: 'seconds a head has waited at least (default: the setting stuck_after)' }),
+  limit: optionalQuery(z.string().regex(/^[0-9]{1,3}$/, `limit must be an integer from 1 to ${maxPageSize}`)
+    .refine((value) => Number(value) >= 1 && Number(value) <= maxPageSize, `limit must be an integer from 1 to ${maxPageSize}`))
+    .transform((value) => (value === undefined ? 100 : Number(value)))
+    .openapi({ type: 'string', description: `scopes at most, 1 to ${maxPageSize} (default 100)` }),
+});
+
+export const stuckScope = z.object({
+  scope_key: z.string(), subject: z.string().nullable(),
+  reason: z.enum(['leased', 'paused', 'failing', 'waiting']),
+  waiting_since: time, waiting_seconds: z.number(),
+  behind: z.number().openapi({ description: 'QUEUED events after the head, counted up to 10000' }),
+  behind_capped: z.boolean(),
+  head: eventSummary.extend({ leased_by: z.string().nullable(), leased_until: time.nullable() }),
+  connection: z.object({ id: z.number().nullable(), state: z.string().nullable() }),
+}).openapi('StuckScope');
+
+export const scopeActionBody = z.object({
+  action: z.enum(scopeActions, { error: `action must be one of ${scopeActions.join(', ')}` }),
+  scope_key: text('scope_key'),
+  event_id: idInBody('event_id').openapi({ description: "the head the action is meant for: refused (409) when it no longer heads the scope" }),
+}).strict();
+
+export const scopeActionResult = z.object({
+  action: z.enum(scopeActions), done: z.literal(true),
+  event: eventSummary.optional(), connection: connection.optional(),
+}).openapi('ScopeActionResult');
+
+export const scopeAction = z.object({
+  id: z.number(), scope_key: z.string(), event_id: z.number().nullable(), connection_id: z.number().nullable(),
+  action: z.enum(scopeActions), account: z.string(), at: time,
+}).openapi('ScopeAction');

@@ -32,6 +32,28 @@ const A = 101;
 const B = 102;
 let connectionA: number;
 let seq = 1000;
+/** The scope and head the last stuck-scope action's path made, for its body. */
+let head = { scope_key: '', event_id: 0 };
+
+/** The id of an issue of workspace A (a fresh dead letter opens or counts into one). */
+async function issueOfA(): Promise<number> {
+  await deadEvent(db.pool, connectionA);
+  const { rows } = await db.pool.query<{ id: string }>('SELECT id FROM wharf.issue WHERE workspace_id = $1 LIMIT 1', [A]);
+  return Number(rows[0]!.id);
+}
+
+async function installationIssue(): Promise<number> {
+  await deadInstallationEvent(db.pool);
+  const { rows } = await db.pool.query<{ id: string }>('SELECT id FROM wharf.issue WHERE workspace_id IS NULL LIMIT 1');
+  return Number(rows[0]!.id);
+}
+
+/** A fresh QUEUED event heading a scope of its own in workspace A: the target of a head action. */
+async function freshHead(): Promise<void> {
+  const id = await admitEvent(db.pool, connectionA);
+  const { rows } = await db.pool.query<{ scope_key: string }>('SELECT scope_key FROM wharf.provider_event WHERE id = $1', [id]);
+  head = { scope_key: rows[0]!.scope_key, event_id: id };
+}
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -67,6 +89,15 @@ const routes: Route[] = [
   { name: 'list bulk replays', method: 'GET', path: async () => `/workspaces/${A}/replays`, success: 200, workspaceToken: true },
   { name: 'show bulk replay', method: 'GET', path: async () => `/workspaces/${A}/replays/${(await startBulkReplay(db.pool, String(A), {}, 'test')).id}`, success: 200, workspaceToken: true },
   { name: 'queue history', method: 'GET', path: async () => `/workspaces/${A}/queue-history?hours=1`, success: 200, workspaceToken: true },
+  { name: 'list issues', method: 'GET', path: async () => `/workspaces/${A}/issues`, success: 200, workspaceToken: true },
+  { name: 'show issue', method: 'GET', path: async () => `/workspaces/${A}/issues/${await issueOfA()}`, success: 200, workspaceToken: true },
+  { name: 'issue events', method: 'GET', path: async () => `/workspaces/${A}/issues/${await issueOfA()}/events`, success: 200, workspaceToken: true },
+  { name: 'set issue status', method: 'POST', path: async () => `/workspaces/${A}/issues/${await issueOfA()}/status`, body: () => ({ status: 'acknowledged' }), success: 200, workspaceToken: true },
+  { name: 'list installation issues', method: 'GET', path: async () => '/installation-issues', success: 200, workspaceToken: false },
+  { name: 'set installation issue status', method: 'POST', path: async () => `/installation-issues/${await installationIssue()}/status`, body: () => ({ status: 'resolved' }), success: 200, workspaceToken: false },
+  { name: 'list stuck scopes', method: 'GET', path: async () => `/workspaces/${A}/stuck-scopes?older_than=0`, success: 200, workspaceToken: true },
+  { name: 'stuck scope action', method: 'POST', path: async () => { await freshHead(); return `/workspaces/${A}/stuck-scopes/actions`; }, body: () => ({ action: 'retry_head', ...head }), success: 200, workspaceToken: true },
+  { name: 'list scope actions', method: 'GET', path: async () => `/workspaces/${A}/scope-actions`, success: 200, workspaceToken: true },
   { name: 'list installation admissions', method: 'GET', path: async () => '/admissions', success: 200, workspaceToken: false },
   { name: 'list installation events', method: 'GET', path: async () => '/installation-events', success: 200, workspaceToken: false },
   { name: 'list installation dead', method: 'GET', path: async () => '/installation-events/dead', success: 200, workspaceToken: false },
@@ -138,6 +169,23 @@ describe('operator API permissions', () => {
     }
     const { rows } = await db.pool.query('SELECT state, replayed_by FROM wharf.provider_event WHERE id = $1', [id]);
     expect(rows[0]).toEqual({ state: 'DEAD', replayed_by: null });
+  });
+
+  it('a refused issue status change or scope action changes and records nothing', async () => {
+    const issue = await issueOfA();
+    await freshHead();
+    for (const caller of ['other', 'none', 'unknown'] as const) {
+      const status = await api('POST', `/workspaces/${A}/issues/${issue}/status`, { token: tokens[caller], body: { status: 'ignored' } });
+      expect(status.status).toBeGreaterThanOrEqual(401);
+      const action = await api('POST', `/workspaces/${A}/stuck-scopes/actions`, { token: tokens[caller], body: { action: 'dead_letter_head', ...head } });
+      expect(action.status).toBeGreaterThanOrEqual(401);
+    }
+    const issues = await db.pool.query("SELECT 1 FROM wharf.issue WHERE id = $1 AND status = 'ignored'", [issue]);
+    expect(issues.rows).toEqual([]);
+    const events = await db.pool.query('SELECT state FROM wharf.provider_event WHERE id = $1', [head.event_id]);
+    expect(events.rows).toEqual([{ state: 'QUEUED' }]);
+    const actions = await db.pool.query('SELECT 1 FROM wharf.scope_action WHERE event_id = $1', [head.event_id]);
+    expect(actions.rows).toEqual([]);
   });
 
   it('a refused workspace creation creates nothing', async () => {
