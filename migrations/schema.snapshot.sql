@@ -100,6 +100,53 @@ BEGIN
 END $$;
 
 --
+-- Name: add_alert_rule(bigint, text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.add_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+  v_rule wharf.alert_rule;
+BEGIN
+  IF p_name IS NULL OR p_kind IS NULL OR p_destination IS NULL OR p_url IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: an alert rule needs a name, a kind, a destination, a URL and an account' USING ERRCODE = '22004';
+  END IF;
+  IF p_name !~ '^[A-Za-z0-9][A-Za-z0-9 _.:@-]{0,63}$' THEN
+    RAISE EXCEPTION 'wharf: a rule name is 1 to 64 letters, digits, spaces or _.:@-' USING ERRCODE = '22023';
+  END IF;
+  IF p_kind NOT IN ('issue_opened', 'issue_reopened', 'dead_letter_rate', 'oldest_due_age', 'stuck_scope') THEN
+    RAISE EXCEPTION 'wharf: unknown alert kind %', quote_literal(p_kind) USING ERRCODE = '22023';
+  END IF;
+  IF (p_kind = 'dead_letter_rate') <> (p_threshold IS NOT NULL) OR p_threshold <= 0 THEN
+    RAISE EXCEPTION 'wharf: a positive threshold is required for dead_letter_rate, and taken by no other kind'
+      USING ERRCODE = '22023';
+  END IF;
+  IF (p_kind IN ('dead_letter_rate', 'oldest_due_age', 'stuck_scope')) <> (p_window_seconds IS NOT NULL)
+     OR p_window_seconds <= 0 THEN
+    RAISE EXCEPTION 'wharf: a positive window_seconds is required for dead_letter_rate, oldest_due_age and stuck_scope, and taken by no other kind'
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_destination NOT IN ('webhook', 'slack') THEN
+    RAISE EXCEPTION 'wharf: unknown alert destination %', quote_literal(p_destination) USING ERRCODE = '22023';
+  END IF;
+  IF length(p_url) > 2000
+     OR NOT (p_url ~ '^https://[^/?#@\s]+' OR p_url ~ '^http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?(/|$)') THEN
+    RAISE EXCEPTION 'wharf: an alert URL is https:// (or http:// to a loopback address)' USING ERRCODE = '22023';
+  END IF;
+  IF p_destination = 'webhook' AND (p_secret IS NULL OR p_secret !~ '^whsec_[A-Za-z0-9+/]+=*$') THEN
+    RAISE EXCEPTION 'wharf: a webhook destination needs a Standard Webhooks secret (whsec_ and base64)' USING ERRCODE = '22023';
+  END IF;
+  IF p_destination = 'slack' AND p_secret IS NOT NULL THEN
+    RAISE EXCEPTION 'wharf: a Slack destination takes no secret (its URL is one)' USING ERRCODE = '22023';
+  END IF;
+  INSERT INTO wharf.alert_rule (workspace_id, name, kind, threshold, window_seconds, destination, url, secret, created_by)
+  VALUES (p_workspace_id, p_name, p_kind, p_threshold, p_window_seconds, p_destination, p_url, p_secret, p_account)
+  RETURNING * INTO v_rule;
+  RETURN wharf.alert_rule_summary(v_rule);
+END $_$;
+
+--
 -- Name: admission_item(text, text, text, text, jsonb, text[], jsonb, jsonb, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -733,6 +780,52 @@ BEGIN
   DELETE FROM wharf.redelivery_seen WHERE app_id = p_app_id AND source = p_source AND decided;
 END $$;
 
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: alert_rule; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.alert_rule (
+    id bigint NOT NULL,
+    workspace_id bigint,
+    name text NOT NULL,
+    kind text NOT NULL,
+    threshold integer,
+    window_seconds integer,
+    destination text NOT NULL,
+    url text NOT NULL,
+    secret text,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT alert_rule_check CHECK (((destination = 'webhook'::text) = (secret IS NOT NULL))),
+    CONSTRAINT alert_rule_check1 CHECK (((kind = 'dead_letter_rate'::text) = (threshold IS NOT NULL))),
+    CONSTRAINT alert_rule_check2 CHECK (((kind = ANY (ARRAY['dead_letter_rate'::text, 'oldest_due_age'::text, 'stuck_scope'::text])) = (window_seconds IS NOT NULL))),
+    CONSTRAINT alert_rule_destination_check CHECK ((destination = ANY (ARRAY['webhook'::text, 'slack'::text]))),
+    CONSTRAINT alert_rule_kind_check CHECK ((kind = ANY (ARRAY['issue_opened'::text, 'issue_reopened'::text, 'dead_letter_rate'::text, 'oldest_due_age'::text, 'stuck_scope'::text]))),
+    CONSTRAINT alert_rule_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9 _.:@-]{0,63}$'::text)),
+    CONSTRAINT alert_rule_secret_check CHECK ((secret ~ '^whsec_[A-Za-z0-9+/]+=*$'::text)),
+    CONSTRAINT alert_rule_threshold_check CHECK ((threshold > 0)),
+    CONSTRAINT alert_rule_url_check CHECK (((url ~ '^https://[^/?#@\s]+'::text) OR (url ~ '^http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?(/|$)'::text))),
+    CONSTRAINT alert_rule_window_seconds_check CHECK ((window_seconds > 0))
+);
+
+--
+-- Name: alert_rule_summary(wharf.alert_rule); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.alert_rule_summary(r wharf.alert_rule) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object(
+    'id', r.id, 'workspace_id', r.workspace_id, 'name', r.name, 'kind', r.kind, 'threshold', r.threshold,
+    'window_seconds', r.window_seconds, 'destination', r.destination,
+    'destination_host', substring(r.url FROM '^https?://([^/?#]+)'),
+    'created_by', r.created_by, 'created_at', r.created_at)
+$$;
+
 --
 -- Name: begin_sweep(bigint, text, text, interval, timestamp with time zone, interval, interval); Type: FUNCTION; Schema: wharf; Owner: -
 --
@@ -795,10 +888,6 @@ BEGIN
     'token', v_sweep.lease_token, 'since', v_sweep.window_since, 'until', v_sweep.window_until,
     'cursor', v_sweep.page_cursor, 'pages_done', v_sweep.pages_done, 'resumed', v_resumed);
 END $$;
-
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
 
 --
 -- Name: provider_event; Type: TABLE; Schema: wharf; Owner: -
@@ -1250,8 +1339,45 @@ BEGIN
          status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
          reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
          reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END;
+
+  -- The same failures per workspace and minute (alert rates, metrics).
+  INSERT INTO wharf.failure_minute AS m (workspace_id, minute, failed, dead)
+  SELECT e.workspace_id, date_trunc('minute', a.ended_at), count(*), count(*) FILTER (WHERE e.state = 'DEAD')
+    FROM attempts_added a
+    JOIN wharf.provider_event e ON e.id = a.event_id
+   WHERE a.ended <> 'released'
+   GROUP BY 1, 2
+   ORDER BY 1, 2
+  ON CONFLICT (workspace_id, minute) DO UPDATE
+     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead;
   RETURN NULL;
 END $$;
+
+--
+-- Name: create_alert_rule(bigint, text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.create_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN wharf.add_alert_rule(p_workspace_id, p_name, p_kind, p_threshold, p_window_seconds,
+                              p_destination, p_url, p_secret, p_account);
+END $$;
+
+--
+-- Name: create_instance_alert_rule(text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.create_instance_alert_rule(p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) RETURNS jsonb
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.add_alert_rule(NULL, p_name, p_kind, p_threshold, p_window_seconds,
+                              p_destination, p_url, p_secret, p_account)
+$$;
 
 --
 -- Name: create_token(bigint, text, bytea); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1307,6 +1433,44 @@ BEGIN
 END $$;
 
 --
+-- Name: delete_alert_rule(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.delete_alert_rule(p_workspace_id bigint, p_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  DELETE FROM wharf.alert_rule
+   WHERE id = p_id AND (workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND workspace_id IS NULL));
+  RETURN FOUND;
+END $$;
+
+--
+-- Name: due_alerts(uuid, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.due_alerts(p_token uuid, p_limit integer) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.held_alert_sender(p_token);
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 1000' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', a.id, 'rule_id', r.id, 'rule_name', r.name, 'workspace_id', a.workspace_id, 'kind', a.kind,
+                   'facts', a.facts, 'created_at', a.created_at, 'attempts', a.attempts,
+                   'destination', r.destination, 'url', r.url, 'secret', r.secret) ORDER BY a.next_attempt_at, a.id), '[]')
+            FROM (SELECT * FROM wharf.alert x
+                   WHERE x.state = 'pending' AND x.next_attempt_at <= clock_timestamp()
+                   ORDER BY x.next_attempt_at, x.id
+                   LIMIT p_limit) a
+            JOIN wharf.alert_rule r ON r.id = a.rule_id);
+END $$;
+
+--
 -- Name: erase_person(text, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1358,6 +1522,86 @@ BEGIN
   DELETE FROM wharf.provider_event WHERE id = ANY (v_events);
   GET DIAGNOSTICS v_deleted = ROW_COUNT;
   RETURN v_deleted;
+END $$;
+
+--
+-- Name: evaluate_alert_rules(uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.evaluate_alert_rules(p_token uuid) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_now   timestamptz := now();
+  v_count integer;
+  v_total integer := 0;
+BEGIN
+  PERFORM wharf.held_alert_sender(p_token);
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, i.workspace_id, 'issue-opened:' || i.id, r.kind, wharf.issue_alert_facts(i)
+    FROM wharf.alert_rule r
+    JOIN wharf.issue i ON (r.workspace_id IS NULL OR i.workspace_id = r.workspace_id)
+   WHERE r.kind = 'issue_opened' AND i.status <> 'ignored'
+     AND i.last_seen_at >= greatest(r.created_at, v_now - interval '1 day')
+     AND i.first_seen_at >= greatest(r.created_at, v_now - interval '1 day')
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, i.workspace_id, 'issue-reopened:' || i.id || ':' || i.reopened, r.kind, wharf.issue_alert_facts(i)
+    FROM wharf.alert_rule r
+    JOIN wharf.issue i ON (r.workspace_id IS NULL OR i.workspace_id = r.workspace_id)
+   WHERE r.kind = 'issue_reopened' AND i.status = 'open'
+     AND i.last_seen_at >= greatest(r.created_at, v_now - interval '1 day')
+     AND i.reopened_at >= greatest(r.created_at, v_now - interval '1 day')
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, r.workspace_id, 'dead-rate:' || floor(extract(epoch FROM v_now) / r.window_seconds)::bigint, r.kind,
+         jsonb_build_object('dead', c.dead, 'threshold', r.threshold, 'window_seconds', r.window_seconds)
+    FROM wharf.alert_rule r
+    CROSS JOIN LATERAL (SELECT coalesce(sum(m.dead), 0) AS dead FROM wharf.failure_minute m
+                         WHERE (r.workspace_id IS NULL OR m.workspace_id = r.workspace_id)
+                           AND m.minute >= date_trunc('minute', v_now - make_interval(secs => r.window_seconds))) c
+   WHERE r.kind = 'dead_letter_rate' AND c.dead >= r.threshold
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, r.workspace_id, 'oldest-due:' || floor(extract(epoch FROM v_now) / r.window_seconds)::bigint, r.kind,
+         jsonb_build_object('oldest_due_at', o.due, 'age_seconds', floor(extract(epoch FROM v_now - o.due)),
+                            'window_seconds', r.window_seconds)
+    FROM wharf.alert_rule r
+    CROSS JOIN LATERAL (SELECT min(s.head_due_at) AS due FROM wharf.scope s
+                         WHERE (r.workspace_id IS NULL OR s.workspace_id = r.workspace_id)
+                           AND s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active) o
+   WHERE r.kind = 'oldest_due_age' AND o.due < v_now - make_interval(secs => r.window_seconds)
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, s.workspace_id, 'stuck:' || s.scope_key || ':' || h.id, r.kind,
+         jsonb_build_object('scope_key', s.scope_key, 'subject', h.subject,
+                            'waiting_since', greatest(h.received_at, h.replayed_at),
+                            'head', jsonb_build_object('id', h.id, 'provider', h.provider, 'event_type', h.event_type,
+                                                       'state', h.state, 'attempt', h.attempt,
+                                                       'error_class', h.error_class))
+    FROM wharf.alert_rule r
+    JOIN wharf.scope s ON (r.workspace_id IS NULL OR s.workspace_id = r.workspace_id)
+    JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
+   WHERE r.kind = 'stuck_scope'
+     AND greatest(h.received_at, h.replayed_at) < v_now - make_interval(secs => r.window_seconds)
+   LIMIT 1000
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  RETURN v_total + v_count;
 END $$;
 
 --
@@ -1609,6 +1853,20 @@ BEGIN
 END $$;
 
 --
+-- Name: held_alert_sender(uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.held_alert_sender(p_token uuid) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  PERFORM FROM wharf.alert_sender WHERE id = 1 AND lease_token = p_token FOR UPDATE;
+  IF p_token IS NULL OR NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: the alert sender lease is no longer held with this token' USING ERRCODE = 'WH412';
+  END IF;
+END $$;
+
+--
 -- Name: redelivery_sweep; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -1666,6 +1924,43 @@ CREATE FUNCTION wharf.is_control_event(p_provider text, p_event_type text, p_rou
                   AND p_route->>'installation_id' IS NOT NULL
                   AND p_payload->'installation'->>'id' = p_route->>'installation_id'
                   AND coalesce(p_payload->>'action', '') <> '', false)
+$$;
+
+--
+-- Name: issue; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.issue (
+    id bigint NOT NULL,
+    workspace_id bigint,
+    provider text NOT NULL,
+    event_type text NOT NULL,
+    error_class text NOT NULL,
+    status text DEFAULT 'open'::text NOT NULL,
+    status_by text,
+    status_at timestamp with time zone DEFAULT now() NOT NULL,
+    first_seen_at timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone NOT NULL,
+    failures bigint DEFAULT 0 NOT NULL,
+    dead bigint DEFAULT 0 NOT NULL,
+    sample_event_id bigint NOT NULL,
+    reopened integer DEFAULT 0 NOT NULL,
+    reopened_at timestamp with time zone,
+    CONSTRAINT issue_status_check CHECK ((status = ANY (ARRAY['open'::text, 'acknowledged'::text, 'resolved'::text, 'ignored'::text])))
+);
+
+--
+-- Name: issue_alert_facts(wharf.issue); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.issue_alert_facts(i wharf.issue) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object('issue', jsonb_build_object(
+    'id', i.id, 'workspace_id', i.workspace_id, 'provider', i.provider, 'event_type', i.event_type,
+    'error_class', i.error_class, 'status', i.status, 'failures', i.failures, 'dead', i.dead,
+    'first_seen_at', i.first_seen_at, 'last_seen_at', i.last_seen_at, 'reopened', i.reopened,
+    'reopened_at', i.reopened_at))
 $$;
 
 --
@@ -1728,29 +2023,6 @@ BEGIN
                    ORDER BY x.last_seen_at DESC, x.id DESC
                    LIMIT p_limit) i);
 END $$;
-
---
--- Name: issue; Type: TABLE; Schema: wharf; Owner: -
---
-
-CREATE TABLE wharf.issue (
-    id bigint NOT NULL,
-    workspace_id bigint,
-    provider text NOT NULL,
-    event_type text NOT NULL,
-    error_class text NOT NULL,
-    status text DEFAULT 'open'::text NOT NULL,
-    status_by text,
-    status_at timestamp with time zone DEFAULT now() NOT NULL,
-    first_seen_at timestamp with time zone NOT NULL,
-    last_seen_at timestamp with time zone NOT NULL,
-    failures bigint DEFAULT 0 NOT NULL,
-    dead bigint DEFAULT 0 NOT NULL,
-    sample_event_id bigint NOT NULL,
-    reopened integer DEFAULT 0 NOT NULL,
-    reopened_at timestamp with time zone,
-    CONSTRAINT issue_status_check CHECK ((status = ANY (ARRAY['open'::text, 'acknowledged'::text, 'resolved'::text, 'ignored'::text])))
-);
 
 --
 -- Name: issue_summary(wharf.issue); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1857,6 +2129,48 @@ BEGIN
 END $$;
 
 --
+-- Name: list_alert_rules(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_alert_rules(p_workspace_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN (SELECT coalesce(jsonb_agg(wharf.alert_rule_summary(r) ORDER BY r.id), '[]')
+            FROM wharf.alert_rule r WHERE r.workspace_id = p_workspace_id);
+END $$;
+
+--
+-- Name: list_alerts(bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_alerts(p_workspace_id bigint, p_limit integer DEFAULT 50) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_workspace_id IS NOT NULL THEN
+    PERFORM wharf.require_workspace(p_workspace_id);
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', a.id, 'rule_id', a.rule_id, 'rule_name', a.rule_name, 'workspace_id', a.workspace_id,
+                   'kind', a.kind, 'facts', a.facts, 'created_at', a.created_at, 'state', a.state,
+                   'attempts', a.attempts, 'last_attempt_at', a.last_attempt_at, 'last_status', a.last_status,
+                   'last_error', a.last_error, 'delivered_at', a.delivered_at) ORDER BY a.id DESC), '[]')
+            FROM (SELECT x.*, r.name AS rule_name
+                    FROM wharf.alert_rule r
+                    JOIN wharf.alert x ON x.rule_id = r.id
+                   WHERE r.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND r.workspace_id IS NULL)
+                   ORDER BY x.id DESC
+                   LIMIT p_limit) a);
+END $$;
+
+--
 -- Name: list_all_admissions(integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1956,6 +2270,18 @@ CREATE FUNCTION wharf.list_installation_issues(p_status text DEFAULT NULL::text,
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   SELECT wharf.issue_list(NULL, p_status, p_limit)
+$$;
+
+--
+-- Name: list_instance_alert_rules(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_instance_alert_rules() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT coalesce(jsonb_agg(wharf.alert_rule_summary(r) ORDER BY r.id), '[]')
+    FROM wharf.alert_rule r WHERE r.workspace_id IS NULL
 $$;
 
 --
@@ -2328,6 +2654,28 @@ BEGIN
 END $$;
 
 --
+-- Name: purge_alerts(integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.purge_alerts(p_batch integer DEFAULT 1000) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_deleted bigint;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 THEN
+    RAISE EXCEPTION 'wharf: purge_alerts needs a positive batch size' USING ERRCODE = '22023';
+  END IF;
+  DELETE FROM wharf.alert
+   WHERE id IN (SELECT id FROM wharf.alert
+                 WHERE created_at < now() - wharf.setting_interval('issue_retention') AND state <> 'pending'
+                 ORDER BY created_at LIMIT p_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
+END $$;
+
+--
 -- Name: purge_issues(integer); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2337,6 +2685,7 @@ CREATE FUNCTION wharf.purge_issues(p_batch integer DEFAULT 1000) RETURNS bigint
     AS $$
 DECLARE
   v_deleted bigint;
+  v_count   bigint;
 BEGIN
   IF p_batch IS NULL OR p_batch < 1 THEN
     RAISE EXCEPTION 'wharf: purge_issues needs a positive batch size' USING ERRCODE = '22023';
@@ -2348,6 +2697,14 @@ BEGIN
                  LIMIT p_batch
                  FOR UPDATE SKIP LOCKED);
   GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  IF v_deleted < p_batch THEN
+    DELETE FROM wharf.failure_minute
+     WHERE ctid IN (SELECT ctid FROM wharf.failure_minute
+                     WHERE minute < now() - interval '1 day'
+                     LIMIT p_batch - v_deleted);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    v_deleted := v_deleted + v_count;
+  END IF;
   RETURN v_deleted;
 END $$;
 
@@ -2525,6 +2882,41 @@ BEGIN
 END $$;
 
 --
+-- Name: record_alert_attempt(uuid, bigint, boolean, integer, text, interval); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.record_alert_attempt(p_token uuid, p_id bigint, p_delivered boolean, p_status integer, p_error text, p_base_delay interval) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_state text;
+BEGIN
+  PERFORM wharf.held_alert_sender(p_token);
+  IF p_id IS NULL OR p_delivered IS NULL OR p_base_delay IS NULL THEN
+    RAISE EXCEPTION 'wharf: record_alert_attempt needs an alert, whether it was delivered, and a base delay'
+      USING ERRCODE = '22004';
+  END IF;
+  IF p_error IS NOT NULL AND p_error !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$' THEN
+    RAISE EXCEPTION 'wharf: an alert error is a class name, not free text' USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.alert a
+     SET attempts = a.attempts + 1,
+         last_attempt_at = clock_timestamp(),
+         last_status = p_status,
+         last_error = p_error,
+         delivered_at = CASE WHEN p_delivered THEN clock_timestamp() END,
+         state = CASE WHEN p_delivered THEN 'delivered' WHEN a.attempts + 1 >= 8 THEN 'failed' ELSE 'pending' END,
+         next_attempt_at = CASE WHEN p_delivered OR a.attempts + 1 >= 8 THEN a.next_attempt_at
+                                ELSE clock_timestamp() + d.delay / 2 + random() * (d.delay / 2) END
+    FROM (SELECT least(interval '1 hour', p_base_delay * power(2, least(x.attempts, 20))) AS delay
+            FROM wharf.alert x WHERE x.id = p_id) d
+   WHERE a.id = p_id AND a.state = 'pending'
+  RETURNING a.state INTO v_state;
+  RETURN v_state;
+END $_$;
+
+--
 -- Name: record_step(bigint, bigint, text, uuid, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2570,6 +2962,20 @@ BEGIN
   VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, clock_timestamp(), 'released');
   PERFORM wharf.notify_idle_claimers();
   RETURN true;
+END $$;
+
+--
+-- Name: release_alert_sender(uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.release_alert_sender(p_token uuid) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  UPDATE wharf.alert_sender SET leased_by = NULL, lease_token = NULL, leased_until = NULL
+   WHERE id = 1 AND lease_token = p_token;
+  RETURN FOUND;
 END $$;
 
 --
@@ -3508,6 +3914,34 @@ BEGIN
 END $$;
 
 --
+-- Name: take_alert_sender(text, interval, uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.take_alert_sender(p_holder text, p_lease interval, p_token uuid DEFAULT NULL::uuid) RETURNS uuid
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_token uuid;
+BEGIN
+  IF p_holder IS NULL OR p_holder = '' OR p_lease IS NULL THEN
+    RAISE EXCEPTION 'wharf: take_alert_sender needs a holder and a lease' USING ERRCODE = '22004';
+  END IF;
+  IF p_lease <= interval '0' THEN
+    RAISE EXCEPTION 'wharf: the lease must be positive' USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.alert_sender
+     SET leased_by = p_holder,
+         lease_token = CASE WHEN p_token IS NOT NULL AND lease_token = p_token THEN p_token ELSE gen_random_uuid() END,
+         leased_until = clock_timestamp() + p_lease
+   WHERE id = 1
+     AND ((p_token IS NOT NULL AND lease_token = p_token)
+          OR lease_token IS NULL OR leased_until < clock_timestamp())
+  RETURNING lease_token INTO v_token;
+  RETURN v_token;
+END $$;
+
+--
 -- Name: unsubscribe(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3673,6 +4107,66 @@ ALTER TABLE wharf.admission_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY
 );
 
 --
+-- Name: alert; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.alert (
+    id bigint NOT NULL,
+    rule_id bigint NOT NULL,
+    workspace_id bigint,
+    dedupe_key text NOT NULL,
+    kind text NOT NULL,
+    facts jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_attempt_at timestamp with time zone,
+    last_status integer,
+    last_error text,
+    delivered_at timestamp with time zone,
+    CONSTRAINT alert_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
+);
+
+--
+-- Name: alert_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.alert ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.alert_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: alert_rule_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.alert_rule ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.alert_rule_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: alert_sender; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.alert_sender (
+    id integer NOT NULL,
+    leased_by text,
+    lease_token uuid,
+    leased_until timestamp with time zone,
+    CONSTRAINT alert_sender_id_check CHECK ((id = 1))
+);
+
+--
 -- Name: api_token; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -3781,6 +4275,17 @@ CREATE TABLE wharf.event_attempt (
     ended text NOT NULL,
     error_class text,
     CONSTRAINT event_attempt_ended_check CHECK ((ended = ANY (ARRAY['transient'::text, 'unknown'::text, 'permanent'::text, 'uncertain'::text, 'released'::text, 'expired'::text])))
+);
+
+--
+-- Name: failure_minute; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.failure_minute (
+    workspace_id bigint,
+    minute timestamp with time zone NOT NULL,
+    failed bigint DEFAULT 0 NOT NULL,
+    dead bigint DEFAULT 0 NOT NULL
 );
 
 --
@@ -3969,6 +4474,34 @@ ALTER TABLE ONLY wharf.admission_log
     ADD CONSTRAINT admission_log_pkey PRIMARY KEY (id);
 
 --
+-- Name: alert alert_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert
+    ADD CONSTRAINT alert_pkey PRIMARY KEY (id);
+
+--
+-- Name: alert alert_rule_id_dedupe_key_key; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert
+    ADD CONSTRAINT alert_rule_id_dedupe_key_key UNIQUE (rule_id, dedupe_key);
+
+--
+-- Name: alert_rule alert_rule_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert_rule
+    ADD CONSTRAINT alert_rule_pkey PRIMARY KEY (id);
+
+--
+-- Name: alert_sender alert_sender_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert_sender
+    ADD CONSTRAINT alert_sender_pkey PRIMARY KEY (id);
+
+--
 -- Name: api_token api_token_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -4108,6 +4641,30 @@ ALTER TABLE ONLY wharf.workspace
 CREATE INDEX ix_admission_log_at ON wharf.admission_log USING btree (at);
 
 --
+-- Name: ix_alert_created; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_alert_created ON wharf.alert USING btree (created_at);
+
+--
+-- Name: ix_alert_due; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_alert_due ON wharf.alert USING btree (next_attempt_at) WHERE (state = 'pending'::text);
+
+--
+-- Name: ix_alert_rule_recent; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_alert_rule_recent ON wharf.alert USING btree (rule_id, id DESC);
+
+--
+-- Name: ix_alert_rule_workspace; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_alert_rule_workspace ON wharf.alert_rule USING btree (workspace_id);
+
+--
 -- Name: ix_bulk_replay_workspace; Type: INDEX; Schema: wharf; Owner: -
 --
 
@@ -4124,6 +4681,12 @@ CREATE INDEX ix_connection_recipients ON wharf.connection USING btree (provider,
 --
 
 CREATE INDEX ix_connection_workspace ON wharf.connection USING btree (workspace_id);
+
+--
+-- Name: ix_failure_minute_minute; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_failure_minute_minute ON wharf.failure_minute USING btree (minute);
 
 --
 -- Name: ix_issue_seen; Type: INDEX; Schema: wharf; Owner: -
@@ -4216,6 +4779,12 @@ CREATE UNIQUE INDEX uq_connection_installation ON wharf.connection USING btree (
 CREATE UNIQUE INDEX uq_connection_natural_key ON wharf.connection USING btree (workspace_id, provider, source, kind, external_id) NULLS NOT DISTINCT;
 
 --
+-- Name: uq_failure_minute; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_failure_minute ON wharf.failure_minute USING btree (workspace_id, minute) NULLS NOT DISTINCT;
+
+--
 -- Name: uq_issue_key; Type: INDEX; Schema: wharf; Owner: -
 --
 
@@ -4258,6 +4827,20 @@ CREATE TRIGGER provider_event_keep_scope_update AFTER UPDATE ON wharf.provider_e
 CREATE TRIGGER workspace_sync_scope_activity AFTER UPDATE OF state ON wharf.workspace FOR EACH ROW WHEN ((old.state IS DISTINCT FROM new.state)) EXECUTE FUNCTION wharf.sync_scope_activity();
 
 --
+-- Name: alert alert_rule_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert
+    ADD CONSTRAINT alert_rule_id_fkey FOREIGN KEY (rule_id) REFERENCES wharf.alert_rule(id) ON DELETE CASCADE;
+
+--
+-- Name: alert_rule alert_rule_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert_rule
+    ADD CONSTRAINT alert_rule_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
 -- Name: api_token api_token_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -4291,6 +4874,13 @@ ALTER TABLE ONLY wharf.connection
 
 ALTER TABLE ONLY wharf.event_attempt
     ADD CONSTRAINT event_attempt_event_id_fkey FOREIGN KEY (event_id) REFERENCES wharf.provider_event(id) ON DELETE CASCADE;
+
+--
+-- Name: failure_minute failure_minute_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.failure_minute
+    ADD CONSTRAINT failure_minute_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
 
 --
 -- Name: issue issue_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
@@ -4409,6 +4999,18 @@ REVOKE ALL ON FUNCTION wharf.connection_endpoint(p_connection_id bigint) FROM PU
 REVOKE ALL ON FUNCTION wharf.continue_bulk_replay(p_workspace_id bigint, p_id bigint, p_batch integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION create_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.create_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION create_instance_alert_rule(p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.create_instance_alert_rule(p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION create_token(p_workspace_id bigint, p_name text, p_token_hash bytea); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -4419,6 +5021,24 @@ REVOKE ALL ON FUNCTION wharf.create_token(p_workspace_id bigint, p_name text, p_
 --
 
 REVOKE ALL ON FUNCTION wharf.dead_letter_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION delete_alert_rule(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.delete_alert_rule(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION due_alerts(p_token uuid, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.due_alerts(p_token uuid, p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION evaluate_alert_rules(p_token uuid); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.evaluate_alert_rules(p_token uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text); Type: ACL; Schema: wharf; Owner: -
@@ -4461,6 +5081,18 @@ REVOKE ALL ON FUNCTION wharf.issue_events(p_workspace_id bigint, p_id bigint, p_
 --
 
 REVOKE ALL ON FUNCTION wharf.list_admissions(p_workspace_id bigint, p_limit integer, p_before_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_alert_rules(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_alert_rules(p_workspace_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_alerts(p_workspace_id bigint, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_alerts(p_workspace_id bigint, p_limit integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION list_all_admissions(p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
@@ -4509,6 +5141,12 @@ REVOKE ALL ON FUNCTION wharf.list_installation_events(p_state text, p_subject te
 --
 
 REVOKE ALL ON FUNCTION wharf.list_installation_issues(p_status text, p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_instance_alert_rules(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_instance_alert_rules() FROM PUBLIC;
 
 --
 -- Name: FUNCTION list_issues(p_workspace_id bigint, p_status text, p_limit integer); Type: ACL; Schema: wharf; Owner: -
@@ -4583,6 +5221,12 @@ REVOKE ALL ON FUNCTION wharf.pause_scope_connection(p_workspace_id bigint, p_sco
 REVOKE ALL ON FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint) FROM PUBLIC;
 
 --
+-- Name: FUNCTION purge_alerts(p_batch integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.purge_alerts(p_batch integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION purge_issues(p_batch integer); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -4613,10 +5257,22 @@ REVOKE ALL ON FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_du
 REVOKE ALL ON FUNCTION wharf.reap() FROM PUBLIC;
 
 --
+-- Name: FUNCTION record_alert_attempt(p_token uuid, p_id bigint, p_delivered boolean, p_status integer, p_error text, p_base_delay interval); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.record_alert_attempt(p_token uuid, p_id bigint, p_delivered boolean, p_status integer, p_error text, p_base_delay interval) FROM PUBLIC;
+
+--
 -- Name: FUNCTION release(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.release(p_id bigint, p_epoch bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION release_alert_sender(p_token uuid); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.release_alert_sender(p_token uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION renew(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
@@ -4779,6 +5435,12 @@ REVOKE ALL ON FUNCTION wharf.sweep_page(p_app_id bigint, p_source text, p_token 
 --
 
 REVOKE ALL ON FUNCTION wharf.sweep_status(p_app_id bigint, p_source text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION take_alert_sender(p_holder text, p_lease interval, p_token uuid); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.take_alert_sender(p_holder text, p_lease interval, p_token uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION unsubscribe(p_connection_id bigint, p_subject text); Type: ACL; Schema: wharf; Owner: -

@@ -65,6 +65,17 @@ BEGIN
          status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
          reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
          reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END;
+
+  -- The same failures per workspace and minute (alert rates, metrics).
+  INSERT INTO wharf.failure_minute AS m (workspace_id, minute, failed, dead)
+  SELECT e.workspace_id, date_trunc('minute', a.ended_at), count(*), count(*) FILTER (WHERE e.state = 'DEAD')
+    FROM attempts_added a
+    JOIN wharf.provider_event e ON e.id = a.event_id
+   WHERE a.ended <> 'released'
+   GROUP BY 1, 2
+   ORDER BY 1, 2
+  ON CONFLICT (workspace_id, minute) DO UPDATE
+     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead;
   RETURN NULL;
 END $$;
 
@@ -220,13 +231,15 @@ BEGIN
 END $$;
 
 -- Retention: deletes at most p_batch issues not seen for issue_retention,
--- whatever their status (a failure that returns later opens a new one), and
--- returns how many. One short transaction per call: the retention loop calls
+-- whatever their status (a failure that returns later opens a new one),
+-- then, within the same batch, per-minute failure counts older than a day,
+-- and returns how many rows it deleted. One short transaction per call: the retention loop calls
 -- it until it returns less than p_batch.
 CREATE OR REPLACE FUNCTION wharf.purge_issues(p_batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_deleted bigint;
+  v_count   bigint;
 BEGIN
   IF p_batch IS NULL OR p_batch < 1 THEN
     RAISE EXCEPTION 'wharf: purge_issues needs a positive batch size' USING ERRCODE = '22023';
@@ -238,6 +251,14 @@ BEGIN
                  LIMIT p_batch
                  FOR UPDATE SKIP LOCKED);
   GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  IF v_deleted < p_batch THEN
+    DELETE FROM wharf.failure_minute
+     WHERE ctid IN (SELECT ctid FROM wharf.failure_minute
+                     WHERE minute < now() - interval '1 day'
+                     LIMIT p_batch - v_deleted);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    v_deleted := v_deleted + v_count;
+  END IF;
   RETURN v_deleted;
 END $$;
 

@@ -9,3 +9,4 @@ export type { RunOutcome } from './event-run.js';
 export type { RetentionResult } from './retention.js';
 export { workerRegistry } from './metrics.js';
 export { startMetricsServer, type MetricsServer } from './metrics-server.js';
+export { startAlertSender, type AlertSender, type AlertSenderOptions, type AlertTurn } from './alerts.js';

@@ -3,6 +3,7 @@
 // /api/openapi.json and the typed client (operator/api/client.ts) are both
 // generated from these, so the three cannot drift apart.
 import { z } from '@hono/zod-openapi';
+import { alertDestinations, alertKinds } from '../sql/alerts.js';
 import { issueStatuses } from '../sql/issues.js';
 import { scopeActions } from '../sql/stuck-scopes.js';
 import { eventStates, isIdText, maxPageSize } from './params.js';
@@ -266,3 +267,45 @@ export const scopeAction = z.object({
   id: z.number(), scope_key: z.string(), event_id: z.number().nullable(), connection_id: z.number().nullable(),
   action: z.enum(scopeActions), account: z.string(), at: time,
 }).openapi('ScopeAction');
+
+// ---- alerts ----------------------------------------------------------------
+
+export const alertRuleParam = workspaceParam.extend({ id: idText('alert rule id').openapi({ param: { name: 'id', in: 'path' } }) });
+export const instanceAlertRuleParam = z.object({ id: idText('alert rule id').openapi({ param: { name: 'id', in: 'path' } }) });
+
+const positiveSeconds = (name: string) => z.number({ error: `${name} must be a positive integer` })
+  .int(`${name} must be a positive integer`).positive(`${name} must be a positive integer`).max(31_536_000, `${name} is at most a year`);
+
+export const alertRuleBody = z.object({
+  name: text('name', 64),
+  kind: z.enum(alertKinds, { error: `kind must be one of ${alertKinds.join(', ')}` }),
+  threshold: z.number({ error: 'threshold must be a positive integer' }).int('threshold must be a positive integer')
+    .positive('threshold must be a positive integer').max(1_000_000_000).optional()
+    .openapi({ description: 'dead_letter_rate: how many dead letters within window_seconds' }),
+  window_seconds: positiveSeconds('window_seconds').optional()
+    .openapi({ description: 'dead_letter_rate: the window; oldest_due_age and stuck_scope: how long' }),
+  destination: z.enum(alertDestinations, { error: `destination must be one of ${alertDestinations.join(', ')}` }),
+  url: text('url', 2000).openapi({ description: 'https (or http to a loopback address); for slack, the incoming webhook URL' }),
+  secret: text('secret', 200).optional()
+    .openapi({ description: 'webhook: the Standard Webhooks key (whsec_…); a random one, returned once, when absent' }),
+}).strict();
+
+export const alertRule = z.object({
+  id: z.number(), workspace_id: z.number().nullable(), name: z.string(), kind: z.enum(alertKinds),
+  threshold: z.number().nullable(), window_seconds: z.number().nullable(), destination: z.enum(alertDestinations),
+  destination_host: z.string().nullable(), created_by: z.string(), created_at: time,
+}).openapi('AlertRule');
+
+export const newAlertRule = alertRule.extend({
+  secret: z.string().optional().openapi({ description: 'the generated webhook key: shown once, give it to the receiver' }),
+}).openapi('NewAlertRule');
+
+export const alert = z.object({
+  id: z.number(), rule_id: z.number(), rule_name: z.string(), workspace_id: z.number().nullable(), kind: z.enum(alertKinds),
+  facts: z.record(z.string(), z.unknown()).openapi({ description: 'names, ids, counts and times: never a payload, a header or a secret' }),
+  created_at: time, state: z.enum(['pending', 'delivered', 'failed']), attempts: z.number(),
+  last_attempt_at: time.nullable(), last_status: z.number().nullable(), last_error: z.string().nullable(),
+  delivered_at: time.nullable(),
+}).openapi('Alert');
+
+export const deletedAlertRule = z.object({ id: z.number(), deleted: z.literal(true) });

@@ -109,6 +109,10 @@ describe('a client driven by the document alone', () => {
     ids.issues = Number(issues.rows.find((row) => row.ws !== null)!.id);
     ids['installation-issues'] = Number(issues.rows.find((row) => row.ws === null)!.id);
     ids.head = await admitEvent(db.pool, connection);
+    ids['alert-rules'] = Number((await db.pool.query<{ rule: { id: number } }>(
+      `SELECT wharf.create_alert_rule($1, 'doomed', 'issue_opened', NULL, NULL, 'slack', 'https://hooks.slack.test/x', NULL, 'test') AS rule`, [W])).rows[0]!.rule.id);
+    ids['instance-alert-rules'] = Number((await db.pool.query<{ rule: { id: number } }>(
+      `SELECT wharf.create_instance_alert_rule('doomed', 'issue_opened', NULL, NULL, 'slack', 'https://hooks.slack.test/x', NULL, 'test') AS rule`)).rows[0]!.rule.id);
     headScope = (await db.pool.query<{ scope_key: string }>('SELECT scope_key FROM wharf.provider_event WHERE id = $1', [ids.head])).rows[0]!.scope_key;
   });
 
@@ -129,7 +133,7 @@ describe('a client driven by the document alone', () => {
     if (type === 'boolean') return false;
     if (type === 'array') return [];
     // Strings: what this API's own strings are about, by their property's name.
-    return { provider: 'generic', source: fixtureSource, kind: 'webhook', subject: 'repo:acme/doc', name: 'doc-client', scope_key: headScope }[name] ?? 'example';
+    return { provider: 'generic', source: fixtureSource, kind: 'webhook', subject: 'repo:acme/doc', name: 'doc-client', scope_key: headScope, url: 'https://alerts.example.test/in' }[name] ?? 'example';
   }
 
   it('reaches every documented operation at the server the document names, with the documented answer', async () => {
@@ -143,7 +147,8 @@ describe('a client driven by the document alone', () => {
         const path = template.replaceAll(/\{(\w+)\}/g, (_, name: string) => {
           if (name === 'ws') return String(W);
           const collection = /\/([\w-]+)\/\{id\}/.exec(template)![1]!;
-          return String(ids[collection]);
+          // The instance's alert rules are not a workspace's.
+          return String(ids[template.startsWith('/alert-rules/') ? 'instance-alert-rules' : collection]);
         });
         const body = operation.requestBody?.content['application/json']?.schema;
         const response = await fetch(`${server}${path}`, {

@@ -48,6 +48,15 @@ async function installationIssue(): Promise<number> {
   return Number(rows[0]!.id);
 }
 
+/** A new Slack rule of workspace `ws`, or of the instance (null); its id. */
+async function alertRule(ws: number | null): Promise<number> {
+  const { rows } = await db.pool.query<{ rule: { id: number } }>(ws === null
+    ? `SELECT wharf.create_instance_alert_rule('r', 'issue_opened', NULL, NULL, 'slack', 'https://hooks.slack.test/x', NULL, 'test') AS rule`
+    : `SELECT wharf.create_alert_rule($1, 'r', 'issue_opened', NULL, NULL, 'slack', 'https://hooks.slack.test/x', NULL, 'test') AS rule`,
+  ws === null ? [] : [ws]);
+  return rows[0]!.rule.id;
+}
+
 /** A fresh QUEUED event heading a scope of its own in workspace A: the target of a head action. */
 async function freshHead(): Promise<void> {
   const id = await admitEvent(db.pool, connectionA);
@@ -98,6 +107,14 @@ const routes: Route[] = [
   { name: 'list stuck scopes', method: 'GET', path: async () => `/workspaces/${A}/stuck-scopes?older_than=0`, success: 200, workspaceToken: true },
   { name: 'stuck scope action', method: 'POST', path: async () => { await freshHead(); return `/workspaces/${A}/stuck-scopes/actions`; }, body: () => ({ action: 'retry_head', ...head }), success: 200, workspaceToken: true },
   { name: 'list scope actions', method: 'GET', path: async () => `/workspaces/${A}/scope-actions`, success: 200, workspaceToken: true },
+  { name: 'list alert rules', method: 'GET', path: async () => `/workspaces/${A}/alert-rules`, success: 200, workspaceToken: true },
+  { name: 'create alert rule', method: 'POST', path: async () => `/workspaces/${A}/alert-rules`, body: () => ({ name: `r${++seq}`, kind: 'issue_opened', destination: 'slack', url: 'https://hooks.slack.test/x' }), success: 201, workspaceToken: true },
+  { name: 'delete alert rule', method: 'DELETE', path: async () => `/workspaces/${A}/alert-rules/${await alertRule(A)}`, success: 200, workspaceToken: true },
+  { name: 'list alerts', method: 'GET', path: async () => `/workspaces/${A}/alerts`, success: 200, workspaceToken: true },
+  { name: 'list instance alert rules', method: 'GET', path: async () => '/alert-rules', success: 200, workspaceToken: false },
+  { name: 'create instance alert rule', method: 'POST', path: async () => '/alert-rules', body: () => ({ name: `i${++seq}`, kind: 'stuck_scope', window_seconds: 600, destination: 'webhook', url: 'https://alerts.example.test/in' }), success: 201, workspaceToken: false },
+  { name: 'delete instance alert rule', method: 'DELETE', path: async () => `/alert-rules/${await alertRule(null)}`, success: 200, workspaceToken: false },
+  { name: 'list instance alerts', method: 'GET', path: async () => '/alerts', success: 200, workspaceToken: false },
   { name: 'list installation admissions', method: 'GET', path: async () => '/admissions', success: 200, workspaceToken: false },
   { name: 'list installation events', method: 'GET', path: async () => '/installation-events', success: 200, workspaceToken: false },
   { name: 'list installation dead', method: 'GET', path: async () => '/installation-events/dead', success: 200, workspaceToken: false },
