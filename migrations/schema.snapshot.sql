@@ -947,8 +947,46 @@ CREATE FUNCTION wharf.bulk_replay_candidates(p_workspace_id bigint, p_filter jso
      AND (NOT p_filter ? 'error_class' OR e.error_class = p_filter ->> 'error_class')
      AND (NOT p_filter ? 'dead_after' OR e.dead_at >= (p_filter ->> 'dead_after')::timestamptz)
      AND (NOT p_filter ? 'dead_before' OR e.dead_at < (p_filter ->> 'dead_before')::timestamptz)
+     AND (NOT p_filter ? 'received_after' OR e.received_at >= (p_filter ->> 'received_after')::timestamptz)
+     AND (NOT p_filter ? 'received_before' OR e.received_at < (p_filter ->> 'received_before')::timestamptz)
+     AND (NOT p_filter ? 'payload' OR e.payload @> (p_filter -> 'payload'))
+     AND (NOT p_filter ? 'headers' OR e.headers @> (p_filter -> 'headers'))
    ORDER BY e.id
 $$;
+
+--
+-- Name: bulk_replay_filter(jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.bulk_replay_filter(p_filter jsonb) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  v_key text;
+BEGIN
+  IF jsonb_typeof(p_filter) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.start_bulk_replay: the filter must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  FOR v_key IN SELECT jsonb_object_keys(p_filter) LOOP
+    IF v_key NOT IN ('provider', 'event_type', 'subject', 'error_class', 'dead_after', 'dead_before',
+                     'received_after', 'received_before', 'payload', 'headers') THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: unknown filter %', quote_literal(v_key) USING ERRCODE = '22023';
+    END IF;
+    IF v_key IN ('payload', 'headers') AND jsonb_typeof(p_filter -> v_key) <> 'object' THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be a JSON object', v_key USING ERRCODE = '22023';
+    END IF;
+    IF v_key NOT IN ('payload', 'headers') AND jsonb_typeof(p_filter -> v_key) <> 'string' THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be text', v_key USING ERRCODE = '22023';
+    END IF;
+  END LOOP;
+  FOREACH v_key IN ARRAY ARRAY['dead_after', 'dead_before', 'received_after', 'received_before'] LOOP
+    IF p_filter ? v_key THEN
+      p_filter := jsonb_set(p_filter, ARRAY[v_key], to_jsonb(
+        to_char((p_filter ->> v_key)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')));
+    END IF;
+  END LOOP;
+  RETURN p_filter;
+END $$;
 
 --
 -- Name: bulk_replay; Type: TABLE; Schema: wharf; Owner: -
@@ -1282,6 +1320,23 @@ BEGIN
    WHERE id = p_id
   RETURNING * INTO v_replay;
   RETURN wharf.bulk_replay_summary(v_replay);
+END $$;
+
+--
+-- Name: count_bulk_replay(bigint, jsonb, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.count_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_force boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_filter IS NULL OR p_force IS NULL THEN
+    RAISE EXCEPTION 'wharf.count_bulk_replay: filter and force are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN (SELECT count(*) FROM wharf.bulk_replay_candidates(p_workspace_id, wharf.bulk_replay_filter(p_filter),
+                                                            p_force, clock_timestamp(), 0));
 END $$;
 
 --
@@ -3313,6 +3368,51 @@ BEGIN
 END $$;
 
 --
+-- Name: search_events(bigint, jsonb, jsonb, text, text, integer, bigint, text, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.search_events(p_workspace_id bigint, p_payload jsonb, p_headers jsonb DEFAULT NULL::jsonb, p_state text DEFAULT NULL::text, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint, p_provider text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text, p_received_after timestamp with time zone DEFAULT NULL::timestamp with time zone, p_received_before timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_events jsonb;
+  v_count  bigint;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_payload IS NULL AND p_headers IS NULL THEN
+    RAISE EXCEPTION 'wharf: a search needs a payload or a headers value to look for' USING ERRCODE = '22004';
+  END IF;
+  IF jsonb_typeof(p_payload) <> 'object' OR jsonb_typeof(p_headers) <> 'object' THEN
+    RAISE EXCEPTION 'wharf: a payload or headers search is a JSON object, e.g. {"repository": {"full_name": "acme/api"}}'
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_state IS NOT NULL AND p_state NOT IN ('QUEUED', 'LEASED', 'DONE', 'DEAD') THEN
+    RAISE EXCEPTION 'wharf: unknown event state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+
+  SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*) INTO v_events, v_count
+    FROM (SELECT *
+            FROM wharf.provider_event x
+           WHERE x.workspace_id = p_workspace_id
+             AND (p_payload IS NULL OR x.payload @> p_payload)
+             AND (p_headers IS NULL OR x.headers @> p_headers)
+             AND (p_state IS NULL OR x.state = p_state)
+             AND wharf.event_page_matches(x, p_workspace_id, p_subject, p_provider, p_event_type,
+                                          p_received_after, p_received_before, p_before_id)
+           ORDER BY x.id DESC
+           LIMIT p_limit + 1) e;
+  IF v_count <= p_limit THEN
+    RETURN jsonb_build_object('events', v_events, 'next_cursor', NULL);
+  END IF;
+  v_events := v_events - p_limit;
+  RETURN jsonb_build_object('events', v_events, 'next_cursor', v_events -> (p_limit - 1) -> 'id');
+END $$;
+
+--
 -- Name: set_connection_secret(bigint, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3630,7 +3730,6 @@ CREATE FUNCTION wharf.start_bulk_replay(p_workspace_id bigint, p_filter jsonb, p
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  v_key     text;
   v_started timestamptz;
   v_replay  wharf.bulk_replay;
 BEGIN
@@ -3638,26 +3737,7 @@ BEGIN
     RAISE EXCEPTION 'wharf.start_bulk_replay: filter, account and force are required' USING ERRCODE = '22004';
   END IF;
   PERFORM wharf.require_workspace(p_workspace_id);
-  IF jsonb_typeof(p_filter) <> 'object' THEN
-    RAISE EXCEPTION 'wharf.start_bulk_replay: the filter must be a JSON object' USING ERRCODE = '22023';
-  END IF;
-  FOR v_key IN SELECT jsonb_object_keys(p_filter) LOOP
-    IF v_key NOT IN ('provider', 'event_type', 'subject', 'error_class', 'dead_after', 'dead_before') THEN
-      RAISE EXCEPTION 'wharf.start_bulk_replay: unknown filter %', quote_literal(v_key) USING ERRCODE = '22023';
-    END IF;
-    IF jsonb_typeof(p_filter -> v_key) <> 'string' THEN
-      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be text', v_key USING ERRCODE = '22023';
-    END IF;
-  END LOOP;
-  -- Times are kept in UTC, so that every batch reads them alike whatever
-  -- its session's time zone (a time written without one is read in the
-  -- caller's).
-  FOREACH v_key IN ARRAY ARRAY['dead_after', 'dead_before'] LOOP
-    IF p_filter ? v_key THEN
-      p_filter := jsonb_set(p_filter, ARRAY[v_key], to_jsonb(
-        to_char((p_filter ->> v_key)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')));
-    END IF;
-  END LOOP;
+  p_filter := wharf.bulk_replay_filter(p_filter);
 
   -- The clock, not the transaction's start: an event that died before this
   -- call, in the same transaction too, is taken.
@@ -4999,6 +5079,12 @@ REVOKE ALL ON FUNCTION wharf.connection_endpoint(p_connection_id bigint) FROM PU
 REVOKE ALL ON FUNCTION wharf.continue_bulk_replay(p_workspace_id bigint, p_id bigint, p_batch integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION count_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_force boolean); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.count_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_force boolean) FROM PUBLIC;
+
+--
 -- Name: FUNCTION create_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -5321,6 +5407,12 @@ REVOKE ALL ON FUNCTION wharf.retry_scope_head(p_workspace_id bigint, p_scope_key
 --
 
 REVOKE ALL ON FUNCTION wharf.revoke_token(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION search_events(p_workspace_id bigint, p_payload jsonb, p_headers jsonb, p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.search_events(p_workspace_id bigint, p_payload jsonb, p_headers jsonb, p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone) FROM PUBLIC;
 
 --
 -- Name: FUNCTION set_connection_secret(p_connection_id bigint, p_secret text, p_keep_previous boolean); Type: ACL; Schema: wharf; Owner: -

@@ -70,7 +70,27 @@ export const eventFilterQuery = pageQuery.extend({
   received_before: optionalQuery(timestamp('received_before')).openapi({ type: 'string', format: 'date-time', description: 'received before' }),
 });
 
-export const eventListQuery = eventFilterQuery.extend({ state: stateQuery });
+/** A query parameter holding a JSON object, e.g. payload={"repository":{"full_name":"acme/api"}}. */
+function jsonObjectQuery(name: string) {
+  const message = `${name} must be a JSON object, e.g. {"repository":{"full_name":"acme/api"}}`;
+  return optionalQuery(z.string().max(10_000, `${name} is too long`)).transform((value, context) => {
+    if (value === undefined) return undefined;
+    try {
+      const parsed: unknown = JSON.parse(value);
+      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+    } catch {
+      // reported below
+    }
+    context.addIssue({ code: 'custom', message });
+    return z.NEVER;
+  }).openapi({ type: 'string', description: `${name}: a JSON object the event's ${name} must contain (jsonb @>)` });
+}
+
+export const eventListQuery = eventFilterQuery.extend({
+  state: stateQuery,
+  payload: jsonObjectQuery('payload'),
+  headers: jsonObjectQuery('headers'),
+});
 
 export const historyQuery = z.object({
   hours: optionalQuery(z.string().regex(/^([1-9]|1[0-9]|2[0-4])$/, 'hours must be an integer from 1 to 24'))
@@ -92,8 +112,18 @@ export const bulkReplayBody = replayBody.extend({
   error_class: text('error_class', 200).optional(),
   dead_after: timestamp('dead_after').optional().openapi({ description: 'dead at or after' }),
   dead_before: timestamp('dead_before').optional().openapi({ description: 'dead before' }),
+  received_after: timestamp('received_after').optional().openapi({ description: 'received at or after' }),
+  received_before: timestamp('received_before').optional().openapi({ description: 'received before' }),
+  payload: z.record(z.string(), z.unknown(), { error: 'payload must be a JSON object' }).optional()
+    .openapi({ description: 'a JSON object the payload must contain (jsonb @>)' }),
+  headers: z.record(z.string(), z.unknown(), { error: 'headers must be a JSON object' }).optional()
+    .openapi({ description: 'a JSON object the stored headers must contain' }),
 // A misspelt filter must not widen the replay to every dead letter.
 }).strict();
+
+export const bulkReplayCount = z.object({
+  matched: z.number().openapi({ description: 'DEAD events a bulk replay with this filter would take now' }),
+}).openapi('BulkReplayCount');
 
 export const newWorkspaceBody = z.object({ id: idInBody('id') });
 
@@ -163,7 +193,7 @@ export const admissionPage = z.object({
 }).openapi('AdmissionPage');
 
 export const bulkReplay = z.object({
-  id: z.number(), workspace_id: z.number(), filter: z.record(z.string(), z.string()), force: z.boolean(),
+  id: z.number(), workspace_id: z.number(), filter: z.record(z.string(), z.unknown()), force: z.boolean(),
   requested_by: z.string(), state: z.enum(['running', 'finished']),
   matched: z.number(), replayed: z.number(), skipped: z.number(),
   started_at: time, updated_at: time, finished_at: time.nullable(),

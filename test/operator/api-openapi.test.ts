@@ -84,7 +84,7 @@ describe('GET /api/openapi.json', () => {
   it('documents the filters the event list validates', () => {
     const list = document.paths['/workspaces/{ws}/events']?.get;
     expect(list?.parameters?.filter((parameter) => parameter.in === 'query').map((parameter) => parameter.name).sort())
-      .toEqual(['cursor', 'event_type', 'limit', 'provider', 'received_after', 'received_before', 'state', 'subject']);
+      .toEqual(['cursor', 'event_type', 'headers', 'limit', 'payload', 'provider', 'received_after', 'received_before', 'state', 'subject']);
   });
 });
 

@@ -95,6 +95,7 @@ const routes: Route[] = [
   { name: 'replay', method: 'POST', path: async () => `/workspaces/${A}/events/${await deadEvent(db.pool, connectionA)}/replay`, success: 202, workspaceToken: true },
   { name: 'list admissions', method: 'GET', path: async () => `/workspaces/${A}/admissions`, success: 200, workspaceToken: true },
   { name: 'start bulk replay', method: 'POST', path: async () => `/workspaces/${A}/replays`, body: () => ({ error_class: 'NoSuchError' }), success: 202, workspaceToken: true },
+  { name: 'count bulk replay', method: 'POST', path: async () => `/workspaces/${A}/replays/count`, body: () => ({ payload: { n: 1 } }), success: 200, workspaceToken: true },
   { name: 'list bulk replays', method: 'GET', path: async () => `/workspaces/${A}/replays`, success: 200, workspaceToken: true },
   { name: 'show bulk replay', method: 'GET', path: async () => `/workspaces/${A}/replays/${(await startBulkReplay(db.pool, String(A), {}, 'test')).id}`, success: 200, workspaceToken: true },
   { name: 'queue history', method: 'GET', path: async () => `/workspaces/${A}/queue-history?hours=1`, success: 200, workspaceToken: true },

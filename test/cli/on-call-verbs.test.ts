@@ -1,11 +1,13 @@
-// `wharf issues` and `wharf stuck` through the real binary against a real
-// database: a dead letter's issue listed and resolved (recorded as the CLI's
-// user), a stuck scope listed and unblocked by moving its head to the dead
-// letters, and mistakes reported on stderr with exit code 1.
+// `wharf issues`, `wharf stuck`, `wharf events list --payload` and `wharf
+// replay --bulk --payload` through the real binary against a real database:
+// a dead letter's issue listed and resolved (recorded as the CLI's user), a
+// stuck scope listed and unblocked by moving its head to the dead letters, a
+// JSON search and a bulk replay by it (its count first), and mistakes
+// reported on stderr with exit code 1.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Issue } from '../../operator/sql/issues.js';
 import type { StuckScope } from '../../operator/sql/stuck-scopes.js';
-import { admitEvent, createConnection, createWorkspace, deadEvent } from '../support/api-fixtures.js';
+import { admitEvent, createConnection, createWorkspace, deadEvent, finishEvent } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runWharf, type CliResult } from '../support/wharf-cli.js';
 
@@ -66,5 +68,23 @@ describe('wharf stuck', () => {
 
     const { rows } = await db.pool.query('SELECT head_id FROM wharf.scope WHERE scope_key = $1', [scope!.scope_key]);
     expect(Number(rows[0]!.head_id)).toBe(next);
+  });
+});
+
+describe('wharf events list --payload and wharf replay --bulk --payload', () => {
+  it('finds the events whose payload contains the value, and replays those dead, saying how many first', async () => {
+    const found = await admitEvent(db.pool, connection, { payload: { repository: { full_name: 'acme/cli-search' } } });
+    await admitEvent(db.pool, connection, { payload: { repository: { full_name: 'acme/elsewhere' } } });
+    await finishEvent(db.pool, found, 'DEAD');
+    const search = '{"repository":{"full_name":"acme/cli-search"}}';
+    const page = json<{ events: { id: number }[] }>(await wharf('events', 'list', '-w', String(W), '--payload', search, '--json'));
+    expect(page.events.map((event) => event.id)).toEqual([found]);
+
+    const replayed = await wharf('replay', '--bulk', '-w', String(W), '--payload', search, '--json');
+    expect(json<{ matched: number; replayed: number }>(replayed)).toMatchObject({ matched: 1, replayed: 1 });
+    expect(replayed.stderr).toMatch(/^1 dead letter match; replaying\n/);
+    const bad = await wharf('replay', '--bulk', '-w', String(W), '--payload', 'acme');
+    expect(bad).toMatchObject({ code: 1, stdout: '' });
+    expect(bad.stderr).toMatch(/--payload must be a JSON object/);
   });
 });
