@@ -1838,6 +1838,28 @@ BEGIN
 END $_$;
 
 --
+-- Name: failure_history(bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.failure_history(p_workspace_id bigint, p_hours integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_since timestamptz;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_hours IS NULL OR p_hours < 1 OR p_hours > 24 THEN
+    RAISE EXCEPTION 'wharf.failure_history: hours must be between 1 and 24' USING ERRCODE = '22023';
+  END IF;
+  v_since := date_trunc('minute', now()) - make_interval(mins => p_hours * 60 - 1);
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('at', m.at, 'failed', coalesce(f.failed, 0), 'dead', coalesce(f.dead, 0))
+                                    ORDER BY m.at), '[]')
+            FROM generate_series(v_since, date_trunc('minute', now()), interval '1 minute') AS m(at)
+            LEFT JOIN wharf.failure_minute f ON f.workspace_id = p_workspace_id AND f.minute = m.at);
+END $$;
+
+--
 -- Name: fence(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2056,6 +2078,22 @@ BEGIN
   v_events := v_events - p_limit;
   RETURN jsonb_build_object('events', v_events, 'next_cursor', v_events -> (p_limit - 1) -> 'id');
 END $$;
+
+--
+-- Name: issue_gauges(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.issue_gauges() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT jsonb_build_object(
+    'issues', (SELECT jsonb_object_agg(s.status, (SELECT count(*) FROM wharf.issue i WHERE i.status = s.status))
+                 FROM unnest(ARRAY['open', 'acknowledged', 'resolved', 'ignored']) AS s(status)),
+    'stuck_scopes', (SELECT count(*) FROM wharf.scope sc
+                       JOIN wharf.provider_event h ON h.id = coalesce(sc.leased_id, sc.head_id)
+                      WHERE greatest(h.received_at, h.replayed_at) < now() - wharf.setting_interval('stuck_after')))
+$$;
 
 --
 -- Name: issue_list(bigint, text, integer); Type: FUNCTION; Schema: wharf; Owner: -
@@ -5133,6 +5171,12 @@ REVOKE ALL ON FUNCTION wharf.evaluate_alert_rules(p_token uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION failure_history(p_workspace_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.failure_history(p_workspace_id bigint, p_hours integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION fence(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -5161,6 +5205,12 @@ REVOKE ALL ON FUNCTION wharf.held_sweep(p_app_id bigint, p_source text, p_token 
 --
 
 REVOKE ALL ON FUNCTION wharf.issue_events(p_workspace_id bigint, p_id bigint, p_limit integer, p_before_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION issue_gauges(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.issue_gauges() FROM PUBLIC;
 
 --
 -- Name: FUNCTION list_admissions(p_workspace_id bigint, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -

@@ -15,11 +15,35 @@
 import { createHmac } from 'node:crypto';
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import { Counter, Gauge } from 'prom-client';
 import { classOf } from './classify.js';
+import { workerRegistry } from './metrics.js';
 import { jittered, runPeriodically, type Periodic } from './periodic.js';
 import {
-  dueAlerts, evaluateAlertRules, recordAlertAttempt, releaseAlertSender, takeAlertSender, type DueAlert,
+  dueAlerts, evaluateAlertRules, issueGauges, recordAlertAttempt, releaseAlertSender, takeAlertSender, type DueAlert,
 } from './sql/alerts.js';
+
+const registers = [workerRegistry];
+
+export const alertDeliveriesTotal = new Counter({
+  name: 'integration_consumer_alert_deliveries_total',
+  help: 'Alert delivery attempts by this host, by outcome: delivered, retrying, failed (given up)',
+  labelNames: ['outcome'] as const,
+  registers,
+});
+
+export const issuesGauge = new Gauge({
+  name: 'integration_consumer_issues',
+  help: "The instance's issues by status (reported by the host holding the alert sender's lease)",
+  labelNames: ['status'] as const,
+  registers,
+});
+
+export const stuckScopesGauge = new Gauge({
+  name: 'integration_consumer_stuck_scopes',
+  help: "Scopes whose head has waited past stuck_after (reported by the host holding the alert sender's lease)",
+  registers,
+});
 
 export interface AlertSenderOptions {
   pool: pg.Pool;
@@ -155,10 +179,14 @@ export function startAlertSender(options: AlertSenderOptions): AlertSender {
     result.held = true;
     try {
       result.created = await evaluateAlertRules(options.pool, token);
+      const gauges = await issueGauges(options.pool);
+      for (const [status, count] of Object.entries(gauges.issues)) issuesGauge.set({ status }, count);
+      stuckScopesGauge.set(gauges.stuck_scopes);
       for (const alert of await dueAlerts(options.pool, token, batch)) {
         const outcome = await deliver(alert);
         const state = await recordAlertAttempt(options.pool, token, alert.id, outcome, retryBaseMs);
         const host = safeHost(alert.url);
+        alertDeliveriesTotal.inc({ outcome: outcome.delivered ? 'delivered' : state === 'failed' ? 'failed' : 'retrying' });
         if (outcome.delivered) result.delivered += 1;
         else {
           result.failed += 1;

@@ -339,3 +339,5 @@ export const alert = z.object({
 }).openapi('Alert');
 
 export const deletedAlertRule = z.object({ id: z.number(), deleted: z.literal(true) });
+
+export const failureMinute = z.object({ at: time, failed: z.number(), dead: z.number() }).openapi('FailureMinute');

@@ -60,3 +60,15 @@ export function issueEvents(
 ): Promise<EventPage | null> {
   return callWharf(db, 'wharf.issue_events($1, $2, $3, $4)', [workspaceId, id, page.limit, page.before ?? null]);
 }
+
+/** Failed or expired leases and dead letters of one minute (wharf.failure_history). */
+export interface FailureMinute {
+  at: string;
+  failed: number;
+  dead: number;
+}
+
+/** The last `hours` (1..24) of the workspace, a row per minute, oldest first. */
+export function failureHistory(db: Database, workspaceId: string, hours: number): Promise<FailureMinute[]> {
+  return callWharf(db, 'wharf.failure_history($1, $2)', [workspaceId, hours]);
+}

@@ -137,6 +137,16 @@ describe('issues', () => {
     expect(raced[0]!.failures).toBe(workers * perWorker);
   });
 
+  it('counts failures and dead letters per minute for the workspace', async () => {
+    const history = await api('GET', `/workspaces/${A}/failure-history?hours=1`, { token: tokenA });
+    expect(history.status).toBe(200);
+    const minutes = history.body as unknown as { failed: number; dead: number }[];
+    expect(minutes).toHaveLength(60);
+    expect(minutes.reduce((sum, m) => sum + m.failed, 0)).toBe(3 + 40);
+    expect(minutes.reduce((sum, m) => sum + m.dead, 0)).toBe(1);
+    expect((await api('GET', `/workspaces/${A}/failure-history`, { token: tokenB })).status).toBe(403);
+  });
+
   it('gives the admin the issues of installation rows, and a workspace token a 403 there', async () => {
     expect((await api('GET', '/installation-issues', { token: adminToken })).status).toBe(200);
     expect((await api('GET', '/installation-issues', { token: tokenA })).status).toBe(403);

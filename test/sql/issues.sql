@@ -4,7 +4,7 @@
 -- keeps counting and stays ignored; a workspace reaches only its own issues;
 -- the table is bounded by issue_limit per workspace and by purge_issues.
 BEGIN;
-SELECT plan(36);
+SELECT plan(40);
 
 SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
@@ -132,6 +132,14 @@ SELECT pg_temp.end_lease('d3', 'permanent', 'TypeError');
 SELECT is((SELECT array_agg(event_type || ':' || failures ORDER BY event_type) FROM wharf.issue WHERE workspace_id = 2),
           ARRAY['*:2', 'pull_request:1', 'push:1'], 'past the limit, new groups count into *');
 SELECT is((pg_temp.issue(2, 'push', 'TimeoutError')).failures, 1::bigint, 'an existing group keeps its own issue');
+
+-- Per minute, and gauges.
+SELECT is((SELECT sum((m ->> 'failed')::int) FROM jsonb_array_elements(wharf.failure_history(1, 1)) m)::int, 7,
+          'failure_history: the seven failed or expired leases of workspace 1 in the last hour');
+SELECT is(jsonb_array_length(wharf.failure_history(1, 2)), 120, 'a row per minute, zeros included');
+SELECT throws_ok($$SELECT wharf.failure_history(1, 25)$$, '22023', NULL, 'more than 24 hours is 22023');
+SELECT is(wharf.issue_gauges() -> 'issues', '{"open": 5, "acknowledged": 0, "resolved": 0, "ignored": 1}'::jsonb,
+          'issue_gauges: the instance''s issues by status');
 
 -- Retention.
 UPDATE wharf.issue SET last_seen_at = now() - interval '31 days' WHERE workspace_id = 2;

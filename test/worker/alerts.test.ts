@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAlertSender, type AlertSender } from '../../worker/alerts.js';
+import { workerRegistry } from '../../worker/metrics.js';
 import { admitEvent, createConnection, createWorkspace } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
@@ -114,6 +115,12 @@ describe('the alert sender', () => {
     }
     expect((await alertsOf(webhookRule)).map((a) => a.state)).toEqual(['delivered']);
     expect((await alertsOf(slackRule)).map((a) => a.state)).toEqual(['delivered']);
+
+    // The sender's series on /metrics: bounded labels (outcome, status), no workspace.
+    const metrics = await workerRegistry.metrics();
+    expect(metrics).toMatch(/^integration_consumer_alert_deliveries_total\{outcome="delivered"\} 2$/m);
+    expect(metrics).toMatch(/^integration_consumer_issues\{status="open"\} 1$/m);
+    expect(metrics).toMatch(/^integration_consumer_stuck_scopes 0$/m);
 
     // Deduplicated: the same issue failing again fires nothing new.
     await failEvent('TypeError');

@@ -50,3 +50,10 @@ export async function recordAlertAttempt(
     [token, id, outcome.delivered, outcome.status, outcome.error, baseDelayMs]);
   return rows[0]?.state ?? null;
 }
+
+/** The instance's issues by status and its stuck scopes (wharf.issue_gauges). */
+export async function issueGauges(db: pg.Pool): Promise<{ issues: Record<string, number>; stuck_scopes: number }> {
+  const { rows } = await db.query<{ gauges: { issues: Record<string, number>; stuck_scopes: number } }>(
+    'SELECT wharf.issue_gauges() AS gauges');
+  return rows[0]!.gauges;
+}
