@@ -7,9 +7,10 @@ SELECT is(wharf.setting_integer('max_attempts'), 10, 'max_attempts defaults to 1
 SELECT results_eq(
   $$SELECT key, value FROM wharf.setting ORDER BY key$$,
   $$VALUES ('base_delay', '2 seconds'), ('dead_retention', '30 days'), ('handler_timeout', '30 minutes'),
+           ('issue_limit', '1000'), ('issue_retention', '30 days'),
            ('lease', '2 minutes'), ('max_attempts', '10'), ('max_delay', '5 minutes'),
            ('poll_every', '5 seconds'), ('renew_every', '30 seconds'), ('replay_window', '3 days'),
-           ('secret_overlap', '1 day')$$,
+           ('secret_overlap', '1 day'), ('stuck_after', '15 minutes')$$,
   'every setting of the contract has its default');
 SELECT is(wharf.setting_interval('secret_overlap'), interval '1 day', 'secret_overlap is an interval setting of 1 day');
 
