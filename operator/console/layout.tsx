@@ -5,7 +5,7 @@ import type { Principal } from '../api/auth.js';
 import { liveScript } from './live-script.js';
 import type { Scope } from './scope.js';
 
-export type Section = 'dashboard' | 'events' | 'dead' | 'bulk' | 'admissions' | 'connections' | 'workspaces' | 'issues' | 'stuck';
+export type Section = 'dashboard' | 'events' | 'dead' | 'bulk' | 'admissions' | 'connections' | 'workspaces' | 'issues' | 'stuck' | 'alerts';
 
 export interface PageFrame {
   basePath: string;
@@ -41,6 +41,7 @@ function navItems(frame: PageFrame): { section: Section; label: string; href: st
   items.push({ section: 'dead', label: 'Dead letters', href: `${scope.base}/dead` });
   if (scope.workspaceId !== undefined) items.push({ section: 'issues', label: 'Issues', href: `${scope.base}/issues` });
   if (scope.workspaceId !== undefined) items.push({ section: 'stuck', label: 'Stuck scopes', href: `${scope.base}/stuck` });
+  if (scope.workspaceId !== undefined) items.push({ section: 'alerts', label: 'Alerts', href: `${scope.base}/alerts` });
   if (scope.workspaceId !== undefined) items.push({ section: 'bulk', label: 'Bulk replay', href: `${scope.base}/bulk-replays` });
   items.push({ section: 'admissions', label: 'Admission log', href: `${scope.base}/admissions` });
   if (scope.workspaceId !== undefined) items.push({ section: 'connections', label: 'Connections', href: `${scope.base}/connections` });

@@ -2,19 +2,25 @@
 // fails, is acknowledged and resolved from its page, and reopens on the live
 // list when the failure returns; a stuck scope is shown and unblocked by
 // moving its head to the dead letters, after which the worker handles its
-// successors; the live events list shows a new event without a reload; a
+// successors; an issue alert rule fires once per issue into a local receiver
+// with a valid Standard Webhooks signature and shows delivered on the Alerts
+// page; the live events list shows a new event without a reload; a
 // JSON search finds exactly the matching events and none of another
 // workspace's; another workspace's token gets 403 on every new page. Each
 // page's screenshot (light and dark) is kept in WHARF_SCREENSHOT_DIR (by
 // default a directory under the system's temp dir, named in the output).
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, statSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createApiToken } from '../../../operator/sql/operator.js';
-import { createWorker, type HandlerContext, type Worker } from '../../../worker/index.js';
+import { createWorker, startAlertSender, type HandlerContext, type Worker } from '../../../worker/index.js';
 import { browserTimeout } from '../../support/browser.js';
 import { admit, adminToken, connection, signedIn, startConsoleRig, stateOf, type ConsoleRig } from '../../support/console-rig.js';
 import { waitFor } from '../../support/worker-inbox.js';
@@ -33,6 +39,10 @@ let otherToken: string;
 const stuck: { head: string; behind: string[]; scopeKey: string } = { head: '', behind: [], scopeKey: '' };
 /** An event with a nested payload, for the JSON viewer. */
 let nested = '';
+/** The local receiver of the workspace's alert rule, and what it received. */
+let receiver: Server;
+const alertSecret = `whsec_${randomBytes(32).toString('base64')}`;
+const received: { headers: Record<string, string>; body: string }[] = [];
 
 class UpstreamDown extends Error {
   override name = 'UpstreamDown';
@@ -55,6 +65,19 @@ beforeAll(async () => {
   rig = await startConsoleRig();
   const db = rig.db.pool;
   conn = await connection(db, W, 'generic', ['repo:acme/stuck']);
+  receiver = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const headers = Object.fromEntries(['webhook-id', 'webhook-timestamp', 'webhook-signature'].map((h) => [h, String(request.headers[h])]));
+      received.push({ headers, body: Buffer.concat(chunks).toString('utf8') });
+      response.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  // Told of every new issue, from before anything fails.
+  await db.query(`SELECT wharf.create_alert_rule($1, 'on-call', 'issue_opened', NULL, NULL, 'webhook', $2, $3, 'setup')`,
+    [W, `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/alerts`, alertSecret]);
   await connection(db, OTHER, 'generic', []);
   otherToken = (await createApiToken(db, String(OTHER), 'other')).token;
 
@@ -82,6 +105,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await new Promise((resolve) => receiver?.close(resolve));
   await context?.close();
   await worker?.stop();
   await rig?.close();
@@ -118,6 +142,30 @@ describe('issues', () => {
     await page.getByRole('row', { name: /UpstreamDown/ }).getByText('open', { exact: true }).waitFor({ timeout: browserTimeout });
     expect(await page.getByRole('row', { name: /UpstreamDown/ }).textContent()).toMatch(/reopened 1×/);
     expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(42);
+  });
+});
+
+describe('alerts', () => {
+  it('an issue rule fires once per issue into the local receiver with a valid signature, and the Alerts page shows it delivered', async () => {
+    const sender = startAlertSender({ pool: rig.db.pool, holder: 'console-test', everyMs: 3_600_000 });
+    try {
+      expect(await sender.runOnce()).toMatchObject({ held: true, created: 2, delivered: 2 });
+      expect(await sender.runOnce()).toMatchObject({ created: 0, delivered: 0 });
+    } finally {
+      await sender.stop();
+    }
+    expect(received).toHaveLength(2);
+    const classes = received.map((r) => (new Webhook(alertSecret).verify(r.body, r.headers) as { data: { facts: { issue: { error_class: string } } } })
+      .data.facts.issue.error_class);
+    expect(classes.sort()).toEqual(['UpstreamDown', 'UpstreamTimeout']);
+    expect(received.map((r) => r.body).join()).not.toContain(alertSecret);
+
+    await page.goto(`${rig.consoleUrl}/workspaces/${W}/alerts`);
+    const rows = page.getByRole('table', { name: 'Alerts' }).locator('tbody tr');
+    expect(await rows.count()).toBe(2);
+    expect(await rows.first().textContent()).toMatch(/on-call.*issue_opened.*delivered.*HTTP 204/);
+    expect(await page.content()).not.toContain(alertSecret);
+    await screenshot('alerts');
   });
 });
 
@@ -210,7 +258,7 @@ describe('isolation', () => {
   it('refuses another workspace\'s token on every new page, and shows none of its data', async () => {
     const { context: theirs, page: theirPage } = await signedIn(rig, otherToken);
     try {
-      for (const path of ['issues', 'stuck', 'issues/1', `events?payload=${encodeURIComponent('{"n":1}')}`]) {
+      for (const path of ['issues', 'stuck', 'alerts', 'issues/1', `events?payload=${encodeURIComponent('{"n":1}')}`]) {
         const response = await theirPage.goto(`${rig.consoleUrl}/workspaces/${W}/${path}`);
         expect(response?.status(), path).toBe(403);
         expect(await theirPage.content()).not.toMatch(/UpstreamDown|repo:acme\/stuck/);
