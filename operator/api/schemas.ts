@@ -341,3 +341,8 @@ export const alert = z.object({
 export const deletedAlertRule = z.object({ id: z.number(), deleted: z.literal(true) });
 
 export const failureMinute = z.object({ at: time, failed: z.number(), dead: z.number() }).openapi('FailureMinute');
+
+export const deliveryMinute = z.object({
+  at: time, connection_id: z.number().nullable(), accepted: z.number(),
+  refused: z.record(z.string(), z.number()).openapi({ description: 'refused or dropped, by reason' }),
+}).openapi('DeliveryMinute');

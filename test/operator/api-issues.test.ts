@@ -137,7 +137,7 @@ describe('issues', () => {
     expect(raced[0]!.failures).toBe(workers * perWorker);
   });
 
-  it('counts failures and dead letters per minute for the workspace', async () => {
+  it('counts failures and dead letters, and deliveries accepted, per minute for the workspace', async () => {
     const history = await api('GET', `/workspaces/${A}/failure-history?hours=1`, { token: tokenA });
     expect(history.status).toBe(200);
     const minutes = history.body as unknown as { failed: number; dead: number }[];
@@ -145,6 +145,12 @@ describe('issues', () => {
     expect(minutes.reduce((sum, m) => sum + m.failed, 0)).toBe(3 + 40);
     expect(minutes.reduce((sum, m) => sum + m.dead, 0)).toBe(1);
     expect((await api('GET', `/workspaces/${A}/failure-history`, { token: tokenB })).status).toBe(403);
+
+    const deliveries = await api('GET', `/workspaces/${A}/delivery-history?hours=1`, { token: tokenA });
+    const accepted = (deliveries.body as unknown as { connection_id: number; accepted: number }[])
+      .filter((m) => m.connection_id === connectionA).reduce((sum, m) => sum + m.accepted, 0);
+    expect(accepted).toBe(3 + 40);
+    expect((await api('GET', `/workspaces/${A}/delivery-history`, { token: tokenB })).status).toBe(403);
   });
 
   it('gives the admin the issues of installation rows, and a workspace token a 403 there', async () => {

@@ -105,6 +105,7 @@ const routes: Route[] = [
   { name: 'set issue status', method: 'POST', path: async () => `/workspaces/${A}/issues/${await issueOfA()}/status`, body: () => ({ status: 'acknowledged' }), success: 200, workspaceToken: true },
   { name: 'list installation issues', method: 'GET', path: async () => '/installation-issues', success: 200, workspaceToken: false },
   { name: 'set installation issue status', method: 'POST', path: async () => `/installation-issues/${await installationIssue()}/status`, body: () => ({ status: 'resolved' }), success: 200, workspaceToken: false },
+  { name: 'delivery history', method: 'GET', path: async () => `/workspaces/${A}/delivery-history?hours=1`, success: 200, workspaceToken: true },
   { name: 'failure history', method: 'GET', path: async () => `/workspaces/${A}/failure-history?hours=1`, success: 200, workspaceToken: true },
   { name: 'list stuck scopes', method: 'GET', path: async () => `/workspaces/${A}/stuck-scopes?older_than=0`, success: 200, workspaceToken: true },
   { name: 'stuck scope action', method: 'POST', path: async () => { await freshHead(); return `/workspaces/${A}/stuck-scopes/actions`; }, body: () => ({ action: 'retry_head', ...head }), success: 200, workspaceToken: true },
