@@ -4,10 +4,12 @@
 -- sql/97-issues.sql and sql/98-stuck-scopes.sql next).
 
 -- The policy knobs of the operator surface's grouping (docs/operating.md).
+-- stuck_after is shared with the month-two migration, which may have made it.
 INSERT INTO wharf.setting (key, value, type) VALUES
   ('issue_retention', '30 days',    'interval'),
   ('issue_limit',     '1000',       'integer'),
-  ('stuck_after',     '15 minutes', 'interval');
+  ('stuck_after',     '15 minutes', 'interval')
+ON CONFLICT (key) DO NOTHING;
 
 -- Failures grouped by what an operator fixes once: per workspace (NULL: the
 -- installation rows), provider, event type and error class. Kept by a
@@ -63,4 +65,5 @@ CREATE INDEX ix_scope_action_at ON wharf.scope_action (at);
 
 DROP TABLE wharf.scope_action;
 DROP TABLE wharf.issue;
-DELETE FROM wharf.setting WHERE key IN ('issue_retention', 'issue_limit', 'stuck_after');
+-- stuck_after stays: the month-two migration owns it too.
+DELETE FROM wharf.setting WHERE key IN ('issue_retention', 'issue_limit');

@@ -2134,10 +2134,7 @@ CREATE FUNCTION wharf.issue_gauges() RETURNS jsonb
     AS $$
   SELECT jsonb_build_object(
     'issues', (SELECT jsonb_object_agg(s.status, (SELECT count(*) FROM wharf.issue i WHERE i.status = s.status))
-                 FROM unnest(ARRAY['open', 'acknowledged', 'resolved', 'ignored']) AS s(status)),
-    'stuck_scopes', (SELECT count(*) FROM wharf.scope sc
-                       JOIN wharf.provider_event h ON h.id = coalesce(sc.leased_id, sc.head_id)
-                      WHERE greatest(h.received_at, h.replayed_at) < now() - wharf.setting_interval('stuck_after')))
+                 FROM unnest(ARRAY['open', 'acknowledged', 'resolved', 'ignored']) AS s(status)))
 $$;
 
 --

@@ -282,18 +282,14 @@ BEGIN
             LEFT JOIN wharf.failure_minute f ON f.workspace_id = p_workspace_id AND f.minute = m.at);
 END $$;
 
--- The instance's issues by status and its stuck scopes (heads waiting past
--- stuck_after), for the worker's gauges: {"issues": {status: count},
--- "stuck_scopes": n}. Reads the issue table (bounded by issue_limit per
--- workspace) and the scopes in use, never the inbox.
+-- The instance's issues by status, for the worker's gauges: {"issues":
+-- {status: count}}. Reads the issue table (bounded by issue_limit per
+-- workspace), never the inbox.
 CREATE OR REPLACE FUNCTION wharf.issue_gauges() RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT jsonb_build_object(
     'issues', (SELECT jsonb_object_agg(s.status, (SELECT count(*) FROM wharf.issue i WHERE i.status = s.status))
-                 FROM unnest(ARRAY['open', 'acknowledged', 'resolved', 'ignored']) AS s(status)),
-    'stuck_scopes', (SELECT count(*) FROM wharf.scope sc
-                       JOIN wharf.provider_event h ON h.id = coalesce(sc.leased_id, sc.head_id)
-                      WHERE greatest(h.received_at, h.replayed_at) < now() - wharf.setting_interval('stuck_after')))
+                 FROM unnest(ARRAY['open', 'acknowledged', 'resolved', 'ignored']) AS s(status)))
 $$;
 
 REVOKE ALL ON FUNCTION wharf.failure_history(bigint, integer), wharf.issue_gauges() FROM PUBLIC;

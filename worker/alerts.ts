@@ -39,11 +39,6 @@ export const issuesGauge = new Gauge({
   registers,
 });
 
-export const stuckScopesGauge = new Gauge({
-  name: 'integration_consumer_stuck_scopes',
-  help: "Scopes whose head has waited past stuck_after (reported by the host holding the alert sender's lease)",
-  registers,
-});
 
 export interface AlertSenderOptions {
   pool: pg.Pool;
@@ -181,7 +176,6 @@ export function startAlertSender(options: AlertSenderOptions): AlertSender {
       result.created = await evaluateAlertRules(options.pool, token);
       const gauges = await issueGauges(options.pool);
       for (const [status, count] of Object.entries(gauges.issues)) issuesGauge.set({ status }, count);
-      stuckScopesGauge.set(gauges.stuck_scopes);
       for (const alert of await dueAlerts(options.pool, token, batch)) {
         const outcome = await deliver(alert);
         const state = await recordAlertAttempt(options.pool, token, alert.id, outcome, retryBaseMs);

@@ -120,7 +120,6 @@ describe('the alert sender', () => {
     const metrics = await workerRegistry.metrics();
     expect(metrics).toMatch(/^integration_consumer_alert_deliveries_total\{outcome="delivered"\} 2$/m);
     expect(metrics).toMatch(/^integration_consumer_issues\{status="open"\} 1$/m);
-    expect(metrics).toMatch(/^integration_consumer_stuck_scopes 0$/m);
 
     // Deduplicated: the same issue failing again fires nothing new.
     await failEvent('TypeError');

@@ -51,9 +51,9 @@ export async function recordAlertAttempt(
   return rows[0]?.state ?? null;
 }
 
-/** The instance's issues by status and its stuck scopes (wharf.issue_gauges). */
-export async function issueGauges(db: pg.Pool): Promise<{ issues: Record<string, number>; stuck_scopes: number }> {
-  const { rows } = await db.query<{ gauges: { issues: Record<string, number>; stuck_scopes: number } }>(
+/** The instance's issues by status (wharf.issue_gauges). */
+export async function issueGauges(db: pg.Pool): Promise<{ issues: Record<string, number> }> {
+  const { rows } = await db.query<{ gauges: { issues: Record<string, number> } }>(
     'SELECT wharf.issue_gauges() AS gauges');
   return rows[0]!.gauges;
 }
