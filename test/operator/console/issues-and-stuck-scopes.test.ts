@@ -65,6 +65,9 @@ beforeAll(async () => {
   rig = await startConsoleRig();
   const db = rig.db.pool;
   conn = await connection(db, W, 'generic', ['repo:acme/stuck']);
+  // A failing event is DEAD at its first failure: no retry of it can reopen
+  // a resolved issue before the test makes the failure return.
+  await db.query(`SELECT wharf.set_setting('max_attempts', '1')`);
   receiver = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
