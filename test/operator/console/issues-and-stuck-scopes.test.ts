@@ -204,6 +204,12 @@ describe('live events and search', () => {
     const { id } = await admit(rig.db.pool, conn, { subject: 'repo:acme/live' });
     await page.getByRole('link', { name: id, exact: true }).waitFor({ timeout: browserTimeout });
     expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(7);
+
+    // The event's own page and the dashboard refresh themselves the same way.
+    for (const path of [`events/${id}`, '']) {
+      await page.goto(`${rig.consoleUrl}/workspaces/${W}${path ? `/${path}` : ''}`);
+      await page.locator('#live-status', { hasText: /^Live: updated/ }).waitFor({ timeout: browserTimeout });
+    }
   });
 
   it('finds exactly the events whose payload contains the JSON typed, and none of another workspace', async () => {
