@@ -153,6 +153,12 @@ export const environment = {
     readBy: ['worker-host'],
     description: 'How long a sweep stays claimed without a sign of life; another host takes over the sweep of a host that died after that long (`wharf worker --sweep-lease`).',
   },
+  WHARF_ALERT_EVERY: {
+    kind: 'duration',
+    default: 10_000,
+    readBy: ['worker-host'],
+    description: 'How often a worker host tries to evaluate the alert rules and send due alerts, spread by a quarter either way (`wharf worker --alert-every`); one host at a time holds the sender\'s lease.',
+  },
   PGHOST: {
     kind: 'text',
     default: 'localhost',

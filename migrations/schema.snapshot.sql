@@ -100,6 +100,53 @@ BEGIN
 END $$;
 
 --
+-- Name: add_alert_rule(bigint, text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.add_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+  v_rule wharf.alert_rule;
+BEGIN
+  IF p_name IS NULL OR p_kind IS NULL OR p_destination IS NULL OR p_url IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: an alert rule needs a name, a kind, a destination, a URL and an account' USING ERRCODE = '22004';
+  END IF;
+  IF p_name !~ '^[A-Za-z0-9][A-Za-z0-9 _.:@-]{0,63}$' THEN
+    RAISE EXCEPTION 'wharf: a rule name is 1 to 64 letters, digits, spaces or _.:@-' USING ERRCODE = '22023';
+  END IF;
+  IF p_kind NOT IN ('issue_opened', 'issue_reopened', 'dead_letter_rate', 'oldest_due_age', 'stuck_scope') THEN
+    RAISE EXCEPTION 'wharf: unknown alert kind %', quote_literal(p_kind) USING ERRCODE = '22023';
+  END IF;
+  IF (p_kind = 'dead_letter_rate') <> (p_threshold IS NOT NULL) OR p_threshold <= 0 THEN
+    RAISE EXCEPTION 'wharf: a positive threshold is required for dead_letter_rate, and taken by no other kind'
+      USING ERRCODE = '22023';
+  END IF;
+  IF (p_kind IN ('dead_letter_rate', 'oldest_due_age', 'stuck_scope')) <> (p_window_seconds IS NOT NULL)
+     OR p_window_seconds <= 0 THEN
+    RAISE EXCEPTION 'wharf: a positive window_seconds is required for dead_letter_rate, oldest_due_age and stuck_scope, and taken by no other kind'
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_destination NOT IN ('webhook', 'slack') THEN
+    RAISE EXCEPTION 'wharf: unknown alert destination %', quote_literal(p_destination) USING ERRCODE = '22023';
+  END IF;
+  IF length(p_url) > 2000
+     OR NOT (p_url ~ '^https://[^/?#@\s]+' OR p_url ~ '^http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?(/|$)') THEN
+    RAISE EXCEPTION 'wharf: an alert URL is https:// (or http:// to a loopback address)' USING ERRCODE = '22023';
+  END IF;
+  IF p_destination = 'webhook' AND (p_secret IS NULL OR p_secret !~ '^whsec_[A-Za-z0-9+/]+=*$') THEN
+    RAISE EXCEPTION 'wharf: a webhook destination needs a Standard Webhooks secret (whsec_ and base64)' USING ERRCODE = '22023';
+  END IF;
+  IF p_destination = 'slack' AND p_secret IS NOT NULL THEN
+    RAISE EXCEPTION 'wharf: a Slack destination takes no secret (its URL is one)' USING ERRCODE = '22023';
+  END IF;
+  INSERT INTO wharf.alert_rule (workspace_id, name, kind, threshold, window_seconds, destination, url, secret, created_by)
+  VALUES (p_workspace_id, p_name, p_kind, p_threshold, p_window_seconds, p_destination, p_url, p_secret, p_account)
+  RETURNING * INTO v_rule;
+  RETURN wharf.alert_rule_summary(v_rule);
+END $_$;
+
+--
 -- Name: admission_item(text, text, text, text, jsonb, text[], jsonb, jsonb, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -730,6 +777,52 @@ BEGIN
   DELETE FROM wharf.redelivery_seen WHERE app_id = p_app_id AND source = p_source AND decided;
 END $$;
 
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: alert_rule; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.alert_rule (
+    id bigint NOT NULL,
+    workspace_id bigint,
+    name text NOT NULL,
+    kind text NOT NULL,
+    threshold integer,
+    window_seconds integer,
+    destination text NOT NULL,
+    url text NOT NULL,
+    secret text,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT alert_rule_check CHECK (((destination = 'webhook'::text) = (secret IS NOT NULL))),
+    CONSTRAINT alert_rule_check1 CHECK (((kind = 'dead_letter_rate'::text) = (threshold IS NOT NULL))),
+    CONSTRAINT alert_rule_check2 CHECK (((kind = ANY (ARRAY['dead_letter_rate'::text, 'oldest_due_age'::text, 'stuck_scope'::text])) = (window_seconds IS NOT NULL))),
+    CONSTRAINT alert_rule_destination_check CHECK ((destination = ANY (ARRAY['webhook'::text, 'slack'::text]))),
+    CONSTRAINT alert_rule_kind_check CHECK ((kind = ANY (ARRAY['issue_opened'::text, 'issue_reopened'::text, 'dead_letter_rate'::text, 'oldest_due_age'::text, 'stuck_scope'::text]))),
+    CONSTRAINT alert_rule_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9 _.:@-]{0,63}$'::text)),
+    CONSTRAINT alert_rule_secret_check CHECK ((secret ~ '^whsec_[A-Za-z0-9+/]+=*$'::text)),
+    CONSTRAINT alert_rule_threshold_check CHECK ((threshold > 0)),
+    CONSTRAINT alert_rule_url_check CHECK (((url ~ '^https://[^/?#@\s]+'::text) OR (url ~ '^http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?(/|$)'::text))),
+    CONSTRAINT alert_rule_window_seconds_check CHECK ((window_seconds > 0))
+);
+
+--
+-- Name: alert_rule_summary(wharf.alert_rule); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.alert_rule_summary(r wharf.alert_rule) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object(
+    'id', r.id, 'workspace_id', r.workspace_id, 'name', r.name, 'kind', r.kind, 'threshold', r.threshold,
+    'window_seconds', r.window_seconds, 'destination', r.destination,
+    'destination_host', substring(r.url FROM '^https?://([^/?#]+)'),
+    'created_by', r.created_by, 'created_at', r.created_at)
+$$;
+
 --
 -- Name: begin_sweep(bigint, text, text, interval, timestamp with time zone, interval, interval); Type: FUNCTION; Schema: wharf; Owner: -
 --
@@ -793,10 +886,6 @@ BEGIN
     'cursor', v_sweep.page_cursor, 'pages_done', v_sweep.pages_done, 'resumed', v_resumed);
 END $$;
 
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
-
 --
 -- Name: provider_event; Type: TABLE; Schema: wharf; Owner: -
 --
@@ -856,8 +945,46 @@ CREATE FUNCTION wharf.bulk_replay_candidates(p_workspace_id bigint, p_filter jso
      AND (NOT p_filter ? 'error_class' OR e.error_class = p_filter ->> 'error_class')
      AND (NOT p_filter ? 'dead_after' OR e.dead_at >= (p_filter ->> 'dead_after')::timestamptz)
      AND (NOT p_filter ? 'dead_before' OR e.dead_at < (p_filter ->> 'dead_before')::timestamptz)
+     AND (NOT p_filter ? 'received_after' OR e.received_at >= (p_filter ->> 'received_after')::timestamptz)
+     AND (NOT p_filter ? 'received_before' OR e.received_at < (p_filter ->> 'received_before')::timestamptz)
+     AND (NOT p_filter ? 'payload' OR e.payload @> (p_filter -> 'payload'))
+     AND (NOT p_filter ? 'headers' OR e.headers @> (p_filter -> 'headers'))
    ORDER BY e.id
 $$;
+
+--
+-- Name: bulk_replay_filter(jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.bulk_replay_filter(p_filter jsonb) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  v_key text;
+BEGIN
+  IF jsonb_typeof(p_filter) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.start_bulk_replay: the filter must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  FOR v_key IN SELECT jsonb_object_keys(p_filter) LOOP
+    IF v_key NOT IN ('provider', 'event_type', 'subject', 'error_class', 'dead_after', 'dead_before',
+                     'received_after', 'received_before', 'payload', 'headers') THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: unknown filter %', quote_literal(v_key) USING ERRCODE = '22023';
+    END IF;
+    IF v_key IN ('payload', 'headers') AND jsonb_typeof(p_filter -> v_key) <> 'object' THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be a JSON object', v_key USING ERRCODE = '22023';
+    END IF;
+    IF v_key NOT IN ('payload', 'headers') AND jsonb_typeof(p_filter -> v_key) <> 'string' THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be text', v_key USING ERRCODE = '22023';
+    END IF;
+  END LOOP;
+  FOREACH v_key IN ARRAY ARRAY['dead_after', 'dead_before', 'received_after', 'received_before'] LOOP
+    IF p_filter ? v_key THEN
+      p_filter := jsonb_set(p_filter, ARRAY[v_key], to_jsonb(
+        to_char((p_filter ->> v_key)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')));
+    END IF;
+  END LOOP;
+  RETURN p_filter;
+END $$;
 
 --
 -- Name: bulk_replay; Type: TABLE; Schema: wharf; Owner: -
@@ -892,6 +1019,32 @@ CREATE FUNCTION wharf.bulk_replay_summary(r wharf.bulk_replay) RETURNS jsonb
     'skipped', CASE WHEN r.finished_at IS NULL THEN 0 ELSE greatest(r.matched - r.replayed, 0) END,
     'started_at', r.started_at, 'updated_at', r.updated_at, 'finished_at', r.finished_at)
 $$;
+
+--
+-- Name: change_issue_status(bigint, bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.change_issue_status(p_workspace_id bigint, p_id bigint, p_status text, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_issue wharf.issue;
+BEGIN
+  IF p_id IS NULL OR p_status IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: an issue status change needs an issue, a status and an account' USING ERRCODE = '22004';
+  END IF;
+  IF p_status NOT IN ('open', 'acknowledged', 'resolved', 'ignored') THEN
+    RAISE EXCEPTION 'wharf: unknown issue status %', quote_literal(p_status) USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.issue i
+     SET status = p_status, status_by = p_account, status_at = now()
+   WHERE i.id = p_id AND (i.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND i.workspace_id IS NULL))
+  RETURNING * INTO v_issue;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  RETURN wharf.issue_summary(v_issue);
+END $$;
 
 --
 -- Name: check_lease(bigint, bigint, uuid, boolean); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1261,6 +1414,118 @@ BEGIN
 END $$;
 
 --
+-- Name: count_bulk_replay(bigint, jsonb, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.count_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_force boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_filter IS NULL OR p_force IS NULL THEN
+    RAISE EXCEPTION 'wharf.count_bulk_replay: filter and force are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN (SELECT count(*) FROM wharf.bulk_replay_candidates(p_workspace_id, wharf.bulk_replay_filter(p_filter),
+                                                            p_force, clock_timestamp(), 0));
+END $$;
+
+--
+-- Name: count_failures_into_issues(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.count_failures_into_issues() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_limit integer := wharf.setting_integer('issue_limit');
+BEGIN
+  WITH failed AS (
+    SELECT e.workspace_id, e.provider, e.event_type, coalesce(a.error_class, a.ended) AS error_class,
+           a.ended_at, e.id AS event_id, e.state
+      FROM attempts_added a
+      JOIN wharf.provider_event e ON e.id = a.event_id
+     WHERE a.ended <> 'released'
+  ), grouped AS (
+    SELECT f.workspace_id, f.provider, f.event_type, f.error_class,
+           min(f.ended_at) AS first_seen_at, max(f.ended_at) AS last_seen_at, count(*) AS failures,
+           count(*) FILTER (WHERE f.state = 'DEAD') AS dead, max(f.event_id) AS sample_event_id
+      FROM failed f
+     GROUP BY f.workspace_id, f.provider, f.event_type, f.error_class
+  ), keyed AS (
+    -- A group with no issue yet gets its own while the workspace has fewer
+    -- than issue_limit; otherwise it counts into '*'. Two new groups at once
+    -- may both pass the count: the bound is issue_limit plus the concurrency.
+    SELECT g.*,
+           CASE WHEN EXISTS (SELECT FROM wharf.issue i
+                              WHERE (i.workspace_id = g.workspace_id OR (g.workspace_id IS NULL AND i.workspace_id IS NULL))
+                                AND i.provider = g.provider AND i.event_type = g.event_type
+                                AND i.error_class = g.error_class)
+                  OR (SELECT count(*) FROM (SELECT FROM wharf.issue i
+                                             WHERE i.workspace_id = g.workspace_id
+                                                OR (g.workspace_id IS NULL AND i.workspace_id IS NULL)
+                                             LIMIT v_limit) n) < v_limit
+                THEN g.event_type ELSE '*' END AS issue_type
+      FROM grouped g
+  )
+  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, first_seen_at, last_seen_at,
+                                failures, dead, sample_event_id, status_at)
+  SELECT k.workspace_id, k.provider, k.issue_type, k.error_class, min(k.first_seen_at), max(k.last_seen_at),
+         sum(k.failures), sum(k.dead), max(k.sample_event_id), min(k.first_seen_at)
+    FROM keyed k
+   GROUP BY k.workspace_id, k.provider, k.issue_type, k.error_class
+   ORDER BY k.workspace_id, k.provider, k.issue_type, k.error_class
+  ON CONFLICT (workspace_id, provider, event_type, error_class) DO UPDATE
+     SET last_seen_at    = greatest(i.last_seen_at, excluded.last_seen_at),
+         failures        = i.failures + excluded.failures,
+         dead            = i.dead + excluded.dead,
+         sample_event_id = excluded.sample_event_id,
+         status          = CASE WHEN i.status = 'resolved' THEN 'open' ELSE i.status END,
+         status_by       = CASE WHEN i.status = 'resolved' THEN NULL ELSE i.status_by END,
+         status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
+         reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
+         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END;
+
+  -- The same failures per workspace and minute (alert rates, metrics).
+  INSERT INTO wharf.failure_minute AS m (workspace_id, minute, failed, dead)
+  SELECT e.workspace_id, date_trunc('minute', a.ended_at), count(*), count(*) FILTER (WHERE e.state = 'DEAD')
+    FROM attempts_added a
+    JOIN wharf.provider_event e ON e.id = a.event_id
+   WHERE a.ended <> 'released'
+   GROUP BY 1, 2
+   ORDER BY 1, 2
+  ON CONFLICT (workspace_id, minute) DO UPDATE
+     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead;
+  RETURN NULL;
+END $$;
+
+--
+-- Name: create_alert_rule(bigint, text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.create_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN wharf.add_alert_rule(p_workspace_id, p_name, p_kind, p_threshold, p_window_seconds,
+                              p_destination, p_url, p_secret, p_account);
+END $$;
+
+--
+-- Name: create_instance_alert_rule(text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.create_instance_alert_rule(p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) RETURNS jsonb
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.add_alert_rule(NULL, p_name, p_kind, p_threshold, p_window_seconds,
+                              p_destination, p_url, p_secret, p_account)
+$$;
+
+--
 -- Name: create_token(bigint, text, bytea); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1287,6 +1552,114 @@ BEGIN
   RETURN jsonb_build_object('id', v_token.id, 'workspace_id', v_token.workspace_id,
                             'name', v_token.name, 'created_at', v_token.created_at);
 END $_$;
+
+--
+-- Name: dead_letter_scope_head(bigint, text, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.dead_letter_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_refusal text;
+BEGIN
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  v_refusal := wharf.scope_head_refusal(p_workspace_id, p_scope_key, p_event_id, p_account);
+  IF v_refusal IS NULL THEN
+    UPDATE wharf.provider_event
+       SET state = 'DEAD', dead_at = now(), error_class = coalesce(error_class, 'MovedToDeadLetters')
+     WHERE id = p_event_id;
+    INSERT INTO wharf.scope_action (workspace_id, scope_key, event_id, connection_id, action, account)
+    SELECT p_workspace_id, p_scope_key, p_event_id, e.connection_id, 'dead_letter_head', p_account
+      FROM wharf.provider_event e WHERE e.id = p_event_id;
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+  RETURN wharf.scope_action_result(p_event_id, v_refusal);
+END $$;
+
+--
+-- Name: delete_alert_rule(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.delete_alert_rule(p_workspace_id bigint, p_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  DELETE FROM wharf.alert_rule
+   WHERE id = p_id AND (workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND workspace_id IS NULL));
+  RETURN FOUND;
+END $$;
+
+--
+-- Name: delivery_history(bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.delivery_history(p_workspace_id bigint, p_hours integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_since timestamptz;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_hours IS NULL OR p_hours < 1 OR p_hours > 24 THEN
+    RAISE EXCEPTION 'wharf.delivery_history: hours must be between 1 and 24' USING ERRCODE = '22023';
+  END IF;
+  v_since := date_trunc('minute', now()) - make_interval(mins => p_hours * 60 - 1);
+  RETURN (
+    WITH accepted AS (
+      SELECT e.id, e.received_at, e.connection_id
+        FROM wharf.provider_event e
+       WHERE e.workspace_id = p_workspace_id AND e.received_at >= v_since
+    ), connections AS (
+      SELECT c.id FROM wharf.connection c WHERE c.workspace_id = p_workspace_id
+    ), refused AS (
+      SELECT a.at, a.connection_id, a.reason
+        FROM wharf.admission_log a
+       WHERE a.at >= v_since
+         AND (a.workspace_id = p_workspace_id
+              OR (a.workspace_id IS NULL AND a.connection_id IN (SELECT id FROM connections)))
+    ), per_minute AS (
+      SELECT date_trunc('minute', received_at) AS at, connection_id, count(*) AS accepted, NULL::text AS reason, 0::bigint AS refused
+        FROM accepted GROUP BY 1, 2
+      UNION ALL
+      SELECT date_trunc('minute', at), connection_id, 0, reason, count(*)
+        FROM refused GROUP BY 1, 2, 4
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object('at', m.at, 'connection_id', m.connection_id, 'accepted', m.accepted,
+                                                 'refused', m.refused) ORDER BY m.at, m.connection_id NULLS FIRST), '[]')
+      FROM (SELECT p.at, p.connection_id, sum(p.accepted) AS accepted,
+                   coalesce(jsonb_object_agg(p.reason, p.refused) FILTER (WHERE p.reason IS NOT NULL), '{}') AS refused
+              FROM per_minute p
+             GROUP BY p.at, p.connection_id) m
+  );
+END $$;
+
+--
+-- Name: due_alerts(uuid, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.due_alerts(p_token uuid, p_limit integer) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.held_alert_sender(p_token);
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 1000' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', a.id, 'rule_id', r.id, 'rule_name', r.name, 'workspace_id', a.workspace_id, 'kind', a.kind,
+                   'facts', a.facts, 'created_at', a.created_at, 'attempts', a.attempts,
+                   'destination', r.destination, 'url', r.url, 'secret', r.secret) ORDER BY a.next_attempt_at, a.id), '[]')
+            FROM (SELECT * FROM wharf.alert x
+                   WHERE x.state = 'pending' AND x.next_attempt_at <= clock_timestamp()
+                   ORDER BY x.next_attempt_at, x.id
+                   LIMIT p_limit) a
+            JOIN wharf.alert_rule r ON r.id = a.rule_id);
+END $$;
 
 --
 -- Name: erase_person(text, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1337,6 +1710,86 @@ BEGIN
   DELETE FROM wharf.provider_event WHERE id = ANY (v_events);
   GET DIAGNOSTICS v_deleted = ROW_COUNT;
   RETURN v_deleted;
+END $$;
+
+--
+-- Name: evaluate_alert_rules(uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.evaluate_alert_rules(p_token uuid) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_now   timestamptz := now();
+  v_count integer;
+  v_total integer := 0;
+BEGIN
+  PERFORM wharf.held_alert_sender(p_token);
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, i.workspace_id, 'issue-opened:' || i.id, r.kind, wharf.issue_alert_facts(i)
+    FROM wharf.alert_rule r
+    JOIN wharf.issue i ON (r.workspace_id IS NULL OR i.workspace_id = r.workspace_id)
+   WHERE r.kind = 'issue_opened' AND i.status <> 'ignored'
+     AND i.last_seen_at >= greatest(r.created_at, v_now - interval '1 day')
+     AND i.first_seen_at >= greatest(r.created_at, v_now - interval '1 day')
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, i.workspace_id, 'issue-reopened:' || i.id || ':' || i.reopened, r.kind, wharf.issue_alert_facts(i)
+    FROM wharf.alert_rule r
+    JOIN wharf.issue i ON (r.workspace_id IS NULL OR i.workspace_id = r.workspace_id)
+   WHERE r.kind = 'issue_reopened' AND i.status = 'open'
+     AND i.last_seen_at >= greatest(r.created_at, v_now - interval '1 day')
+     AND i.reopened_at >= greatest(r.created_at, v_now - interval '1 day')
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, r.workspace_id, 'dead-rate:' || floor(extract(epoch FROM v_now) / r.window_seconds)::bigint, r.kind,
+         jsonb_build_object('dead', c.dead, 'threshold', r.threshold, 'window_seconds', r.window_seconds)
+    FROM wharf.alert_rule r
+    CROSS JOIN LATERAL (SELECT coalesce(sum(m.dead), 0) AS dead FROM wharf.failure_minute m
+                         WHERE (r.workspace_id IS NULL OR m.workspace_id = r.workspace_id)
+                           AND m.minute >= date_trunc('minute', v_now - make_interval(secs => r.window_seconds))) c
+   WHERE r.kind = 'dead_letter_rate' AND c.dead >= r.threshold
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, r.workspace_id, 'oldest-due:' || floor(extract(epoch FROM v_now) / r.window_seconds)::bigint, r.kind,
+         jsonb_build_object('oldest_due_at', o.due, 'age_seconds', floor(extract(epoch FROM v_now - o.due)),
+                            'window_seconds', r.window_seconds)
+    FROM wharf.alert_rule r
+    CROSS JOIN LATERAL (SELECT min(s.head_due_at) AS due FROM wharf.scope s
+                         WHERE (r.workspace_id IS NULL OR s.workspace_id = r.workspace_id)
+                           AND s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active) o
+   WHERE r.kind = 'oldest_due_age' AND o.due < v_now - make_interval(secs => r.window_seconds)
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, s.workspace_id, 'stuck:' || s.scope_key || ':' || h.id, r.kind,
+         jsonb_build_object('scope_key', s.scope_key, 'subject', h.subject,
+                            'waiting_since', greatest(h.received_at, h.replayed_at),
+                            'head', jsonb_build_object('id', h.id, 'provider', h.provider, 'event_type', h.event_type,
+                                                       'state', h.state, 'attempt', h.attempt,
+                                                       'error_class', h.error_class))
+    FROM wharf.alert_rule r
+    JOIN wharf.scope s ON (r.workspace_id IS NULL OR s.workspace_id = r.workspace_id)
+    JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
+   WHERE r.kind = 'stuck_scope'
+     AND greatest(h.received_at, h.replayed_at) < v_now - make_interval(secs => r.window_seconds)
+   LIMIT 1000
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  RETURN v_total + v_count;
 END $$;
 
 --
@@ -1522,6 +1975,28 @@ BEGIN
 END $_$;
 
 --
+-- Name: failure_history(bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.failure_history(p_workspace_id bigint, p_hours integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_since timestamptz;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_hours IS NULL OR p_hours < 1 OR p_hours > 24 THEN
+    RAISE EXCEPTION 'wharf.failure_history: hours must be between 1 and 24' USING ERRCODE = '22023';
+  END IF;
+  v_since := date_trunc('minute', now()) - make_interval(mins => p_hours * 60 - 1);
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('at', m.at, 'failed', coalesce(f.failed, 0), 'dead', coalesce(f.dead, 0))
+                                    ORDER BY m.at), '[]')
+            FROM generate_series(v_since, date_trunc('minute', now()), interval '1 minute') AS m(at)
+            LEFT JOIN wharf.failure_minute f ON f.workspace_id = p_workspace_id AND f.minute = m.at);
+END $$;
+
+--
 -- Name: fence(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1596,6 +2071,20 @@ BEGIN
 END $$;
 
 --
+-- Name: held_alert_sender(uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.held_alert_sender(p_token uuid) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  PERFORM FROM wharf.alert_sender WHERE id = 1 AND lease_token = p_token FOR UPDATE;
+  IF p_token IS NULL OR NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: the alert sender lease is no longer held with this token' USING ERRCODE = 'WH412';
+  END IF;
+END $$;
+
+--
 -- Name: redelivery_sweep; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -1653,6 +2142,132 @@ CREATE FUNCTION wharf.is_control_event(p_provider text, p_event_type text, p_rou
                   AND p_route->>'installation_id' IS NOT NULL
                   AND p_payload->'installation'->>'id' = p_route->>'installation_id'
                   AND coalesce(p_payload->>'action', '') <> '', false)
+$$;
+
+--
+-- Name: issue; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.issue (
+    id bigint NOT NULL,
+    workspace_id bigint,
+    provider text NOT NULL,
+    event_type text NOT NULL,
+    error_class text NOT NULL,
+    status text DEFAULT 'open'::text NOT NULL,
+    status_by text,
+    status_at timestamp with time zone DEFAULT now() NOT NULL,
+    first_seen_at timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone NOT NULL,
+    failures bigint DEFAULT 0 NOT NULL,
+    dead bigint DEFAULT 0 NOT NULL,
+    sample_event_id bigint NOT NULL,
+    reopened integer DEFAULT 0 NOT NULL,
+    reopened_at timestamp with time zone,
+    CONSTRAINT issue_status_check CHECK ((status = ANY (ARRAY['open'::text, 'acknowledged'::text, 'resolved'::text, 'ignored'::text])))
+);
+
+--
+-- Name: issue_alert_facts(wharf.issue); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.issue_alert_facts(i wharf.issue) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object('issue', jsonb_build_object(
+    'id', i.id, 'workspace_id', i.workspace_id, 'provider', i.provider, 'event_type', i.event_type,
+    'error_class', i.error_class, 'status', i.status, 'failures', i.failures, 'dead', i.dead,
+    'first_seen_at', i.first_seen_at, 'last_seen_at', i.last_seen_at, 'reopened', i.reopened,
+    'reopened_at', i.reopened_at))
+$$;
+
+--
+-- Name: issue_events(bigint, bigint, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.issue_events(p_workspace_id bigint, p_id bigint, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_issue  wharf.issue;
+  v_events jsonb;
+  v_count  bigint;
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.issue_events: workspace is required' USING ERRCODE = '22004';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  SELECT * INTO v_issue FROM wharf.issue WHERE id = p_id AND workspace_id = p_workspace_id;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*) INTO v_events, v_count
+    FROM (SELECT * FROM wharf.provider_event x
+           WHERE x.workspace_id = p_workspace_id
+             AND (p_before_id IS NULL OR x.id < p_before_id)
+             AND x.provider = v_issue.provider
+             AND (v_issue.event_type = '*' OR x.event_type = v_issue.event_type)
+             AND x.error_class = v_issue.error_class
+           ORDER BY x.id DESC
+           LIMIT p_limit + 1) e;
+  IF v_count <= p_limit THEN
+    RETURN jsonb_build_object('events', v_events, 'next_cursor', NULL);
+  END IF;
+  v_events := v_events - p_limit;
+  RETURN jsonb_build_object('events', v_events, 'next_cursor', v_events -> (p_limit - 1) -> 'id');
+END $$;
+
+--
+-- Name: issue_gauges(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.issue_gauges() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT jsonb_build_object(
+    'issues', (SELECT jsonb_object_agg(s.status, (SELECT count(*) FROM wharf.issue i WHERE i.status = s.status))
+                 FROM unnest(ARRAY['open', 'acknowledged', 'resolved', 'ignored']) AS s(status)))
+$$;
+
+--
+-- Name: issue_list(bigint, text, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.issue_list(p_workspace_id bigint, p_status text, p_limit integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+  IF p_status IS NOT NULL AND p_status NOT IN ('open', 'acknowledged', 'resolved', 'ignored') THEN
+    RAISE EXCEPTION 'wharf: unknown issue status %', quote_literal(p_status) USING ERRCODE = '22023';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 1000' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(wharf.issue_summary(i) ORDER BY i.last_seen_at DESC, i.id DESC), '[]')
+            FROM (SELECT * FROM wharf.issue x
+                   WHERE (x.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND x.workspace_id IS NULL))
+                     AND (p_status IS NULL OR x.status = p_status)
+                   ORDER BY x.last_seen_at DESC, x.id DESC
+                   LIMIT p_limit) i);
+END $$;
+
+--
+-- Name: issue_summary(wharf.issue); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.issue_summary(i wharf.issue) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object(
+    'id', i.id, 'workspace_id', i.workspace_id, 'provider', i.provider, 'event_type', i.event_type,
+    'error_class', i.error_class, 'status', i.status, 'status_by', i.status_by, 'status_at', i.status_at,
+    'first_seen_at', i.first_seen_at, 'last_seen_at', i.last_seen_at, 'failures', i.failures,
+    'dead', i.dead, 'sample_event_id', i.sample_event_id, 'reopened', i.reopened,
+    'reopened_at', i.reopened_at)
 $$;
 
 --
@@ -1756,6 +2371,48 @@ BEGIN
 END $$;
 
 --
+-- Name: list_alert_rules(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_alert_rules(p_workspace_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN (SELECT coalesce(jsonb_agg(wharf.alert_rule_summary(r) ORDER BY r.id), '[]')
+            FROM wharf.alert_rule r WHERE r.workspace_id = p_workspace_id);
+END $$;
+
+--
+-- Name: list_alerts(bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_alerts(p_workspace_id bigint, p_limit integer DEFAULT 50) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_workspace_id IS NOT NULL THEN
+    PERFORM wharf.require_workspace(p_workspace_id);
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', a.id, 'rule_id', a.rule_id, 'rule_name', a.rule_name, 'workspace_id', a.workspace_id,
+                   'kind', a.kind, 'facts', a.facts, 'created_at', a.created_at, 'state', a.state,
+                   'attempts', a.attempts, 'last_attempt_at', a.last_attempt_at, 'last_status', a.last_status,
+                   'last_error', a.last_error, 'delivered_at', a.delivered_at) ORDER BY a.id DESC), '[]')
+            FROM (SELECT x.*, r.name AS rule_name
+                    FROM wharf.alert_rule r
+                    JOIN wharf.alert x ON x.rule_id = r.id
+                   WHERE r.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND r.workspace_id IS NULL)
+                   ORDER BY x.id DESC
+                   LIMIT p_limit) a);
+END $$;
+
+--
 -- Name: list_all_admissions(integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1845,6 +2502,81 @@ CREATE FUNCTION wharf.list_installation_events(p_state text DEFAULT NULL::text, 
   SELECT wharf.event_page(NULL, p_state, p_subject, p_limit, p_before_id,
                           p_provider, p_event_type, p_received_after, p_received_before)
 $$;
+
+--
+-- Name: list_installation_issues(text, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_installation_issues(p_status text DEFAULT NULL::text, p_limit integer DEFAULT 100) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.issue_list(NULL, p_status, p_limit)
+$$;
+
+--
+-- Name: list_instance_alert_rules(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_instance_alert_rules() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT coalesce(jsonb_agg(wharf.alert_rule_summary(r) ORDER BY r.id), '[]')
+    FROM wharf.alert_rule r WHERE r.workspace_id IS NULL
+$$;
+
+--
+-- Name: list_issues(bigint, text, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_issues(p_workspace_id bigint, p_status text DEFAULT NULL::text, p_limit integer DEFAULT 100) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN wharf.issue_list(p_workspace_id, p_status, p_limit);
+END $$;
+
+--
+-- Name: list_scope_actions(bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_scope_actions(p_workspace_id bigint, p_limit integer DEFAULT 50) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', a.id, 'scope_key', a.scope_key, 'event_id', a.event_id, 'connection_id', a.connection_id,
+                   'action', a.action, 'account', a.account, 'at', a.at) ORDER BY a.id DESC), '[]')
+            FROM (SELECT * FROM wharf.scope_action x WHERE x.workspace_id = p_workspace_id
+                   ORDER BY x.id DESC LIMIT p_limit) a);
+END $$;
+
+--
+-- Name: list_stuck_scopes(bigint, interval, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_stuck_scopes(p_workspace_id bigint, p_older_than interval DEFAULT NULL::interval, p_limit integer DEFAULT 100) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_older_than < interval '0' THEN
+    RAISE EXCEPTION 'wharf: the threshold must not be negative' USING ERRCODE = '22023';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  RETURN wharf.stuck_scope_list(p_workspace_id, coalesce(p_older_than, wharf.setting_interval('stuck_after')), p_limit);
+END $$;
 
 --
 -- Name: list_tokens(bigint); Type: FUNCTION; Schema: wharf; Owner: -
@@ -2083,6 +2815,33 @@ BEGIN
 END $$;
 
 --
+-- Name: pause_scope_connection(bigint, text, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.pause_scope_connection(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_connection_id bigint;
+BEGIN
+  IF p_workspace_id IS NULL OR p_scope_key IS NULL OR p_event_id IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: a scope action needs a workspace, a scope, its head event and an account'
+      USING ERRCODE = '22004';
+  END IF;
+  SELECT connection_id INTO v_connection_id FROM wharf.provider_event
+   WHERE id = p_event_id AND workspace_id = p_workspace_id AND scope_key = p_scope_key;
+  IF v_connection_id IS NULL THEN
+    RAISE EXCEPTION 'wharf: workspace % has no event % with a connection in scope %', p_workspace_id, p_event_id, p_scope_key
+      USING ERRCODE = 'P0002';
+  END IF;
+  PERFORM wharf.set_connection_state(v_connection_id, 'PAUSED');
+  INSERT INTO wharf.scope_action (workspace_id, scope_key, event_id, connection_id, action, account)
+  VALUES (p_workspace_id, p_scope_key, p_event_id, v_connection_id, 'pause_connection', p_account);
+  RETURN wharf.show_connection(v_connection_id);
+END $$;
+
+--
 -- Name: payload_names_person(text, jsonb, text[], text[]); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2165,6 +2924,61 @@ BEGIN
 END $$;
 
 --
+-- Name: purge_alerts(integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.purge_alerts(p_batch integer DEFAULT 1000) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_deleted bigint;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 THEN
+    RAISE EXCEPTION 'wharf: purge_alerts needs a positive batch size' USING ERRCODE = '22023';
+  END IF;
+  DELETE FROM wharf.alert
+   WHERE id IN (SELECT id FROM wharf.alert
+                 WHERE created_at < now() - wharf.setting_interval('issue_retention') AND state <> 'pending'
+                 ORDER BY created_at LIMIT p_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
+END $$;
+
+--
+-- Name: purge_issues(integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.purge_issues(p_batch integer DEFAULT 1000) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_deleted bigint;
+  v_count   bigint;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 THEN
+    RAISE EXCEPTION 'wharf: purge_issues needs a positive batch size' USING ERRCODE = '22023';
+  END IF;
+  DELETE FROM wharf.issue
+   WHERE id IN (SELECT id FROM wharf.issue
+                 WHERE last_seen_at < now() - wharf.setting_interval('issue_retention')
+                 ORDER BY last_seen_at
+                 LIMIT p_batch
+                 FOR UPDATE SKIP LOCKED);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  IF v_deleted < p_batch THEN
+    DELETE FROM wharf.failure_minute
+     WHERE ctid IN (SELECT ctid FROM wharf.failure_minute
+                     WHERE minute < now() - interval '1 day'
+                     LIMIT p_batch - v_deleted);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    v_deleted := v_deleted + v_count;
+  END IF;
+  RETURN v_deleted;
+END $$;
+
+--
 -- Name: purge_logs(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2194,6 +3008,28 @@ BEGIN
                  WHERE finished_at < v_audit_before ORDER BY finished_at LIMIT v_batch);
   GET DIAGNOSTICS v_deleted = ROW_COUNT;
   RETURN v_total + v_deleted;
+END $$;
+
+--
+-- Name: purge_scope_actions(integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.purge_scope_actions(p_batch integer DEFAULT 1000) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_deleted bigint;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 THEN
+    RAISE EXCEPTION 'wharf: purge_scope_actions needs a positive batch size' USING ERRCODE = '22023';
+  END IF;
+  DELETE FROM wharf.scope_action
+   WHERE id IN (SELECT id FROM wharf.scope_action
+                 WHERE at < now() - wharf.setting_interval('issue_retention')
+                 ORDER BY at LIMIT p_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
 END $$;
 
 --
@@ -2384,6 +3220,41 @@ BEGIN
 END $$;
 
 --
+-- Name: record_alert_attempt(uuid, bigint, boolean, integer, text, interval); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.record_alert_attempt(p_token uuid, p_id bigint, p_delivered boolean, p_status integer, p_error text, p_base_delay interval) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_state text;
+BEGIN
+  PERFORM wharf.held_alert_sender(p_token);
+  IF p_id IS NULL OR p_delivered IS NULL OR p_base_delay IS NULL THEN
+    RAISE EXCEPTION 'wharf: record_alert_attempt needs an alert, whether it was delivered, and a base delay'
+      USING ERRCODE = '22004';
+  END IF;
+  IF p_error IS NOT NULL AND p_error !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$' THEN
+    RAISE EXCEPTION 'wharf: an alert error is a class name, not free text' USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.alert a
+     SET attempts = a.attempts + 1,
+         last_attempt_at = clock_timestamp(),
+         last_status = p_status,
+         last_error = p_error,
+         delivered_at = CASE WHEN p_delivered THEN clock_timestamp() END,
+         state = CASE WHEN p_delivered THEN 'delivered' WHEN a.attempts + 1 >= 8 THEN 'failed' ELSE 'pending' END,
+         next_attempt_at = CASE WHEN p_delivered OR a.attempts + 1 >= 8 THEN a.next_attempt_at
+                                ELSE clock_timestamp() + d.delay / 2 + random() * (d.delay / 2) END
+    FROM (SELECT least(interval '1 hour', p_base_delay * power(2, least(x.attempts, 20))) AS delay
+            FROM wharf.alert x WHERE x.id = p_id) d
+   WHERE a.id = p_id AND a.state = 'pending'
+  RETURNING a.state INTO v_state;
+  RETURN v_state;
+END $_$;
+
+--
 -- Name: record_step(bigint, bigint, text, uuid, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2431,6 +3302,20 @@ BEGIN
   VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, clock_timestamp(), 'released');
   PERFORM wharf.notify_idle_claimers();
   RETURN true;
+END $$;
+
+--
+-- Name: release_alert_sender(uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.release_alert_sender(p_token uuid) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  UPDATE wharf.alert_sender SET leased_by = NULL, lease_token = NULL, leased_until = NULL
+   WHERE id = 1 AND lease_token = p_token;
+  RETURN FOUND;
 END $$;
 
 --
@@ -2639,6 +3524,29 @@ BEGIN
 END $$;
 
 --
+-- Name: retry_scope_head(bigint, text, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.retry_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_refusal text;
+BEGIN
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  v_refusal := wharf.scope_head_refusal(p_workspace_id, p_scope_key, p_event_id, p_account);
+  IF v_refusal IS NULL THEN
+    UPDATE wharf.provider_event SET next_attempt_at = now() WHERE id = p_event_id AND next_attempt_at > now();
+    INSERT INTO wharf.scope_action (workspace_id, scope_key, event_id, connection_id, action, account)
+    SELECT p_workspace_id, p_scope_key, p_event_id, e.connection_id, 'retry_head', p_account
+      FROM wharf.provider_event e WHERE e.id = p_event_id;
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+  RETURN wharf.scope_action_result(p_event_id, v_refusal);
+END $$;
+
+--
 -- Name: revoke_token(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2701,6 +3609,50 @@ BEGIN
 END $_$;
 
 --
+-- Name: scope_action_result(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.scope_action_result(p_event_id bigint, p_refusal text) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object('done', p_refusal IS NULL, 'reason', p_refusal, 'event', wharf.event_summary(e))
+    FROM wharf.provider_event e WHERE e.id = p_event_id
+$$;
+
+--
+-- Name: scope_head_refusal(bigint, text, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.scope_head_refusal(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_state text;
+BEGIN
+  IF p_workspace_id IS NULL OR p_scope_key IS NULL OR p_event_id IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: a scope action needs a workspace, a scope, its head event and an account'
+      USING ERRCODE = '22004';
+  END IF;
+  -- The event first, then (through the trigger of sql/20) its scope row:
+  -- the order fail and reap lock them in.
+  SELECT state INTO v_state FROM wharf.provider_event
+   WHERE id = p_event_id AND workspace_id = p_workspace_id AND scope_key = p_scope_key
+   FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: workspace % has no event % in scope %', p_workspace_id, p_event_id, p_scope_key
+      USING ERRCODE = 'P0002';
+  END IF;
+  IF v_state = 'LEASED' THEN
+    RETURN 'leased';
+  END IF;
+  IF v_state <> 'QUEUED'
+     OR NOT EXISTS (SELECT FROM wharf.scope s WHERE s.scope_key = p_scope_key AND s.head_id = p_event_id) THEN
+    RETURN 'not_head';
+  END IF;
+  RETURN NULL;
+END $$;
+
+--
 -- Name: scope_workspace_active(bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2709,6 +3661,51 @@ CREATE FUNCTION wharf.scope_workspace_active(p_workspace_id bigint) RETURNS bool
     AS $$
   SELECT coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true)
 $$;
+
+--
+-- Name: search_events(bigint, jsonb, jsonb, text, text, integer, bigint, text, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.search_events(p_workspace_id bigint, p_payload jsonb, p_headers jsonb DEFAULT NULL::jsonb, p_state text DEFAULT NULL::text, p_subject text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint, p_provider text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text, p_received_after timestamp with time zone DEFAULT NULL::timestamp with time zone, p_received_before timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_events jsonb;
+  v_count  bigint;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_payload IS NULL AND p_headers IS NULL THEN
+    RAISE EXCEPTION 'wharf: a search needs a payload or a headers value to look for' USING ERRCODE = '22004';
+  END IF;
+  IF jsonb_typeof(p_payload) <> 'object' OR jsonb_typeof(p_headers) <> 'object' THEN
+    RAISE EXCEPTION 'wharf: a payload or headers search is a JSON object, e.g. {"repository": {"full_name": "acme/api"}}'
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_state IS NOT NULL AND p_state NOT IN ('QUEUED', 'LEASED', 'DONE', 'DEAD') THEN
+    RAISE EXCEPTION 'wharf: unknown event state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+
+  SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*) INTO v_events, v_count
+    FROM (SELECT *
+            FROM wharf.provider_event x
+           WHERE x.workspace_id = p_workspace_id
+             AND (p_payload IS NULL OR x.payload @> p_payload)
+             AND (p_headers IS NULL OR x.headers @> p_headers)
+             AND (p_state IS NULL OR x.state = p_state)
+             AND wharf.event_page_matches(x, p_workspace_id, p_subject, p_provider, p_event_type,
+                                          p_received_after, p_received_before, p_before_id)
+           ORDER BY x.id DESC
+           LIMIT p_limit + 1) e;
+  IF v_count <= p_limit THEN
+    RETURN jsonb_build_object('events', v_events, 'next_cursor', NULL);
+  END IF;
+  v_events := v_events - p_limit;
+  RETURN jsonb_build_object('events', v_events, 'next_cursor', v_events -> (p_limit - 1) -> 'id');
+END $$;
 
 --
 -- Name: set_connection_secret(bigint, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
@@ -2794,6 +3791,32 @@ BEGIN
   IF p_state = 'ACTIVE' THEN
     PERFORM wharf.notify_idle_claimers();
   END IF;
+END $$;
+
+--
+-- Name: set_installation_issue_status(bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.set_installation_issue_status(p_id bigint, p_status text, p_account text) RETURNS jsonb
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.change_issue_status(NULL, p_id, p_status, p_account)
+$$;
+
+--
+-- Name: set_issue_status(bigint, bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.set_issue_status(p_workspace_id bigint, p_id bigint, p_status text, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_issue_status: workspace is required' USING ERRCODE = '22004';
+  END IF;
+  RETURN wharf.change_issue_status(p_workspace_id, p_id, p_status, p_account);
 END $$;
 
 --
@@ -2975,6 +3998,21 @@ CREATE FUNCTION wharf.show_installation_event(p_id bigint) RETURNS jsonb
 $$;
 
 --
+-- Name: show_issue(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.show_issue(p_workspace_id bigint, p_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.show_issue: workspace is required' USING ERRCODE = '22004';
+  END IF;
+  RETURN (SELECT wharf.issue_summary(i) FROM wharf.issue i WHERE i.id = p_id AND i.workspace_id = p_workspace_id);
+END $$;
+
+--
 -- Name: show_workspace(bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3006,7 +4044,6 @@ CREATE FUNCTION wharf.start_bulk_replay(p_workspace_id bigint, p_filter jsonb, p
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  v_key     text;
   v_started timestamptz;
   v_replay  wharf.bulk_replay;
 BEGIN
@@ -3014,26 +4051,7 @@ BEGIN
     RAISE EXCEPTION 'wharf.start_bulk_replay: filter, account and force are required' USING ERRCODE = '22004';
   END IF;
   PERFORM wharf.require_workspace(p_workspace_id);
-  IF jsonb_typeof(p_filter) <> 'object' THEN
-    RAISE EXCEPTION 'wharf.start_bulk_replay: the filter must be a JSON object' USING ERRCODE = '22023';
-  END IF;
-  FOR v_key IN SELECT jsonb_object_keys(p_filter) LOOP
-    IF v_key NOT IN ('provider', 'event_type', 'subject', 'error_class', 'dead_after', 'dead_before') THEN
-      RAISE EXCEPTION 'wharf.start_bulk_replay: unknown filter %', quote_literal(v_key) USING ERRCODE = '22023';
-    END IF;
-    IF jsonb_typeof(p_filter -> v_key) <> 'string' THEN
-      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be text', v_key USING ERRCODE = '22023';
-    END IF;
-  END LOOP;
-  -- Times are kept in UTC, so that every batch reads them alike whatever
-  -- its session's time zone (a time written without one is read in the
-  -- caller's).
-  FOREACH v_key IN ARRAY ARRAY['dead_after', 'dead_before'] LOOP
-    IF p_filter ? v_key THEN
-      p_filter := jsonb_set(p_filter, ARRAY[v_key], to_jsonb(
-        to_char((p_filter ->> v_key)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')));
-    END IF;
-  END LOOP;
+  p_filter := wharf.bulk_replay_filter(p_filter);
 
   -- The clock, not the transaction's start: an event that died before this
   -- call, in the same transaction too, is taken.
@@ -3113,6 +4131,41 @@ CREATE FUNCTION wharf.stored_signing_keys() RETURNS TABLE(connection_id bigint, 
     FROM wharf.connection_secret s
    WHERE s.signing_key IS NOT NULL OR s.previous_signing_key IS NOT NULL
    ORDER BY s.connection_id
+$$;
+
+--
+-- Name: stuck_scope_list(bigint, interval, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.stuck_scope_list(p_workspace_id bigint, p_older_than interval, p_limit integer) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT coalesce(jsonb_agg(x.scope ORDER BY x.since, x.scope_key), '[]')
+    FROM (SELECT s.scope_key, greatest(h.received_at, h.replayed_at) AS since,
+                 jsonb_build_object(
+                   'scope_key', s.scope_key, 'subject', h.subject,
+                   'reason', CASE WHEN h.state = 'LEASED' THEN 'leased'
+                                  WHEN c.state = 'PAUSED' THEN 'paused'
+                                  WHEN h.attempt > 0 OR h.error_class IS NOT NULL THEN 'failing'
+                                  ELSE 'waiting' END,
+                   'waiting_since', greatest(h.received_at, h.replayed_at),
+                   'waiting_seconds', floor(extract(epoch FROM now() - greatest(h.received_at, h.replayed_at))),
+                   'behind', b.n, 'behind_capped', b.n >= 10000,
+                   'head', wharf.event_summary(h) || jsonb_build_object('leased_by', h.leased_by,
+                                                                        'leased_until', h.leased_until),
+                   'connection', jsonb_build_object('id', c.id, 'state', c.state)) AS scope
+            FROM wharf.scope s
+            JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
+            LEFT JOIN wharf.connection c ON c.id = h.connection_id
+            CROSS JOIN LATERAL (SELECT count(*) AS n
+                                  FROM (SELECT FROM wharf.provider_event e
+                                         WHERE e.scope_key = s.scope_key AND e.id > h.id AND e.state = 'QUEUED'
+                                         LIMIT 10000) q) b
+           WHERE s.workspace_id = p_workspace_id
+             AND (s.leased_id IS NOT NULL OR s.head_id IS NOT NULL)
+             AND greatest(h.received_at, h.replayed_at) < now() - p_older_than
+           ORDER BY greatest(h.received_at, h.replayed_at), s.scope_key
+           LIMIT p_limit) x
 $$;
 
 --
@@ -3260,6 +4313,34 @@ BEGIN
   UPDATE wharf.scope SET active = (NEW.state = 'ACTIVE')
    WHERE workspace_id = NEW.id AND active IS DISTINCT FROM (NEW.state = 'ACTIVE');
   RETURN NULL;
+END $$;
+
+--
+-- Name: take_alert_sender(text, interval, uuid); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.take_alert_sender(p_holder text, p_lease interval, p_token uuid DEFAULT NULL::uuid) RETURNS uuid
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_token uuid;
+BEGIN
+  IF p_holder IS NULL OR p_holder = '' OR p_lease IS NULL THEN
+    RAISE EXCEPTION 'wharf: take_alert_sender needs a holder and a lease' USING ERRCODE = '22004';
+  END IF;
+  IF p_lease <= interval '0' THEN
+    RAISE EXCEPTION 'wharf: the lease must be positive' USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.alert_sender
+     SET leased_by = p_holder,
+         lease_token = CASE WHEN p_token IS NOT NULL AND lease_token = p_token THEN p_token ELSE gen_random_uuid() END,
+         leased_until = clock_timestamp() + p_lease
+   WHERE id = 1
+     AND ((p_token IS NOT NULL AND lease_token = p_token)
+          OR lease_token IS NULL OR leased_until < clock_timestamp())
+  RETURNING lease_token INTO v_token;
+  RETURN v_token;
 END $$;
 
 --
@@ -3428,6 +4509,66 @@ ALTER TABLE wharf.admission_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY
 );
 
 --
+-- Name: alert; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.alert (
+    id bigint NOT NULL,
+    rule_id bigint NOT NULL,
+    workspace_id bigint,
+    dedupe_key text NOT NULL,
+    kind text NOT NULL,
+    facts jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_attempt_at timestamp with time zone,
+    last_status integer,
+    last_error text,
+    delivered_at timestamp with time zone,
+    CONSTRAINT alert_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
+);
+
+--
+-- Name: alert_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.alert ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.alert_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: alert_rule_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.alert_rule ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.alert_rule_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: alert_sender; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.alert_sender (
+    id integer NOT NULL,
+    leased_by text,
+    lease_token uuid,
+    leased_until timestamp with time zone,
+    CONSTRAINT alert_sender_id_check CHECK ((id = 1))
+);
+
+--
 -- Name: api_token; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -3538,6 +4679,17 @@ CREATE TABLE wharf.event_attempt (
 );
 
 --
+-- Name: failure_minute; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.failure_minute (
+    workspace_id bigint,
+    minute timestamp with time zone NOT NULL,
+    failed bigint DEFAULT 0 NOT NULL,
+    dead bigint DEFAULT 0 NOT NULL
+);
+
+--
 -- Name: idle_listener; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -3547,6 +4699,19 @@ CREATE UNLOGGED TABLE wharf.idle_listener (
     since timestamp with time zone DEFAULT now() NOT NULL
 )
 WITH (vacuum_truncate='false');
+
+--
+-- Name: issue_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.issue ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.issue_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 --
 -- Name: provider; Type: TABLE; Schema: wharf; Owner: -
@@ -3655,6 +4820,35 @@ CREATE TABLE wharf.scope (
 WITH (vacuum_truncate='false', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000');
 
 --
+-- Name: scope_action; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.scope_action (
+    id bigint NOT NULL,
+    workspace_id bigint NOT NULL,
+    scope_key text NOT NULL,
+    event_id bigint,
+    connection_id bigint,
+    action text NOT NULL,
+    account text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT scope_action_action_check CHECK ((action = ANY (ARRAY['retry_head'::text, 'dead_letter_head'::text, 'pause_connection'::text])))
+);
+
+--
+-- Name: scope_action_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.scope_action ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.scope_action_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: setting; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -3692,6 +4886,34 @@ CREATE TABLE wharf.workspace (
 
 ALTER TABLE ONLY wharf.admission_log
     ADD CONSTRAINT admission_log_pkey PRIMARY KEY (id);
+
+--
+-- Name: alert alert_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert
+    ADD CONSTRAINT alert_pkey PRIMARY KEY (id);
+
+--
+-- Name: alert alert_rule_id_dedupe_key_key; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert
+    ADD CONSTRAINT alert_rule_id_dedupe_key_key UNIQUE (rule_id, dedupe_key);
+
+--
+-- Name: alert_rule alert_rule_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert_rule
+    ADD CONSTRAINT alert_rule_pkey PRIMARY KEY (id);
+
+--
+-- Name: alert_sender alert_sender_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert_sender
+    ADD CONSTRAINT alert_sender_pkey PRIMARY KEY (id);
 
 --
 -- Name: api_token api_token_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
@@ -3743,6 +4965,13 @@ ALTER TABLE ONLY wharf.idle_listener
     ADD CONSTRAINT idle_listener_pkey PRIMARY KEY (listener);
 
 --
+-- Name: issue issue_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.issue
+    ADD CONSTRAINT issue_pkey PRIMARY KEY (id);
+
+--
 -- Name: provider_event provider_event_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -3792,6 +5021,13 @@ ALTER TABLE ONLY wharf.replay_audit
     ADD CONSTRAINT replay_audit_pkey PRIMARY KEY (id);
 
 --
+-- Name: scope_action scope_action_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.scope_action
+    ADD CONSTRAINT scope_action_pkey PRIMARY KEY (id);
+
+--
 -- Name: scope scope_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -3826,6 +5062,30 @@ ALTER TABLE ONLY wharf.workspace
 CREATE INDEX ix_admission_log_at ON wharf.admission_log USING btree (at);
 
 --
+-- Name: ix_alert_created; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_alert_created ON wharf.alert USING btree (created_at);
+
+--
+-- Name: ix_alert_due; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_alert_due ON wharf.alert USING btree (next_attempt_at) WHERE (state = 'pending'::text);
+
+--
+-- Name: ix_alert_rule_recent; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_alert_rule_recent ON wharf.alert USING btree (rule_id, id DESC);
+
+--
+-- Name: ix_alert_rule_workspace; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_alert_rule_workspace ON wharf.alert_rule USING btree (workspace_id);
+
+--
 -- Name: ix_bulk_replay_finished; Type: INDEX; Schema: wharf; Owner: -
 --
 
@@ -3848,6 +5108,24 @@ CREATE INDEX ix_connection_recipients ON wharf.connection USING btree (provider,
 --
 
 CREATE INDEX ix_connection_workspace ON wharf.connection USING btree (workspace_id);
+
+--
+-- Name: ix_failure_minute_minute; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_failure_minute_minute ON wharf.failure_minute USING btree (minute);
+
+--
+-- Name: ix_issue_seen; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_issue_seen ON wharf.issue USING btree (last_seen_at);
+
+--
+-- Name: ix_issue_workspace_seen; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_issue_workspace_seen ON wharf.issue USING btree (workspace_id, last_seen_at DESC);
 
 --
 -- Name: ix_provider_event_body_dedupe; Type: INDEX; Schema: wharf; Owner: -
@@ -3884,6 +5162,18 @@ CREATE INDEX ix_provider_event_workspace_recent ON wharf.provider_event USING bt
 --
 
 CREATE INDEX ix_replay_audit_at ON wharf.replay_audit USING btree (at);
+
+--
+-- Name: ix_scope_action_at; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_scope_action_at ON wharf.scope_action USING btree (at);
+
+--
+-- Name: ix_scope_action_workspace; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_scope_action_workspace ON wharf.scope_action USING btree (workspace_id, id DESC);
 
 --
 -- Name: ix_scope_claim; Type: INDEX; Schema: wharf; Owner: -
@@ -3928,10 +5218,28 @@ CREATE UNIQUE INDEX uq_connection_installation ON wharf.connection USING btree (
 CREATE UNIQUE INDEX uq_connection_natural_key ON wharf.connection USING btree (workspace_id, provider, source, kind, external_id) NULLS NOT DISTINCT;
 
 --
+-- Name: uq_failure_minute; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_failure_minute ON wharf.failure_minute USING btree (workspace_id, minute) NULLS NOT DISTINCT;
+
+--
+-- Name: uq_issue_key; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_issue_key ON wharf.issue USING btree (workspace_id, provider, event_type, error_class) NULLS NOT DISTINCT;
+
+--
 -- Name: uq_provider_event_delivery; Type: INDEX; Schema: wharf; Owner: -
 --
 
 CREATE UNIQUE INDEX uq_provider_event_delivery ON wharf.provider_event USING btree (workspace_id, provider, delivery_key) NULLS NOT DISTINCT;
+
+--
+-- Name: event_attempt event_attempt_count_issues; Type: TRIGGER; Schema: wharf; Owner: -
+--
+
+CREATE TRIGGER event_attempt_count_issues AFTER INSERT ON wharf.event_attempt REFERENCING NEW TABLE AS attempts_added FOR EACH STATEMENT EXECUTE FUNCTION wharf.count_failures_into_issues();
 
 --
 -- Name: provider_event provider_event_keep_scope_delete; Type: TRIGGER; Schema: wharf; Owner: -
@@ -3956,6 +5264,20 @@ CREATE TRIGGER provider_event_keep_scope_update AFTER UPDATE ON wharf.provider_e
 --
 
 CREATE TRIGGER workspace_sync_scope_activity AFTER UPDATE OF state ON wharf.workspace FOR EACH ROW WHEN ((old.state IS DISTINCT FROM new.state)) EXECUTE FUNCTION wharf.sync_scope_activity();
+
+--
+-- Name: alert alert_rule_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert
+    ADD CONSTRAINT alert_rule_id_fkey FOREIGN KEY (rule_id) REFERENCES wharf.alert_rule(id) ON DELETE CASCADE;
+
+--
+-- Name: alert_rule alert_rule_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.alert_rule
+    ADD CONSTRAINT alert_rule_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
 
 --
 -- Name: api_token api_token_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
@@ -4000,6 +5322,20 @@ ALTER TABLE ONLY wharf.event_attempt
     ADD CONSTRAINT event_attempt_event_id_fkey FOREIGN KEY (event_id) REFERENCES wharf.provider_event(id) ON DELETE CASCADE;
 
 --
+-- Name: failure_minute failure_minute_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.failure_minute
+    ADD CONSTRAINT failure_minute_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
+-- Name: issue issue_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.issue
+    ADD CONSTRAINT issue_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
 -- Name: provider_event_step provider_event_step_event_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -4026,6 +5362,13 @@ ALTER TABLE ONLY wharf.redelivery_request
 
 ALTER TABLE ONLY wharf.redelivery_seen
     ADD CONSTRAINT redelivery_seen_app_id_source_fkey FOREIGN KEY (app_id, source) REFERENCES wharf.redelivery_sweep(app_id, source) ON DELETE CASCADE;
+
+--
+-- Name: scope_action scope_action_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.scope_action
+    ADD CONSTRAINT scope_action_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
 
 --
 -- Name: scope scope_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
@@ -4102,16 +5445,70 @@ REVOKE ALL ON FUNCTION wharf.connection_endpoint(p_connection_id bigint) FROM PU
 REVOKE ALL ON FUNCTION wharf.continue_bulk_replay(p_workspace_id bigint, p_id bigint, p_batch integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION count_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_force boolean); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.count_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_force boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION create_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.create_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION create_instance_alert_rule(p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.create_instance_alert_rule(p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION create_token(p_workspace_id bigint, p_name text, p_token_hash bytea); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.create_token(p_workspace_id bigint, p_name text, p_token_hash bytea) FROM PUBLIC;
 
 --
+-- Name: FUNCTION dead_letter_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.dead_letter_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION delete_alert_rule(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.delete_alert_rule(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION delivery_history(p_workspace_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.delivery_history(p_workspace_id bigint, p_hours integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION due_alerts(p_token uuid, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.due_alerts(p_token uuid, p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION evaluate_alert_rules(p_token uuid); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.evaluate_alert_rules(p_token uuid) FROM PUBLIC;
+
+--
 -- Name: FUNCTION fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION failure_history(p_workspace_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.failure_history(p_workspace_id bigint, p_hours integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION fence(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
@@ -4138,10 +5535,34 @@ REVOKE ALL ON FUNCTION wharf.finish_sweep(p_app_id bigint, p_source text, p_toke
 REVOKE ALL ON FUNCTION wharf.held_sweep(p_app_id bigint, p_source text, p_token uuid) FROM PUBLIC;
 
 --
+-- Name: FUNCTION issue_events(p_workspace_id bigint, p_id bigint, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.issue_events(p_workspace_id bigint, p_id bigint, p_limit integer, p_before_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION issue_gauges(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.issue_gauges() FROM PUBLIC;
+
+--
 -- Name: FUNCTION list_admissions(p_workspace_id bigint, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.list_admissions(p_workspace_id bigint, p_limit integer, p_before_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_alert_rules(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_alert_rules(p_workspace_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_alerts(p_workspace_id bigint, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_alerts(p_workspace_id bigint, p_limit integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION list_all_admissions(p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
@@ -4186,6 +5607,36 @@ REVOKE ALL ON FUNCTION wharf.list_installation_dead(p_subject text, p_limit inte
 REVOKE ALL ON FUNCTION wharf.list_installation_events(p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone) FROM PUBLIC;
 
 --
+-- Name: FUNCTION list_installation_issues(p_status text, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_installation_issues(p_status text, p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_instance_alert_rules(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_instance_alert_rules() FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_issues(p_workspace_id bigint, p_status text, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_issues(p_workspace_id bigint, p_status text, p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_scope_actions(p_workspace_id bigint, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_scope_actions(p_workspace_id bigint, p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_stuck_scopes(p_workspace_id bigint, p_older_than interval, p_limit integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_stuck_scopes(p_workspace_id bigint, p_older_than interval, p_limit integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION list_tokens(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -4228,16 +5679,40 @@ REVOKE ALL ON FUNCTION wharf.missing_deliveries(p_provider text, p_source text, 
 REVOKE ALL ON FUNCTION wharf.next_due_at() FROM PUBLIC;
 
 --
+-- Name: FUNCTION pause_scope_connection(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.pause_scope_connection(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION purge(OUT done_deleted bigint, OUT dead_deleted bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.purge(OUT done_deleted bigint, OUT dead_deleted bigint) FROM PUBLIC;
 
 --
+-- Name: FUNCTION purge_alerts(p_batch integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.purge_alerts(p_batch integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION purge_issues(p_batch integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.purge_issues(p_batch integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION purge_logs(); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.purge_logs() FROM PUBLIC;
+
+--
+-- Name: FUNCTION purge_scope_actions(p_batch integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.purge_scope_actions(p_batch integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION queue_history(p_workspace_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -
@@ -4258,10 +5733,22 @@ REVOKE ALL ON FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_du
 REVOKE ALL ON FUNCTION wharf.reap() FROM PUBLIC;
 
 --
+-- Name: FUNCTION record_alert_attempt(p_token uuid, p_id bigint, p_delivered boolean, p_status integer, p_error text, p_base_delay interval); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.record_alert_attempt(p_token uuid, p_id bigint, p_delivered boolean, p_status integer, p_error text, p_base_delay interval) FROM PUBLIC;
+
+--
 -- Name: FUNCTION release(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.release(p_id bigint, p_epoch bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION release_alert_sender(p_token uuid); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.release_alert_sender(p_token uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION renew(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
@@ -4300,10 +5787,22 @@ REVOKE ALL ON FUNCTION wharf.replay_installation(p_id bigint, p_account text, p_
 REVOKE ALL ON FUNCTION wharf.request_redelivery(p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint, p_stale interval, p_max_asks integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION retry_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.retry_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION revoke_token(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.revoke_token(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION search_events(p_workspace_id bigint, p_payload jsonb, p_headers jsonb, p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.search_events(p_workspace_id bigint, p_payload jsonb, p_headers jsonb, p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone) FROM PUBLIC;
 
 --
 -- Name: FUNCTION set_connection_secret(p_connection_id bigint, p_secret text, p_keep_previous boolean); Type: ACL; Schema: wharf; Owner: -
@@ -4316,6 +5815,18 @@ REVOKE ALL ON FUNCTION wharf.set_connection_secret(p_connection_id bigint, p_sec
 --
 
 REVOKE ALL ON FUNCTION wharf.set_connection_state(p_id bigint, p_state text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION set_installation_issue_status(p_id bigint, p_status text, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.set_installation_issue_status(p_id bigint, p_status text, p_account text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION set_issue_status(p_workspace_id bigint, p_id bigint, p_status text, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.set_issue_status(p_workspace_id bigint, p_id bigint, p_status text, p_account text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION set_workspace_state(p_id bigint, p_state text); Type: ACL; Schema: wharf; Owner: -
@@ -4352,6 +5863,12 @@ REVOKE ALL ON FUNCTION wharf.show_event(p_workspace_id bigint, p_id bigint) FROM
 --
 
 REVOKE ALL ON FUNCTION wharf.show_installation_event(p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION show_issue(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.show_issue(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION show_workspace(p_id bigint); Type: ACL; Schema: wharf; Owner: -
@@ -4400,6 +5917,12 @@ REVOKE ALL ON FUNCTION wharf.sweep_page(p_app_id bigint, p_source text, p_token 
 --
 
 REVOKE ALL ON FUNCTION wharf.sweep_status(p_app_id bigint, p_source text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION take_alert_sender(p_holder text, p_lease interval, p_token uuid); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.take_alert_sender(p_holder text, p_lease interval, p_token uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION unsubscribe(p_connection_id bigint, p_subject text); Type: ACL; Schema: wharf; Owner: -

@@ -9,8 +9,9 @@
 -- workspace p_workspace_id, dead by p_dead_by (the replay's start, so that an
 -- event replayed and dead again meanwhile is not taken twice), not
 -- 'uncertain' unless p_force, and matching every key of p_filter (provider,
--- event_type, subject, error_class exactly; dead_after inclusive, dead_before
--- exclusive). Internal.
+-- event_type, subject, error_class exactly; dead_after and received_after
+-- inclusive, dead_before and received_before exclusive; payload and headers
+-- by JSON containment, as search_events). Internal.
 CREATE OR REPLACE FUNCTION wharf.bulk_replay_candidates(
   p_workspace_id bigint, p_filter jsonb, p_force boolean, p_dead_by timestamptz, p_after_id bigint)
 RETURNS SETOF wharf.provider_event
@@ -27,6 +28,10 @@ LANGUAGE sql STABLE AS $$
      AND (NOT p_filter ? 'error_class' OR e.error_class = p_filter ->> 'error_class')
      AND (NOT p_filter ? 'dead_after' OR e.dead_at >= (p_filter ->> 'dead_after')::timestamptz)
      AND (NOT p_filter ? 'dead_before' OR e.dead_at < (p_filter ->> 'dead_before')::timestamptz)
+     AND (NOT p_filter ? 'received_after' OR e.received_at >= (p_filter ->> 'received_after')::timestamptz)
+     AND (NOT p_filter ? 'received_before' OR e.received_at < (p_filter ->> 'received_before')::timestamptz)
+     AND (NOT p_filter ? 'payload' OR e.payload @> (p_filter -> 'payload'))
+     AND (NOT p_filter ? 'headers' OR e.headers @> (p_filter -> 'headers'))
    ORDER BY e.id
 $$;
 
@@ -43,17 +48,66 @@ LANGUAGE sql STABLE AS $$
     'started_at', r.started_at, 'updated_at', r.updated_at, 'finished_at', r.finished_at)
 $$;
 
+-- Filter p_filter of a bulk replay, checked and as it is stored: times in
+-- UTC, so that every batch reads them alike whatever its session's time zone
+-- (a time written without one is read in the caller's). 22023 for a filter
+-- that is not an object, an unknown key, a value that is not text (payload
+-- and headers: not a JSON object); 22007 for a time that does not parse.
+-- Internal.
+CREATE OR REPLACE FUNCTION wharf.bulk_replay_filter(p_filter jsonb) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_key text;
+BEGIN
+  IF jsonb_typeof(p_filter) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.start_bulk_replay: the filter must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  FOR v_key IN SELECT jsonb_object_keys(p_filter) LOOP
+    IF v_key NOT IN ('provider', 'event_type', 'subject', 'error_class', 'dead_after', 'dead_before',
+                     'received_after', 'received_before', 'payload', 'headers') THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: unknown filter %', quote_literal(v_key) USING ERRCODE = '22023';
+    END IF;
+    IF v_key IN ('payload', 'headers') AND jsonb_typeof(p_filter -> v_key) <> 'object' THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be a JSON object', v_key USING ERRCODE = '22023';
+    END IF;
+    IF v_key NOT IN ('payload', 'headers') AND jsonb_typeof(p_filter -> v_key) <> 'string' THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be text', v_key USING ERRCODE = '22023';
+    END IF;
+  END LOOP;
+  FOREACH v_key IN ARRAY ARRAY['dead_after', 'dead_before', 'received_after', 'received_before'] LOOP
+    IF p_filter ? v_key THEN
+      p_filter := jsonb_set(p_filter, ARRAY[v_key], to_jsonb(
+        to_char((p_filter ->> v_key)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')));
+    END IF;
+  END LOOP;
+  RETURN p_filter;
+END $$;
+
+-- How many DEAD events of workspace p_workspace_id a bulk replay with
+-- p_filter would take now (see bulk_replay_candidates): the count an
+-- operator sees before starting one. Replays nothing. Errors as
+-- start_bulk_replay's.
+CREATE OR REPLACE FUNCTION wharf.count_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_force boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF p_filter IS NULL OR p_force IS NULL THEN
+    RAISE EXCEPTION 'wharf.count_bulk_replay: filter and force are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN (SELECT count(*) FROM wharf.bulk_replay_candidates(p_workspace_id, wharf.bulk_replay_filter(p_filter),
+                                                            p_force, clock_timestamp(), 0));
+END $$;
+
 -- Records a bulk replay of workspace p_workspace_id's DEAD events matching
 -- p_filter (see bulk_replay_candidates) and counts them; replays nothing
--- (continue_bulk_replay does). P0002 for an unknown workspace, 22023 for an
--- unknown filter key or a filter value that is not text, 22007 for a time
--- that does not parse.
+-- (continue_bulk_replay does). P0002 for an unknown workspace; filter errors
+-- as bulk_replay_filter's.
 CREATE OR REPLACE FUNCTION wharf.start_bulk_replay(
   p_workspace_id bigint, p_filter jsonb, p_account text, p_force boolean DEFAULT false)
 RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  v_key     text;
   v_started timestamptz;
   v_replay  wharf.bulk_replay;
 BEGIN
@@ -61,26 +115,7 @@ BEGIN
     RAISE EXCEPTION 'wharf.start_bulk_replay: filter, account and force are required' USING ERRCODE = '22004';
   END IF;
   PERFORM wharf.require_workspace(p_workspace_id);
-  IF jsonb_typeof(p_filter) <> 'object' THEN
-    RAISE EXCEPTION 'wharf.start_bulk_replay: the filter must be a JSON object' USING ERRCODE = '22023';
-  END IF;
-  FOR v_key IN SELECT jsonb_object_keys(p_filter) LOOP
-    IF v_key NOT IN ('provider', 'event_type', 'subject', 'error_class', 'dead_after', 'dead_before') THEN
-      RAISE EXCEPTION 'wharf.start_bulk_replay: unknown filter %', quote_literal(v_key) USING ERRCODE = '22023';
-    END IF;
-    IF jsonb_typeof(p_filter -> v_key) <> 'string' THEN
-      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be text', v_key USING ERRCODE = '22023';
-    END IF;
-  END LOOP;
-  -- Times are kept in UTC, so that every batch reads them alike whatever
-  -- its session's time zone (a time written without one is read in the
-  -- caller's).
-  FOREACH v_key IN ARRAY ARRAY['dead_after', 'dead_before'] LOOP
-    IF p_filter ? v_key THEN
-      p_filter := jsonb_set(p_filter, ARRAY[v_key], to_jsonb(
-        to_char((p_filter ->> v_key)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')));
-    END IF;
-  END LOOP;
+  p_filter := wharf.bulk_replay_filter(p_filter);
 
   -- The clock, not the transaction's start: an event that died before this
   -- call, in the same transaction too, is taken.
@@ -177,5 +212,6 @@ BEGIN
 END $$;
 
 REVOKE ALL ON FUNCTION wharf.start_bulk_replay(bigint, jsonb, text, boolean),
+  wharf.count_bulk_replay(bigint, jsonb, boolean),
   wharf.continue_bulk_replay(bigint, bigint, integer), wharf.show_bulk_replay(bigint, bigint),
   wharf.list_bulk_replays(bigint) FROM PUBLIC;

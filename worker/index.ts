@@ -11,3 +11,4 @@ export { workerRegistry } from './metrics.js';
 // A pg Pool that follows a primary through a failover: for `pool` and `handlerPool`.
 export { createPool, type PoolOptions } from '../db/pool.js';
 export { startMetricsServer, type MetricsServer } from './metrics-server.js';
+export { startAlertSender, type AlertSender, type AlertSenderOptions, type AlertTurn } from './alerts.js';

@@ -16,6 +16,8 @@ export interface PageOptions extends OperatorOptions, OwnerOptions {
   receivedBefore?: string;
   limit?: string;
   cursor?: string;
+  payload?: string;
+  headers?: string;
 }
 
 export const eventColumns = [
@@ -34,12 +36,19 @@ export function withPageOptions(command: Command): Command {
     .option('--cursor <id>', "the previous page's next cursor", idParser('cursor'));
 }
 
+/** The JSON containment search of `wharf events list` (the API checks the JSON). */
+export function withSearchOptions(command: Command): Command {
+  return command
+    .option('--payload <json>', 'only events whose payload contains this JSON object, e.g. \'{"repository":{"full_name":"acme/api"}}\'')
+    .option('--headers <json>', 'only events whose stored headers contain this JSON object');
+}
+
 /** The query the API takes for these options. */
 export function pageQuery(options: PageOptions & { state?: string }) {
   const query = {
     state: options.state, subject: options.subject, provider: options.provider, event_type: options.eventType,
     received_after: options.receivedAfter, received_before: options.receivedBefore, limit: options.limit,
-    cursor: options.cursor,
+    cursor: options.cursor, payload: options.payload, headers: options.headers,
   };
   return Object.fromEntries(Object.entries(query).filter((entry): entry is [string, string] => entry[1] !== undefined));
 }
@@ -67,7 +76,7 @@ const detailFields = [
 
 export function eventsCommand(): Command {
   const command = new Command('events').description("inspect a workspace's inbox");
-  command.addCommand(withPageOptions(operatorCommand('list', 'list events, newest first'))
+  command.addCommand(withSearchOptions(withPageOptions(operatorCommand('list', 'list events, newest first')))
     .option('--state <state>', 'QUEUED, LEASED, DONE or DEAD', (value) => {
       try {
         return parseState(value);

@@ -3,6 +3,7 @@ import { admissionsCommand } from './admissions.js';
 import { connectionsCommand } from './connections.js';
 import { deadCommand } from './dead.js';
 import { eventsCommand } from './events.js';
+import { issuesCommand, stuckCommand } from './issues.js';
 import { pauseResumeCommands } from './pause-resume.js';
 import { recoverCommand } from './recover.js';
 import { replayCommand } from './replay.js';
@@ -11,7 +12,7 @@ import { subscriptionCommands } from './subscriptions.js';
 import { tokensCommand } from './tokens.js';
 import { workspacesCommand } from './workspaces.js';
 
-/** Commands for operators: workspaces, connections, subscriptions, pause/resume, events, dead letters, admissions, replay, tokens, secrets. */
+/** Commands for operators: workspaces, connections, subscriptions, pause/resume, events, dead letters, admissions, issues, stuck scopes, replay, tokens, secrets. */
 export function operatorCommands(): Command[] {
   return [
     workspacesCommand(),
@@ -21,6 +22,8 @@ export function operatorCommands(): Command[] {
     eventsCommand(),
     deadCommand(),
     admissionsCommand(),
+    issuesCommand(),
+    stuckCommand(),
     replayCommand(),
     recoverCommand(),
     tokensCommand(),

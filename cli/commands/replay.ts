@@ -20,6 +20,22 @@ interface ReplayOptions extends OperatorOptions, OwnerOptions {
   errorClass?: string;
   deadAfter?: string;
   deadBefore?: string;
+  receivedAfter?: string;
+  receivedBefore?: string;
+  payload?: string;
+  headers?: string;
+}
+
+/** A --payload or --headers value: a JSON object. */
+function jsonObjectOption(value: string | undefined, name: string): Record<string, unknown> | undefined {
+  if (value === undefined) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(value);
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+  } catch {
+    // reported below
+  }
+  throw usageError(`${name} must be a JSON object, e.g. '{"repository":{"full_name":"acme/api"}}'`);
 }
 
 /** How often a bulk replay's progress is read. */
@@ -52,10 +68,15 @@ async function replayMany(api: OperatorApiClient, options: ReplayOptions): Promi
   const filter = {
     provider: options.provider, event_type: options.eventType, subject: options.subject,
     error_class: options.errorClass, dead_after: options.deadAfter, dead_before: options.deadBefore,
+    received_after: options.receivedAfter, received_before: options.receivedBefore,
+    payload: jsonObjectOption(options.payload, '--payload'), headers: jsonObjectOption(options.headers, '--headers'),
   };
   const json = Object.fromEntries(Object.entries({ ...filter, force: options.force })
     .filter((entry) => entry[1] !== undefined));
   const param = { ws: owner.workspaceId };
+  // The count first, on stderr, like the progress that follows.
+  const { matched } = await answerOf(api.workspaces[':ws'].replays.count.$post({ param, json }));
+  process.stderr.write(`${matched} dead letter${matched === 1 ? '' : 's'} match; replaying\n`);
   let replay: BulkReplay = await answerOf(api.workspaces[':ws'].replays.$post({ param, json }));
   // On stderr, so that stdout holds only the result (a table or --json).
   const show = (step: BulkReplay) => printProgress(step.replayed, step.matched, 'replayed');
@@ -84,13 +105,18 @@ export function replayCommand(): Command {
     .option('--error-class <class>', 'with --bulk: only this error class')
     .option('--dead-after <time>', 'with --bulk: only those dead at or after this ISO time')
     .option('--dead-before <time>', 'with --bulk: only those dead before this ISO time')
+    .option('--received-after <time>', 'with --bulk: only those received at or after this ISO time')
+    .option('--received-before <time>', 'with --bulk: only those received before this ISO time')
+    .option('--payload <json>', 'with --bulk: only those whose payload contains this JSON object')
+    .option('--headers <json>', 'with --bulk: only those whose stored headers contain this JSON object')
     .action((id: string | undefined, options: ReplayOptions) => withApi(options, async (api) => {
       if (options.bulk) {
         if (id !== undefined) throw usageError('give an event id or --bulk, not both');
         return replayMany(api, options);
       }
       if (id === undefined) throw usageError('give the event id to replay (or --bulk with filters)');
-      const filters = ['provider', 'eventType', 'subject', 'errorClass', 'deadAfter', 'deadBefore'] as const;
+      const filters = ['provider', 'eventType', 'subject', 'errorClass', 'deadAfter', 'deadBefore', 'receivedAfter',
+        'receivedBefore', 'payload', 'headers'] as const;
       if (filters.some((filter) => options[filter] !== undefined)) {
         throw usageError('the filters select the events of a bulk replay: add --bulk (and drop the event id)');
       }

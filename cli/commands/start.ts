@@ -16,6 +16,7 @@ import { Registry, register } from 'prom-client';
 import { signGitHubBody } from '../../edge/adapters/github.js';
 import { checkAdminToken } from '../../operator/api/auth.js';
 import { startNodeServer } from '../../server/node.js';
+import { startAlertSender } from '../../worker/alerts.js';
 import { createWorker } from '../../worker/create-worker.js';
 import { databaseUrlFor } from '../../db/database-url.js';
 import { appVariable } from '../../db/environment.js';
@@ -278,6 +279,8 @@ async function startEverything(
   await worker.start();
   // Stopped first: the worker drains and releases while the database still runs.
   started.push(() => worker.stop());
+  const alerts = startAlertSender({ pool, holder: worker.id, logger });
+  started.push(() => alerts.stop());
 
   const curl = embedded ? await sampleCurl(edge.url, githubSecret) : undefined;
   const devEnv = await writeSecondTerminalFiles(stateDir, {

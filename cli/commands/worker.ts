@@ -2,6 +2,9 @@
 // serves /metrics, and shuts down gracefully on SIGTERM/SIGINT (a second
 // signal exits at once).
 import { Command, Option } from 'commander';
+import pg from 'pg';
+import { environment } from '../../db/environment.js';
+import { startAlertSender } from '../../worker/alerts.js';
 import { createCliLogger } from '../logger.js';
 import { createWorker } from '../../worker/create-worker.js';
 import { loadHandlers } from '../load-handlers.js';
@@ -28,6 +31,8 @@ interface WorkerCommandOptions {
   sweepApp?: string[];
   sweepEvery: number;
   sweepLease: number;
+  alertEvery: number;
+  alerts: boolean;
 }
 
 export function workerCommand(): Command {
@@ -52,6 +57,9 @@ export function workerCommand(): Command {
     .addOption(durationOption('--sweep-lease <duration>',
       'how long a sweep stays claimed without a sign of life (another host takes over the sweep of a host that died after)',
       defaultSweepLeaseMs).env('WHARF_SWEEP_LEASE'))
+    .addOption(durationOption('--alert-every <duration>', 'how often this host tries to send alerts (one host at a time evaluates the rules and sends)',
+      environment.WHARF_ALERT_EVERY.default).env('WHARF_ALERT_EVERY'))
+    .option('--no-alerts', 'never evaluate alert rules or send alerts on this host')
     .action(async (options: WorkerCommandOptions) => {
       if (!options.databaseUrl) throw new Error('set DATABASE_URL or pass --database-url');
       const logger = createCliLogger('wharf-worker');
@@ -77,7 +85,15 @@ export function workerCommand(): Command {
           everyMs: options.sweepEvery, sweep: { leaseMs: options.sweepLease },
         })
         : undefined;
+      // Its own small pool: a slow receiver never holds a claim loop's connection.
+      const alertPool = options.alerts ? new pg.Pool({ connectionString: options.databaseUrl, max: 1 }) : undefined;
+      alertPool?.on('error', () => {});
+      const alerts = alertPool
+        ? startAlertSender({ pool: alertPool, holder: worker.id, everyMs: options.alertEvery, logger })
+        : undefined;
       const stopAll = async (): Promise<void> => {
+        await alerts?.stop();
+        await alertPool?.end();
         await sweeps?.stop();
         await worker.stop();
         await metrics?.close();

@@ -14,9 +14,12 @@ import type { KeyRing } from '../../db/secret-box.js';
 import { ApiError, toApiError } from './errors.js';
 import { checkQueryParameters } from './params.js';
 import { adminRoutes } from './routes/admin.js';
+import { alertRoutes } from './routes/alerts.js';
 import { bulkReplayRoutes } from './routes/bulk-replays.js';
 import { eventRoutes } from './routes/events.js';
+import { issueRoutes } from './routes/issues.js';
 import { queueHistoryRoutes } from './routes/queue-history.js';
+import { stuckScopeRoutes } from './routes/stuck-scopes.js';
 
 export interface OperatorApiDeps {
   db: Database;
@@ -78,7 +81,7 @@ export function operatorApi(deps: OperatorApiDeps) {
     info: {
       title: 'Wharf operator API',
       version: '0.2.0',
-      description: 'Events, dead letters, replay, bulk replay, the admission log, workspaces, connections and tokens. '
+      description: 'Events, dead letters, replay, bulk replay, the admission log, issues, stuck scopes, alert rules, workspaces, connections and tokens. '
         + 'Bearer tokens: the instance admin token (WHARF_ADMIN_TOKEN) or a workspace token.',
     },
     security: [{ bearer: [] }],
@@ -102,6 +105,9 @@ function operatorRoutes(deps: OperatorApiDeps) {
     .route('/', eventRoutes(deps.db))
     .route('/', bulkReplayRoutes(deps.db, deps.onUnexpectedError))
     .route('/', queueHistoryRoutes(deps.db))
+    .route('/', issueRoutes(deps.db))
+    .route('/', stuckScopeRoutes(deps.db))
+    .route('/', alertRoutes(deps.db))
     .route('/', adminRoutes(deps.db, deps.keyRing ?? Promise.resolve(undefined)));
 }
 

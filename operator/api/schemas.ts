@@ -3,6 +3,9 @@
 // /api/openapi.json and the typed client (operator/api/client.ts) are both
 // generated from these, so the three cannot drift apart.
 import { z } from '@hono/zod-openapi';
+import { alertDestinations, alertKinds } from '../sql/alerts.js';
+import { issueStatuses } from '../sql/issues.js';
+import { scopeActions } from '../sql/stuck-scopes.js';
 import { eventStates, isIdText, maxPageSize } from './params.js';
 
 /** A positive bigint id as decimal text (no precision lost on the way to PostgreSQL). */
@@ -67,7 +70,27 @@ export const eventFilterQuery = pageQuery.extend({
   received_before: optionalQuery(timestamp('received_before')).openapi({ type: 'string', format: 'date-time', description: 'received before' }),
 });
 
-export const eventListQuery = eventFilterQuery.extend({ state: stateQuery });
+/** A query parameter holding a JSON object, e.g. payload={"repository":{"full_name":"acme/api"}}. */
+function jsonObjectQuery(name: string) {
+  const message = `${name} must be a JSON object, e.g. {"repository":{"full_name":"acme/api"}}`;
+  return optionalQuery(z.string().max(10_000, `${name} is too long`)).transform((value, context) => {
+    if (value === undefined) return undefined;
+    try {
+      const parsed: unknown = JSON.parse(value);
+      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+    } catch {
+      // reported below
+    }
+    context.addIssue({ code: 'custom', message });
+    return z.NEVER;
+  }).openapi({ type: 'string', description: `${name}: a JSON object the event's ${name} must contain (jsonb @>)` });
+}
+
+export const eventListQuery = eventFilterQuery.extend({
+  state: stateQuery,
+  payload: jsonObjectQuery('payload'),
+  headers: jsonObjectQuery('headers'),
+});
 
 export const historyQuery = z.object({
   hours: optionalQuery(z.string().regex(/^([1-9]|1[0-9]|2[0-4])$/, 'hours must be an integer from 1 to 24'))
@@ -89,8 +112,18 @@ export const bulkReplayBody = replayBody.extend({
   error_class: text('error_class', 200).optional(),
   dead_after: timestamp('dead_after').optional().openapi({ description: 'dead at or after' }),
   dead_before: timestamp('dead_before').optional().openapi({ description: 'dead before' }),
+  received_after: timestamp('received_after').optional().openapi({ description: 'received at or after' }),
+  received_before: timestamp('received_before').optional().openapi({ description: 'received before' }),
+  payload: z.record(z.string(), z.unknown(), { error: 'payload must be a JSON object' }).optional()
+    .openapi({ description: 'a JSON object the payload must contain (jsonb @>)' }),
+  headers: z.record(z.string(), z.unknown(), { error: 'headers must be a JSON object' }).optional()
+    .openapi({ description: 'a JSON object the stored headers must contain' }),
 // A misspelt filter must not widen the replay to every dead letter.
 }).strict();
+
+export const bulkReplayCount = z.object({
+  matched: z.number().openapi({ description: 'DEAD events a bulk replay with this filter would take now' }),
+}).openapi('BulkReplayCount');
 
 export const newWorkspaceBody = z.object({ id: idInBody('id') });
 
@@ -160,7 +193,7 @@ export const admissionPage = z.object({
 }).openapi('AdmissionPage');
 
 export const bulkReplay = z.object({
-  id: z.number(), workspace_id: z.number(), filter: z.record(z.string(), z.string()), force: z.boolean(),
+  id: z.number(), workspace_id: z.number(), filter: z.record(z.string(), z.unknown()), force: z.boolean(),
   requested_by: z.string(), state: z.enum(['running', 'finished']),
   matched: z.number(), replayed: z.number(), skipped: z.number(),
   started_at: time, updated_at: time, finished_at: time.nullable(),
@@ -200,3 +233,116 @@ export const newApiToken = apiToken.extend({
 }).openapi('NewApiToken');
 
 export const revokedToken = z.object({ id: z.number(), revoked: z.literal(true) });
+
+// ---- issues and stuck scopes ----------------------------------------------
+
+export const issueParam = workspaceParam.extend({ id: idText('issue id').openapi({ param: { name: 'id', in: 'path' } }) });
+export const installationIssueParam = z.object({ id: idText('issue id').openapi({ param: { name: 'id', in: 'path' } }) });
+
+const issueStatus = z.enum(issueStatuses, { error: `status must be one of ${issueStatuses.join(', ')}` });
+
+export const issueListQuery = z.object({
+  status: optionalQuery(z.string()).pipe(issueStatus.optional()).openapi({ type: 'string', enum: [...issueStatuses] }),
+  limit: optionalQuery(z.string().regex(/^[0-9]{1,4}$/, 'limit must be an integer from 1 to 1000')
+    .refine((value) => Number(value) >= 1 && Number(value) <= 1000, 'limit must be an integer from 1 to 1000'))
+    .transform((value) => (value === undefined ? 100 : Number(value)))
+    .openapi({ type: 'string', description: 'issues at most, 1 to 1000 (default 100)' }),
+});
+
+export const issueStatusBody = z.object({ status: issueStatus }).strict();
+
+export const issue = z.object({
+  id: z.number(), workspace_id: z.number().nullable(), provider: z.string(),
+  event_type: z.string().openapi({ description: "'*' gathers a workspace's failures past the setting issue_limit" }),
+  error_class: z.string(), status: issueStatus,
+  status_by: z.string().nullable().openapi({ description: 'who set the status; null when Wharf opened or reopened it' }),
+  status_at: time, first_seen_at: time, last_seen_at: time,
+  failures: z.number().openapi({ description: 'failed or expired leases counted' }),
+  dead: z.number().openapi({ description: 'how many of them left their event DEAD' }),
+  sample_event_id: z.number(), reopened: z.number(), reopened_at: time.nullable(),
+}).openapi('Issue');
+
+export const stuckScopeQuery = z.object({
+  older_than: optionalQuery(z.string().regex(/^[0-9]{1,7}$/, 'older_than must be a number of seconds from 0 to 9999999'))
+    .transform((value) => (value === undefined ? undefined : Number(value)))
+    .openapi({ type: 'string', description: 'seconds a head has waited at least (default: the setting stuck_after)' }),
+  limit: optionalQuery(z.string().regex(/^[0-9]{1,3}$/, `limit must be an integer from 1 to ${maxPageSize}`)
+    .refine((value) => Number(value) >= 1 && Number(value) <= maxPageSize, `limit must be an integer from 1 to ${maxPageSize}`))
+    .transform((value) => (value === undefined ? 100 : Number(value)))
+    .openapi({ type: 'string', description: `scopes at most, 1 to ${maxPageSize} (default 100)` }),
+});
+
+export const stuckScope = z.object({
+  scope_key: z.string(), subject: z.string().nullable(),
+  reason: z.enum(['leased', 'paused', 'failing', 'waiting']),
+  waiting_since: time, waiting_seconds: z.number(),
+  behind: z.number().openapi({ description: 'QUEUED events after the head, counted up to 10000' }),
+  behind_capped: z.boolean(),
+  head: eventSummary.extend({ leased_by: z.string().nullable(), leased_until: time.nullable() }),
+  connection: z.object({ id: z.number().nullable(), state: z.string().nullable() }),
+}).openapi('StuckScope');
+
+export const scopeActionBody = z.object({
+  action: z.enum(scopeActions, { error: `action must be one of ${scopeActions.join(', ')}` }),
+  scope_key: text('scope_key'),
+  event_id: idInBody('event_id').openapi({ description: "the head the action is meant for: refused (409) when it no longer heads the scope" }),
+}).strict();
+
+export const scopeActionResult = z.object({
+  action: z.enum(scopeActions), done: z.literal(true),
+  event: eventSummary.optional(), connection: connection.optional(),
+}).openapi('ScopeActionResult');
+
+export const scopeAction = z.object({
+  id: z.number(), scope_key: z.string(), event_id: z.number().nullable(), connection_id: z.number().nullable(),
+  action: z.enum(scopeActions), account: z.string(), at: time,
+}).openapi('ScopeAction');
+
+// ---- alerts ----------------------------------------------------------------
+
+export const alertRuleParam = workspaceParam.extend({ id: idText('alert rule id').openapi({ param: { name: 'id', in: 'path' } }) });
+export const instanceAlertRuleParam = z.object({ id: idText('alert rule id').openapi({ param: { name: 'id', in: 'path' } }) });
+
+const positiveSeconds = (name: string) => z.number({ error: `${name} must be a positive integer` })
+  .int(`${name} must be a positive integer`).positive(`${name} must be a positive integer`).max(31_536_000, `${name} is at most a year`);
+
+export const alertRuleBody = z.object({
+  name: text('name', 64),
+  kind: z.enum(alertKinds, { error: `kind must be one of ${alertKinds.join(', ')}` }),
+  threshold: z.number({ error: 'threshold must be a positive integer' }).int('threshold must be a positive integer')
+    .positive('threshold must be a positive integer').max(1_000_000_000).optional()
+    .openapi({ description: 'dead_letter_rate: how many dead letters within window_seconds' }),
+  window_seconds: positiveSeconds('window_seconds').optional()
+    .openapi({ description: 'dead_letter_rate: the window; oldest_due_age and stuck_scope: how long' }),
+  destination: z.enum(alertDestinations, { error: `destination must be one of ${alertDestinations.join(', ')}` }),
+  url: text('url', 2000).openapi({ description: 'https (or http to a loopback address); for slack, the incoming webhook URL' }),
+  secret: text('secret', 200).optional()
+    .openapi({ description: 'webhook: the Standard Webhooks key (whsec_…); a random one, returned once, when absent' }),
+}).strict();
+
+export const alertRule = z.object({
+  id: z.number(), workspace_id: z.number().nullable(), name: z.string(), kind: z.enum(alertKinds),
+  threshold: z.number().nullable(), window_seconds: z.number().nullable(), destination: z.enum(alertDestinations),
+  destination_host: z.string().nullable(), created_by: z.string(), created_at: time,
+}).openapi('AlertRule');
+
+export const newAlertRule = alertRule.extend({
+  secret: z.string().optional().openapi({ description: 'the generated webhook key: shown once, give it to the receiver' }),
+}).openapi('NewAlertRule');
+
+export const alert = z.object({
+  id: z.number(), rule_id: z.number(), rule_name: z.string(), workspace_id: z.number().nullable(), kind: z.enum(alertKinds),
+  facts: z.record(z.string(), z.unknown()).openapi({ description: 'names, ids, counts and times: never a payload, a header or a secret' }),
+  created_at: time, state: z.enum(['pending', 'delivered', 'failed']), attempts: z.number(),
+  last_attempt_at: time.nullable(), last_status: z.number().nullable(), last_error: z.string().nullable(),
+  delivered_at: time.nullable(),
+}).openapi('Alert');
+
+export const deletedAlertRule = z.object({ id: z.number(), deleted: z.literal(true) });
+
+export const failureMinute = z.object({ at: time, failed: z.number(), dead: z.number() }).openapi('FailureMinute');
+
+export const deliveryMinute = z.object({
+  at: time, connection_id: z.number().nullable(), accepted: z.number(),
+  refused: z.record(z.string(), z.number()).openapi({ description: 'refused or dropped, by reason' }),
+}).openapi('DeliveryMinute');

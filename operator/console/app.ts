@@ -17,6 +17,7 @@ import { registerBulkReplayPages } from './routes/bulk-replay.js';
 import { registerConnectionPages } from './routes/connections.js';
 import { registerDashboard } from './routes/dashboard.js';
 import { registerEventPages } from './routes/events.js';
+import { registerIssuePages } from './routes/issues.js';
 import { registerSignIn, registerSignOut } from './routes/sign-in.js';
 import { registerWorkspacePages } from './routes/workspaces.js';
 import { identifier, requireSession } from './session.js';
@@ -43,6 +44,7 @@ export function consoleApp(deps: ConsoleDeps): Hono<ConsoleEnv> {
   registerWorkspacePages(app, routeDeps);
   registerDashboard(app, routeDeps);
   registerEventPages(app, routeDeps);
+  registerIssuePages(app, routeDeps);
   registerBulkReplayPages(app, routeDeps);
   registerAdmissionPages(app, routeDeps);
   registerConnectionPages(app, routeDeps);

@@ -2,6 +2,7 @@
 // (state, provider, event type, subject, received between) plus the keyset
 // cursor. A bad value is a 400 page before any query runs.
 import { isIdText, parseState, parseSubject, rejectNul, type EventState } from '../api/params.js';
+import type { EventSearch } from '../sql/event-search.js';
 import type { EventFilter } from '../sql/operator.js';
 import { ConsoleError } from './errors.js';
 
@@ -42,11 +43,27 @@ export function optionalCursor(value: string | undefined): string | undefined {
 export interface EventListQuery {
   filter: EventFilter;
   values: FormValues;
+  /** The JSON containment search, when the form asks for one. */
+  search?: EventSearch;
+}
+
+/** A search field: a JSON object, or nothing. */
+function optionalJsonObject(value: string | undefined, name: string): Record<string, unknown> | undefined {
+  const text = value?.trim();
+  if (!text) return undefined;
+  if (text.length > 10_000) throw new ConsoleError(400, `${name} is too long.`);
+  try {
+    const parsed: unknown = JSON.parse(rejectNul(text, name));
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+  } catch {
+    // reported below
+  }
+  throw new ConsoleError(400, `${name} must be a JSON object, e.g. {"repository": {"full_name": "acme/api"}}.`);
 }
 
 export function readEventFilter(query: Query, options: { withState: boolean }): EventListQuery {
   const values: FormValues = {};
-  for (const name of ['state', 'provider', 'event_type', 'subject', 'received_after', 'received_before']) {
+  for (const name of ['state', 'provider', 'event_type', 'subject', 'received_after', 'received_before', 'payload', 'headers']) {
     const value = query(name);
     if (value) values[name] = value;
   }
@@ -62,7 +79,10 @@ export function readEventFilter(query: Query, options: { withState: boolean }): 
   set('receivedAfter', optionalTime(values.received_after, 'Received from'));
   set('receivedBefore', optionalTime(values.received_before, 'Received before'));
   set('before', optionalCursor(query('cursor')));
-  return { filter, values };
+  const payload = optionalJsonObject(values.payload, 'Payload contains');
+  const headers = optionalJsonObject(values.headers, 'Headers contain');
+  const search = payload || headers ? { ...(payload ? { payload } : {}), ...(headers ? { headers } : {}) } : undefined;
+  return { filter, values, ...(search ? { search } : {}) };
 }
 
 /** `path?values&cursor=…`: the next (older) page with the same filters. */

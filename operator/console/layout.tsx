@@ -2,9 +2,10 @@
 // scope's navigation and sign-out, and one <main> with the page's <h1>.
 import type { Child } from 'hono/jsx';
 import type { Principal } from '../api/auth.js';
+import { liveScript } from './live-script.js';
 import type { Scope } from './scope.js';
 
-export type Section = 'dashboard' | 'events' | 'dead' | 'bulk' | 'admissions' | 'connections' | 'workspaces';
+export type Section = 'dashboard' | 'events' | 'dead' | 'bulk' | 'admissions' | 'connections' | 'workspaces' | 'issues' | 'stuck' | 'alerts';
 
 export interface PageFrame {
   basePath: string;
@@ -38,6 +39,9 @@ function navItems(frame: PageFrame): { section: Section; label: string; href: st
   if (scope.workspaceId !== undefined) items.push({ section: 'dashboard', label: 'Dashboard', href: scope.base });
   items.push({ section: 'events', label: 'Events', href: `${scope.base}/events` });
   items.push({ section: 'dead', label: 'Dead letters', href: `${scope.base}/dead` });
+  if (scope.workspaceId !== undefined) items.push({ section: 'issues', label: 'Issues', href: `${scope.base}/issues` });
+  if (scope.workspaceId !== undefined) items.push({ section: 'stuck', label: 'Stuck scopes', href: `${scope.base}/stuck` });
+  if (scope.workspaceId !== undefined) items.push({ section: 'alerts', label: 'Alerts', href: `${scope.base}/alerts` });
   if (scope.workspaceId !== undefined) items.push({ section: 'bulk', label: 'Bulk replay', href: `${scope.base}/bulk-replays` });
   items.push({ section: 'admissions', label: 'Admission log', href: `${scope.base}/admissions` });
   if (scope.workspaceId !== undefined) items.push({ section: 'connections', label: 'Connections', href: `${scope.base}/connections` });
@@ -89,12 +93,42 @@ export function StateBadge(props: { state: string }) {
   return <span class={`state state-${props.state}`}>{props.state}</span>;
 }
 
-/** A timestamp as UTC text in a <time> element; an em dash when there is none. */
+/** An issue's status, or a stuck scope's reason, as a badge. */
+export function Badge(props: { kind: string; text: string }) {
+  return <span class={`badge badge-${props.kind}`}>{props.text}</span>;
+}
+
+/** How long ago (or from now) `at` is, in the largest unit that says it: "3 min ago", "in 2 h". */
+export function relativeTime(at: Date, now: Date = new Date()): string {
+  const seconds = Math.round((at.getTime() - now.getTime()) / 1000);
+  const size = Math.abs(seconds);
+  const [value, unit] = size < 45 ? [size, 's'] : size < 45 * 60 ? [Math.round(size / 60), 'min']
+    : size < 36 * 3600 ? [Math.round(size / 3600), 'h'] : [Math.round(size / 86400), 'd'];
+  if (size < 5) return 'just now';
+  return seconds < 0 ? `${value} ${unit} ago` : `in ${value} ${unit}`;
+}
+
+/**
+ * A timestamp in a <time> element: how long ago it is, with the exact UTC
+ * time on hover (title) and in its datetime; an em dash when there is none.
+ */
 export function Time(props: { at: string | null | undefined }) {
   if (!props.at) return <span aria-label="none">—</span>;
   const date = new Date(props.at);
   if (Number.isNaN(date.getTime())) return <span>{props.at}</span>;
-  return <time datetime={date.toISOString()}>{date.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z')}</time>;
+  const exact = date.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  return <time datetime={date.toISOString()} title={exact}>{relativeTime(date)}</time>;
+}
+
+/** The live lists' script (live-script.ts), under the page's CSP nonce, and the line that says it is live. */
+export function LiveUpdates(props: { nonce: string | undefined }) {
+  if (!props.nonce) return null;
+  return (
+    <>
+      <p class="live" id="live-status" role="status" aria-live="off">Live: updates every few seconds</p>
+      <script nonce={props.nonce} dangerouslySetInnerHTML={{ __html: liveScript }} />
+    </>
+  );
 }
 
 /** The hidden CSRF field of a form. */

@@ -1,12 +1,17 @@
 // The console's one stylesheet, served as a file (/console/assets/console.css)
 // so that the Content-Security-Policy needs no 'unsafe-inline' for styles.
 export const stylesheet = `
-:root { color-scheme: light; --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --accent: #0969da; --bad: #cf222e; --ok: #1a7f37; --bg-soft: #f6f8fa; }
+:root { color-scheme: light dark; --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --accent: #0969da; --bad: #cf222e; --ok: #1a7f37; --warn: #9a6700; --bg: #fff; --bg-soft: #f6f8fa;
+  --bad-soft: #ffebe9; --ok-soft: #dafbe1; --warn-soft: #fff8c5; --info-soft: #ddf4ff; --j-key: #953800; --j-string: #0a3069; --j-number: #0550ae; --j-lit: #8250df; }
+@media (prefers-color-scheme: dark) {
+  :root { --fg: #e6edf3; --muted: #8d96a0; --line: #30363d; --accent: #4493f8; --bad: #f85149; --ok: #3fb950; --warn: #d29922; --bg: #0d1117; --bg-soft: #161b22;
+    --bad-soft: #3c1618; --ok-soft: #12261e; --warn-soft: #2e2410; --info-soft: #0c2d4a; --j-key: #ffa657; --j-string: #a5d6ff; --j-number: #79c0ff; --j-lit: #d2a8ff; }
+}
 * { box-sizing: border-box; }
-body { margin: 0; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: #fff; }
+body { margin: 0; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg); }
 a { color: var(--accent); }
 .skip { position: absolute; left: -999px; }
-.skip:focus { left: 8px; top: 8px; background: #fff; padding: 4px 8px; z-index: 1; }
+.skip:focus { left: 8px; top: 8px; background: var(--bg); padding: 4px 8px; z-index: 1; }
 .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); clip-path: inset(50%); white-space: nowrap; }
 header.site { display: flex; flex-wrap: wrap; align-items: center; gap: 12px 24px; padding: 10px 20px; border-bottom: 1px solid var(--line); background: var(--bg-soft); }
 header.site .brand { font-weight: 700; text-decoration: none; color: var(--fg); }
@@ -28,15 +33,32 @@ form.stack { display: grid; gap: 10px; max-width: 420px; }
 form.stack button { justify-self: start; }
 form.stack label.check, form.filters label.check { flex-direction: row; align-items: center; gap: 6px; }
 input, select, button { font: inherit; padding: 4px 8px; }
-button { cursor: pointer; border: 1px solid var(--line); background: #fff; border-radius: 4px; }
+input, select { background: var(--bg); color: var(--fg); border: 1px solid var(--line); border-radius: 4px; }
+button { cursor: pointer; border: 1px solid var(--line); background: var(--bg-soft); color: var(--fg); border-radius: 4px; }
+button:focus-visible, a:focus-visible, summary:focus-visible, .json:focus-visible, input:focus-visible, select:focus-visible { outline: 2px solid var(--accent); outline-offset: 2px; }
+tbody tr:hover, tbody tr:focus-within { background: var(--bg-soft); }
 button.primary { background: var(--accent); color: #fff; border-color: var(--accent); }
 form.inline { display: inline; }
-.notice { padding: 8px 12px; border-left: 4px solid var(--ok); background: #dafbe1; }
-.problem { padding: 8px 12px; border-left: 4px solid var(--bad); background: #ffebe9; }
-.state { font-weight: 600; font-size: 0.85rem; }
-.state-DEAD, .state-SUSPENDED, .state-REVOKED { color: var(--bad); }
-.state-DONE, .state-ACTIVE { color: var(--ok); }
-.state-PAUSED, .state-LEASED { color: #9a6700; }
+.notice { padding: 8px 12px; border-left: 4px solid var(--ok); background: var(--ok-soft); }
+.problem { padding: 8px 12px; border-left: 4px solid var(--bad); background: var(--bad-soft); }
+.state, .badge { display: inline-block; font-weight: 600; font-size: 0.78rem; line-height: 1.5; padding: 0 8px; border-radius: 999px; border: 1px solid currentColor; white-space: nowrap; }
+.state-DEAD, .state-SUSPENDED, .state-REVOKED, .badge-open, .badge-failing, .badge-failed { color: var(--bad); background: var(--bad-soft); }
+.state-DONE, .state-ACTIVE, .badge-resolved { color: var(--ok); background: var(--ok-soft); }
+.state-PAUSED, .state-LEASED, .badge-acknowledged, .badge-paused, .badge-leased { color: var(--warn); background: var(--warn-soft); }
+.state-QUEUED, .badge-waiting { color: var(--accent); background: var(--info-soft); }
+.badge-ignored, .badge-pending { color: var(--muted); background: var(--bg-soft); }
+.badge-delivered { color: var(--ok); background: var(--ok-soft); }
+time[title] { text-decoration: underline dotted var(--muted); text-underline-offset: 3px; cursor: help; }
+p.live { font-size: 0.8rem; color: var(--muted); margin: 0.3em 0; }
+.actions { display: flex; flex-wrap: wrap; gap: 6px; }
+.json { font: 13px/1.5 ui-monospace, SFMono-Regular, Menlo, monospace; background: var(--bg-soft); border: 1px solid var(--line); padding: 10px; overflow: auto; max-height: 480px; }
+.json details > summary { cursor: pointer; list-style: none; }
+.json details > summary::before { content: "▸ "; color: var(--muted); }
+.json details[open] > summary::before { content: "▾ "; }
+.json details[open] > summary .j-count { display: none; }
+.j-children { padding-left: 1.4em; border-left: 1px dotted var(--line); margin-left: 0.3em; }
+.j-count { color: var(--muted); font-style: italic; }
+.j-key { color: var(--j-key); } .j-string { color: var(--j-string); } .j-number { color: var(--j-number); } .j-boolean, .j-null { color: var(--j-lit); }
 .pager { margin: 1em 0; }
 .facts-line { margin: 1em 0; }
 .charts { display: grid; gap: 20px; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); }

@@ -15,6 +15,12 @@ export interface BulkReplayFilter {
   /** ISO timestamps: dead at or after, and strictly before. */
   dead_after?: string;
   dead_before?: string;
+  /** ISO timestamps: received at or after, and strictly before. */
+  received_after?: string;
+  received_before?: string;
+  /** JSON objects the payload and the stored headers must contain (jsonb @>). */
+  payload?: Record<string, unknown>;
+  headers?: Record<string, unknown>;
 }
 
 export interface BulkReplay {
@@ -52,6 +58,11 @@ export function continueBulkReplay(
   db: Database, workspaceId: string, id: string, batchSize: number,
 ): Promise<BulkReplay | null> {
   return callWharf(db, 'wharf.continue_bulk_replay($1, $2, $3)', [workspaceId, id, batchSize]);
+}
+
+/** How many DEAD events a bulk replay with this filter would take now (wharf.count_bulk_replay); replays nothing. */
+export async function countBulkReplay(db: Database, workspaceId: string, filter: BulkReplayFilter, force = false): Promise<number> {
+  return Number(await callWharf<string>(db, 'wharf.count_bulk_replay($1, $2, $3)', [workspaceId, JSON.stringify(filter), force]));
 }
 
 export function showBulkReplay(db: Database, workspaceId: string, id: string): Promise<BulkReplay | null> {

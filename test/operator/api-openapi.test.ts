@@ -9,7 +9,7 @@ import { operatorApi } from '../../operator/api/app.js';
 import { startBulkReplay } from '../../operator/sql/bulk-replay.js';
 import { createApiToken } from '../../operator/sql/operator.js';
 import { adminToken, apiClient, type ApiCall } from '../support/api-client.js';
-import { createConnection, createWorkspace, deadEvent, deadInstallationEvent, fixtureSource } from '../support/api-fixtures.js';
+import { admitEvent, createConnection, createWorkspace, deadEvent, deadInstallationEvent, fixtureSource } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { serveOperatorApi } from '../support/operator-client.js';
 
@@ -84,7 +84,7 @@ describe('GET /api/openapi.json', () => {
   it('documents the filters the event list validates', () => {
     const list = document.paths['/workspaces/{ws}/events']?.get;
     expect(list?.parameters?.filter((parameter) => parameter.in === 'query').map((parameter) => parameter.name).sort())
-      .toEqual(['cursor', 'event_type', 'limit', 'provider', 'received_after', 'received_before', 'state', 'subject']);
+      .toEqual(['cursor', 'event_type', 'headers', 'limit', 'payload', 'provider', 'received_after', 'received_before', 'state', 'subject']);
   });
 });
 
@@ -93,6 +93,7 @@ describe('a client driven by the document alone', () => {
   let served: Awaited<ReturnType<typeof serveOperatorApi>>;
   /** Rows for the path parameters, by the collection the {id} follows. */
   const ids: Record<string, number> = {};
+  let headScope = '';
 
   beforeAll(async () => {
     served = await serveOperatorApi({ db: db.pool, adminToken });
@@ -103,6 +104,16 @@ describe('a client driven by the document alone', () => {
     ids['installation-events'] = await deadInstallationEvent(db.pool);
     ids.replays = (await startBulkReplay(db.pool, String(W), {}, 'test')).id;
     ids.tokens = (await createApiToken(db.pool, String(W), 'doomed')).id;
+    // The dead letters above opened an issue each; a fresh event heads a scope for the stuck-scope action.
+    const issues = await db.pool.query<{ id: string; ws: string | null }>('SELECT id, workspace_id AS ws FROM wharf.issue');
+    ids.issues = Number(issues.rows.find((row) => row.ws !== null)!.id);
+    ids['installation-issues'] = Number(issues.rows.find((row) => row.ws === null)!.id);
+    ids.head = await admitEvent(db.pool, connection);
+    ids['alert-rules'] = Number((await db.pool.query<{ rule: { id: number } }>(
+      `SELECT wharf.create_alert_rule($1, 'doomed', 'issue_opened', NULL, NULL, 'slack', 'https://hooks.slack.test/x', NULL, 'test') AS rule`, [W])).rows[0]!.rule.id);
+    ids['instance-alert-rules'] = Number((await db.pool.query<{ rule: { id: number } }>(
+      `SELECT wharf.create_instance_alert_rule('doomed', 'issue_opened', NULL, NULL, 'slack', 'https://hooks.slack.test/x', NULL, 'test') AS rule`)).rows[0]!.rule.id);
+    headScope = (await db.pool.query<{ scope_key: string }>('SELECT scope_key FROM wharf.provider_event WHERE id = $1', [ids.head])).rows[0]!.scope_key;
   });
 
   afterAll(async () => {
@@ -118,11 +129,11 @@ describe('a client driven by the document alone', () => {
     if (type === 'object') {
       return Object.fromEntries((schema.required ?? []).map((key) => [key, sample(schema.properties![key]!, document, key)]));
     }
-    if (type === 'integer' || type === 'number') return 7;
+    if (type === 'integer' || type === 'number') return name === 'event_id' ? ids.head : 7;
     if (type === 'boolean') return false;
     if (type === 'array') return [];
     // Strings: what this API's own strings are about, by their property's name.
-    return { provider: 'generic', source: fixtureSource, kind: 'webhook', subject: 'repo:acme/doc', name: 'doc-client' }[name] ?? 'example';
+    return { provider: 'generic', source: fixtureSource, kind: 'webhook', subject: 'repo:acme/doc', name: 'doc-client', scope_key: headScope, url: 'https://alerts.example.test/in' }[name] ?? 'example';
   }
 
   it('reaches every documented operation at the server the document names, with the documented answer', async () => {
@@ -136,7 +147,8 @@ describe('a client driven by the document alone', () => {
         const path = template.replaceAll(/\{(\w+)\}/g, (_, name: string) => {
           if (name === 'ws') return String(W);
           const collection = /\/([\w-]+)\/\{id\}/.exec(template)![1]!;
-          return String(ids[collection]);
+          // The instance's alert rules are not a workspace's.
+          return String(ids[template.startsWith('/alert-rules/') ? 'instance-alert-rules' : collection]);
         });
         const body = operation.requestBody?.content['application/json']?.schema;
         const response = await fetch(`${server}${path}`, {

@@ -32,6 +32,37 @@ const A = 101;
 const B = 102;
 let connectionA: number;
 let seq = 1000;
+/** The scope and head the last stuck-scope action's path made, for its body. */
+let head = { scope_key: '', event_id: 0 };
+
+/** The id of an issue of workspace A (a fresh dead letter opens or counts into one). */
+async function issueOfA(): Promise<number> {
+  await deadEvent(db.pool, connectionA);
+  const { rows } = await db.pool.query<{ id: string }>('SELECT id FROM wharf.issue WHERE workspace_id = $1 LIMIT 1', [A]);
+  return Number(rows[0]!.id);
+}
+
+async function installationIssue(): Promise<number> {
+  await deadInstallationEvent(db.pool);
+  const { rows } = await db.pool.query<{ id: string }>('SELECT id FROM wharf.issue WHERE workspace_id IS NULL LIMIT 1');
+  return Number(rows[0]!.id);
+}
+
+/** A new Slack rule of workspace `ws`, or of the instance (null); its id. */
+async function alertRule(ws: number | null): Promise<number> {
+  const { rows } = await db.pool.query<{ rule: { id: number } }>(ws === null
+    ? `SELECT wharf.create_instance_alert_rule('r', 'issue_opened', NULL, NULL, 'slack', 'https://hooks.slack.test/x', NULL, 'test') AS rule`
+    : `SELECT wharf.create_alert_rule($1, 'r', 'issue_opened', NULL, NULL, 'slack', 'https://hooks.slack.test/x', NULL, 'test') AS rule`,
+  ws === null ? [] : [ws]);
+  return rows[0]!.rule.id;
+}
+
+/** A fresh QUEUED event heading a scope of its own in workspace A: the target of a head action. */
+async function freshHead(): Promise<void> {
+  const id = await admitEvent(db.pool, connectionA);
+  const { rows } = await db.pool.query<{ scope_key: string }>('SELECT scope_key FROM wharf.provider_event WHERE id = $1', [id]);
+  head = { scope_key: rows[0]!.scope_key, event_id: id };
+}
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -64,9 +95,29 @@ const routes: Route[] = [
   { name: 'replay', method: 'POST', path: async () => `/workspaces/${A}/events/${await deadEvent(db.pool, connectionA)}/replay`, success: 202, workspaceToken: true },
   { name: 'list admissions', method: 'GET', path: async () => `/workspaces/${A}/admissions`, success: 200, workspaceToken: true },
   { name: 'start bulk replay', method: 'POST', path: async () => `/workspaces/${A}/replays`, body: () => ({ error_class: 'NoSuchError' }), success: 202, workspaceToken: true },
+  { name: 'count bulk replay', method: 'POST', path: async () => `/workspaces/${A}/replays/count`, body: () => ({ payload: { n: 1 } }), success: 200, workspaceToken: true },
   { name: 'list bulk replays', method: 'GET', path: async () => `/workspaces/${A}/replays`, success: 200, workspaceToken: true },
   { name: 'show bulk replay', method: 'GET', path: async () => `/workspaces/${A}/replays/${(await startBulkReplay(db.pool, String(A), {}, 'test')).id}`, success: 200, workspaceToken: true },
   { name: 'queue history', method: 'GET', path: async () => `/workspaces/${A}/queue-history?hours=1`, success: 200, workspaceToken: true },
+  { name: 'list issues', method: 'GET', path: async () => `/workspaces/${A}/issues`, success: 200, workspaceToken: true },
+  { name: 'show issue', method: 'GET', path: async () => `/workspaces/${A}/issues/${await issueOfA()}`, success: 200, workspaceToken: true },
+  { name: 'issue events', method: 'GET', path: async () => `/workspaces/${A}/issues/${await issueOfA()}/events`, success: 200, workspaceToken: true },
+  { name: 'set issue status', method: 'POST', path: async () => `/workspaces/${A}/issues/${await issueOfA()}/status`, body: () => ({ status: 'acknowledged' }), success: 200, workspaceToken: true },
+  { name: 'list installation issues', method: 'GET', path: async () => '/installation-issues', success: 200, workspaceToken: false },
+  { name: 'set installation issue status', method: 'POST', path: async () => `/installation-issues/${await installationIssue()}/status`, body: () => ({ status: 'resolved' }), success: 200, workspaceToken: false },
+  { name: 'delivery history', method: 'GET', path: async () => `/workspaces/${A}/delivery-history?hours=1`, success: 200, workspaceToken: true },
+  { name: 'failure history', method: 'GET', path: async () => `/workspaces/${A}/failure-history?hours=1`, success: 200, workspaceToken: true },
+  { name: 'list stuck scopes', method: 'GET', path: async () => `/workspaces/${A}/stuck-scopes?older_than=0`, success: 200, workspaceToken: true },
+  { name: 'stuck scope action', method: 'POST', path: async () => { await freshHead(); return `/workspaces/${A}/stuck-scopes/actions`; }, body: () => ({ action: 'retry_head', ...head }), success: 200, workspaceToken: true },
+  { name: 'list scope actions', method: 'GET', path: async () => `/workspaces/${A}/scope-actions`, success: 200, workspaceToken: true },
+  { name: 'list alert rules', method: 'GET', path: async () => `/workspaces/${A}/alert-rules`, success: 200, workspaceToken: true },
+  { name: 'create alert rule', method: 'POST', path: async () => `/workspaces/${A}/alert-rules`, body: () => ({ name: `r${++seq}`, kind: 'issue_opened', destination: 'slack', url: 'https://hooks.slack.test/x' }), success: 201, workspaceToken: true },
+  { name: 'delete alert rule', method: 'DELETE', path: async () => `/workspaces/${A}/alert-rules/${await alertRule(A)}`, success: 200, workspaceToken: true },
+  { name: 'list alerts', method: 'GET', path: async () => `/workspaces/${A}/alerts`, success: 200, workspaceToken: true },
+  { name: 'list instance alert rules', method: 'GET', path: async () => '/alert-rules', success: 200, workspaceToken: false },
+  { name: 'create instance alert rule', method: 'POST', path: async () => '/alert-rules', body: () => ({ name: `i${++seq}`, kind: 'stuck_scope', window_seconds: 600, destination: 'webhook', url: 'https://alerts.example.test/in' }), success: 201, workspaceToken: false },
+  { name: 'delete instance alert rule', method: 'DELETE', path: async () => `/alert-rules/${await alertRule(null)}`, success: 200, workspaceToken: false },
+  { name: 'list instance alerts', method: 'GET', path: async () => '/alerts', success: 200, workspaceToken: false },
   { name: 'list installation admissions', method: 'GET', path: async () => '/admissions', success: 200, workspaceToken: false },
   { name: 'list installation events', method: 'GET', path: async () => '/installation-events', success: 200, workspaceToken: false },
   { name: 'list installation dead', method: 'GET', path: async () => '/installation-events/dead', success: 200, workspaceToken: false },
@@ -138,6 +189,23 @@ describe('operator API permissions', () => {
     }
     const { rows } = await db.pool.query('SELECT state, replayed_by FROM wharf.provider_event WHERE id = $1', [id]);
     expect(rows[0]).toEqual({ state: 'DEAD', replayed_by: null });
+  });
+
+  it('a refused issue status change or scope action changes and records nothing', async () => {
+    const issue = await issueOfA();
+    await freshHead();
+    for (const caller of ['other', 'none', 'unknown'] as const) {
+      const status = await api('POST', `/workspaces/${A}/issues/${issue}/status`, { token: tokens[caller], body: { status: 'ignored' } });
+      expect(status.status).toBeGreaterThanOrEqual(401);
+      const action = await api('POST', `/workspaces/${A}/stuck-scopes/actions`, { token: tokens[caller], body: { action: 'dead_letter_head', ...head } });
+      expect(action.status).toBeGreaterThanOrEqual(401);
+    }
+    const issues = await db.pool.query("SELECT 1 FROM wharf.issue WHERE id = $1 AND status = 'ignored'", [issue]);
+    expect(issues.rows).toEqual([]);
+    const events = await db.pool.query('SELECT state FROM wharf.provider_event WHERE id = $1', [head.event_id]);
+    expect(events.rows).toEqual([{ state: 'QUEUED' }]);
+    const actions = await db.pool.query('SELECT 1 FROM wharf.scope_action WHERE event_id = $1', [head.event_id]);
+    expect(actions.rows).toEqual([]);
   });
 
   it('a refused workspace creation creates nothing', async () => {

@@ -3,7 +3,7 @@
 -- recorded, events that died after the start are not taken, uncertain ones
 -- only with force, and a workspace reaches only its own bulk replays.
 BEGIN;
-SELECT plan(33);
+SELECT plan(42);
 
 SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
@@ -95,6 +95,32 @@ SELECT is(wharf.list_bulk_replays(2), '[]'::jsonb, 'another workspace lists none
 SELECT throws_ok($$SELECT wharf.list_bulk_replays(404)$$, 'P0002', NULL, 'an unknown workspace is P0002');
 SELECT throws_ok($$SELECT wharf.continue_bulk_replay(1, -1, 3)$$, 'P0002', NULL, 'an unknown bulk replay is P0002');
 SELECT is(wharf.show_bulk_replay(1, -1), NULL, 'show of an unknown one is NULL');
+
+-- Any filter: payload and headers by containment, arrival times; the count first.
+CREATE FUNCTION pg_temp.admit_payload(p_key text, p_payload jsonb, p_headers jsonb) RETURNS bigint
+LANGUAGE sql AS $$
+  SELECT wharf.subscribe((SELECT id FROM wharf.connection WHERE workspace_id = 1), 'repo:' || p_key);
+  SELECT (wharf.admit('generic', 'https://hooks.example/1', p_key, 'push',
+                      jsonb_build_object('connection_id', (SELECT id FROM wharf.connection WHERE workspace_id = 1)), ARRAY['repo:' || p_key],
+                      p_payload, p_headers) -> 'events' -> 0 ->> 'event_id')::bigint
+$$;
+SELECT pg_temp.admit_payload('p1', '{"repository": {"full_name": "acme/api", "id": 7}, "n": 1}', '{"x-github-event": "push"}'),
+       pg_temp.admit_payload('p2', '{"repository": {"full_name": "acme/web"}}', '{"x-github-event": "push"}');
+CREATE TEMP TABLE lease2 AS SELECT id, lease_epoch, delivery_key FROM wharf.claim('w', 100);
+SELECT wharf.fail(id, lease_epoch, 'permanent', 'TypeError') FROM lease2 WHERE delivery_key IN ('p1', 'p2');
+SELECT wharf.release(id, lease_epoch) FROM lease2 WHERE delivery_key NOT IN ('p1', 'p2');
+SELECT is(wharf.count_bulk_replay(1, '{"payload": {"repository": {"full_name": "acme/api"}}}'), 1::bigint,
+          'count first: one dead letter''s payload contains the value');
+SELECT is(wharf.count_bulk_replay(1, '{"headers": {"x-github-event": "push"}}'), 2::bigint, 'two whose headers do');
+SELECT is(wharf.count_bulk_replay(1, '{"headers": {"x-github-event": "push"}, "received_before": "2000-01-01T00:00:00Z"}'), 0::bigint,
+          'combined with the arrival time');
+SELECT is(wharf.count_bulk_replay(2, '{"headers": {"x-github-event": "push"}}'), 0::bigint, 'none in another workspace');
+SELECT is(pg_temp.states('p1', 'p2'), ARRAY['DEAD', 'DEAD'], 'counting replays nothing');
+SELECT throws_ok($$SELECT wharf.count_bulk_replay(1, '{"payload": "acme"}')$$, '22023', NULL, 'a payload filter that is not an object is 22023');
+SELECT throws_ok($$SELECT wharf.count_bulk_replay(404, '{}')$$, 'P0002', NULL, 'count: an unknown workspace is P0002');
+CREATE TEMP TABLE job4 AS SELECT (wharf.start_bulk_replay(1, '{"payload": {"repository": {"full_name": "acme/api"}}}', 'ops') ->> 'id')::bigint AS id;
+SELECT is((wharf.continue_bulk_replay(1, (SELECT id FROM job4), 10) ->> 'replayed')::int, 1, 'a bulk replay by payload replays it');
+SELECT is(pg_temp.states('p1', 'p2'), ARRAY['QUEUED', 'DEAD'], 'and only it');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -11,7 +11,7 @@ import { onServer } from '../../cli/scratch-database.js';
 import { parseKeyRing } from '../../db/secret-box.js';
 import { createEdgeApp } from '../../edge/app.js';
 import { createApiToken } from '../../operator/sql/operator.js';
-import { createWorker } from '../../worker/index.js';
+import { createWorker, startAlertSender } from '../../worker/index.js';
 import { finishEvent } from '../support/api-fixtures.js';
 import { adminToken, apiClient } from '../support/api-client.js';
 import { deadEvent, fixtureSource } from '../support/api-fixtures.js';
@@ -144,6 +144,20 @@ describe('a worker as wharf_worker, its handlers as wharf_handler', () => {
     expect(recorded).toEqual([]);
   });
 
+  it('sends alerts and purges the on-call records as the worker role', async () => {
+    const worker = poolOf('wharf_worker');
+    const sender = startAlertSender({ pool: worker, holder: `roles-${suffix}`, everyMs: 3_600_000 });
+    try {
+      expect((await sender.runOnce()).held).toBe(true);
+    } finally {
+      await sender.stop();
+    }
+    for (const purge of ['purge_issues', 'purge_scope_actions', 'purge_alerts']) {
+      await worker.query(`SELECT wharf.${purge}(100)`);
+    }
+    expect(await sqlstate(worker.query('SELECT * FROM wharf.alert_rule'))).toBe('42501');
+  });
+
   it('a worker role may not read the tables or admit', async () => {
     const worker = poolOf('wharf_worker');
     expect(await sqlstate(worker.query('SELECT * FROM wharf.connection_secret'))).toBe('42501');
@@ -171,6 +185,42 @@ describe('the operator surface as wharf_operator', () => {
     expect(listed.status).toBe(200);
     expect((listed.body.events as { id: number }[]).map((event) => event.id)).toEqual([dead]);
     expect((await api('POST', `/workspaces/${workspace}/events/${dead}/replay`, { token, body: {} })).status).toBe(202);
+  });
+
+  it('runs the on-call routes: issues, stuck scopes, search, bulk replay counts, alert rules and histories', async () => {
+    const operator = poolOf('wharf_operator');
+    const api = apiClient({ db: operator, adminToken, keyRing: parseKeyRing(testSecretKeys) });
+    const workspace = freshId();
+    await db.pool.query('SELECT wharf.upsert_workspace($1)', [workspace]);
+    const { rows } = await db.pool.query<{ id: string }>(
+      `SELECT wharf.upsert_connection($1, 'generic', $2, 'webhook', 'on-call') AS id`, [workspace, fixtureSource]);
+    const dead = await deadEvent(db.pool, Number(rows[0]!.id));
+    const ok = async (method: string, path: string, body?: unknown) => {
+      const response = await api(method, path, { token: adminToken, ...(body ? { body } : {}) });
+      expect(response.status, `${method} ${path}: ${JSON.stringify(response.body)}`).toBeLessThan(300);
+      return response.body;
+    };
+    const [issue] = await ok('GET', `/workspaces/${workspace}/issues`) as unknown as { id: number }[];
+    await ok('GET', `/workspaces/${workspace}/issues/${issue!.id}/events`);
+    await ok('POST', `/workspaces/${workspace}/issues/${issue!.id}/status`, { status: 'acknowledged' });
+    await ok('GET', `/workspaces/${workspace}/stuck-scopes?older_than=0`);
+    await ok('GET', `/workspaces/${workspace}/scope-actions`);
+    await ok('GET', `/workspaces/${workspace}/events?payload=${encodeURIComponent('{"hello":"world"}')}`);
+    expect(await ok('POST', `/workspaces/${workspace}/replays/count`, {})).toEqual({ matched: 1 });
+    await ok('POST', `/workspaces/${workspace}/alert-rules`, { name: 'ops', kind: 'issue_opened', destination: 'slack', url: 'https://hooks.slack.test/x' });
+    await ok('GET', `/workspaces/${workspace}/alert-rules`);
+    await ok('GET', `/workspaces/${workspace}/alerts`);
+    await ok('GET', `/workspaces/${workspace}/failure-history?hours=1`);
+    await ok('GET', `/workspaces/${workspace}/delivery-history?hours=1`);
+    const { rows: heads } = await db.pool.query<{ scope_key: string }>('SELECT scope_key FROM wharf.provider_event WHERE id = $1', [dead]);
+    // A dead event heads nothing: the action is refused for that, not for a privilege.
+    const refused = await api('POST', `/workspaces/${workspace}/stuck-scopes/actions`, {
+      token: adminToken, body: { action: 'retry_head', scope_key: heads[0]!.scope_key, event_id: dead },
+    });
+    expect(refused.status).toBe(409);
+    // The sender's functions, which read the rules' URLs and secrets, are not the operator's.
+    expect(await sqlstate(operator.query(`SELECT wharf.take_alert_sender('ops', '1 minute')`))).toBe('42501');
+    expect(await sqlstate(operator.query(`SELECT wharf.due_alerts(gen_random_uuid(), 10)`))).toBe('42501');
   });
 
   it('may not claim, admit or read the tables', async () => {

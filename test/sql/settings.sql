@@ -7,7 +7,8 @@ SELECT is(wharf.setting_integer('max_attempts'), 10, 'max_attempts defaults to 1
 SELECT results_eq(
   $$SELECT key, value FROM wharf.setting ORDER BY key$$,
   $$VALUES ('audit_retention', '365 days'), ('base_delay', '2 seconds'), ('dead_retention', '30 days'),
-           ('handler_timeout', '30 minutes'), ('lease', '2 minutes'), ('log_retention', '30 days'),
+           ('handler_timeout', '30 minutes'), ('issue_limit', '1000'), ('issue_retention', '30 days'),
+           ('lease', '2 minutes'), ('log_retention', '30 days'),
            ('max_attempts', '10'), ('max_delay', '5 minutes'),
            ('poll_every', '5 seconds'), ('purge_batch', '5000'), ('renew_every', '30 seconds'),
            ('replay_window', '3 days'), ('secret_overlap', '1 day'), ('stuck_after', '15 minutes'),

@@ -3,11 +3,11 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Database } from '../../../db/database.js';
 import { followBulkReplay, startBulkReplayInBackground } from '../../bulk-replay-runner.js';
-import { listBulkReplays } from '../../sql/bulk-replay.js';
+import { countBulkReplay, listBulkReplays } from '../../sql/bulk-replay.js';
 import { requireWorkspace } from '../auth.js';
 import { ApiError } from '../errors.js';
 import { errors, json, jsonBody, routeGroup } from '../openapi.js';
-import { bulkReplay, bulkReplayBody, bulkReplayParam, workspaceParam } from '../schemas.js';
+import { bulkReplay, bulkReplayBody, bulkReplayCount, bulkReplayParam, workspaceParam } from '../schemas.js';
 
 const tags = ['replays'];
 
@@ -27,6 +27,18 @@ export function bulkReplayRoutes(db: Database, onUnexpectedError?: (error: unkno
         force: force ?? false, onError: onUnexpectedError,
       });
       return c.json(started, 202);
+    })
+    .openapi(createRoute({
+      method: 'post', path: '/workspaces/{ws}/replays/count', tags,
+      summary: 'How many DEAD events a bulk replay with this filter would take now; replays nothing',
+      description: 'The count an operator sees before starting a bulk replay with the same body.',
+      request: { params: workspaceParam, body: jsonBody(bulkReplayBody) },
+      responses: { 200: json(bulkReplayCount, 'the count'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      const { ws } = c.req.valid('param');
+      requireWorkspace(c, ws);
+      const { force, ...filter } = c.req.valid('json');
+      return c.json({ matched: await countBulkReplay(db, ws, filter, force ?? false) }, 200);
     })
     .openapi(createRoute({
       method: 'get', path: '/workspaces/{ws}/replays', tags, summary: "The workspace's 50 newest bulk replays",

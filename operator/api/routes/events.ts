@@ -7,6 +7,7 @@ import type { Database } from '../../../db/database.js';
 import {
   type EventFilter, type EventOwner, listAdmissions, listDead, listEvents, showEvent,
 } from '../../sql/operator.js';
+import { searchEvents } from '../../sql/event-search.js';
 import { replayEvent } from '../../sql/replay-retention.js';
 import { requireAdmin, requireWorkspace, type OperatorEnv, type Principal } from '../auth.js';
 import { ApiError } from '../errors.js';
@@ -63,11 +64,19 @@ export function eventRoutes(db: Database) {
   return routeGroup()
     .openapi(createRoute({
       method: 'get', path: '/workspaces/{ws}/events', tags, summary: "A page of the workspace's events, newest first",
+      description: 'With payload or headers (a JSON object), only the events whose payload or stored headers contain it '
+        + '(JSON containment), combined with the other filters.',
       request: { params: workspaceParam, query: eventListQuery },
       responses: { 200: json(eventPage, 'a page of events'), ...errors(400, 403, 404) },
     }), async (c) => {
-      const { owner } = workspaceOwner(c, c.req.valid('param').ws);
-      return c.json(await listEvents(db, owner, filterOf(c.req.valid('query'))), 200);
+      const { ws } = c.req.valid('param');
+      const { owner } = workspaceOwner(c, ws);
+      const query = c.req.valid('query');
+      if (query.payload !== undefined || query.headers !== undefined) {
+        const search = { ...(query.payload ? { payload: query.payload } : {}), ...(query.headers ? { headers: query.headers } : {}) };
+        return c.json(await searchEvents(db, ws, search, filterOf(query)), 200);
+      }
+      return c.json(await listEvents(db, owner, filterOf(query)), 200);
     })
     .openapi(createRoute({
       method: 'get', path: '/workspaces/{ws}/dead', tags, summary: "A page of the workspace's dead letters, newest first",

@@ -20,6 +20,12 @@ export function FilterForm(props: { action: string; values: FormValues; withStat
       <label>Subject<input name="subject" value={v.subject ?? ''} placeholder="repo:acme/api" /></label>
       <label>Received from (UTC)<input type="datetime-local" step="1" name="received_after" value={v.received_after ?? ''} /></label>
       <label>Received before (UTC)<input type="datetime-local" step="1" name="received_before" value={v.received_before ?? ''} /></label>
+      <label class="search">Payload contains (JSON)
+        <input type="search" name="payload" value={v.payload ?? ''} placeholder='{"repository": {"full_name": "acme/api"}}' spellcheck={false} />
+      </label>
+      <label class="search">Headers contain (JSON)
+        <input type="search" name="headers" value={v.headers ?? ''} placeholder='{"x-github-event": "push"}' spellcheck={false} />
+      </label>
       <button type="submit">Filter</button>
       <a href={props.action}>Clear</a>
     </form>

@@ -19,7 +19,7 @@ type Ctx = Context<ConsoleEnv>;
 function readFilter(form: Record<string, unknown>): BulkReplayFilter {
   const text = (name: string) => (typeof form[name] === 'string' ? (form[name] as string) : undefined);
   const filter: BulkReplayFilter = {};
-  const fields: [keyof BulkReplayFilter, string | undefined][] = [
+  const fields: [Exclude<keyof BulkReplayFilter, 'payload' | 'headers'>, string | undefined][] = [
     ['provider', optionalText(text('provider'), 'Provider')],
     ['event_type', optionalText(text('event_type'), 'Event type')],
     ['subject', optionalText(text('subject'), 'Subject')],
@@ -32,7 +32,8 @@ function readFilter(form: Record<string, unknown>): BulkReplayFilter {
 }
 
 function describeFilter(filter: BulkReplayFilter): string {
-  const parts = Object.entries(filter).map(([key, value]) => `${key.replace('_', ' ')} ${value}`);
+  const parts = Object.entries(filter)
+    .map(([key, value]) => `${key.replace('_', ' ')} ${typeof value === 'string' ? value : JSON.stringify(value)}`);
   return parts.length === 0 ? 'every dead letter' : parts.join(', ');
 }
 

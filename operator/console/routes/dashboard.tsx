@@ -1,7 +1,8 @@
 // A workspace's dashboard: admitted and handled per minute, queue depth, and
 // the age of the oldest waiting event over the last hours, as computed in SQL
 // from the inbox itself (wharf.queue_history), drawn as inline SVG with a
-// summary in words and the numbers in a table.
+// summary in words and the numbers in a table. The figures and charts
+// update themselves every few seconds (live-script.ts).
 import type { Hono } from 'hono';
 import { showWorkspace } from '../../sql/operator.js';
 import { queueHistory, type QueueMinute } from '../../sql/queue-history.js';
@@ -9,7 +10,7 @@ import { clock, LineChart } from '../components/line-chart.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
 import { frameOf } from '../frame.js';
-import { Page, StateBadge } from '../layout.js';
+import { LiveUpdates, Page, StateBadge } from '../layout.js';
 import { workspaceScope } from '../scope.js';
 
 const spans = [1, 3, 6, 12, 24];
@@ -32,10 +33,13 @@ export function registerDashboard(app: Hono<ConsoleEnv>, deps: RouteDeps): void 
     const latest = history.at(-1);
     return c.html(
       <Page {...frameOf(c, basePath, scope, 'dashboard')} title={`Dashboard · ${scope.label}`}>
+        <LiveUpdates nonce={c.get('secureHeadersNonce')} />
+        <div id="live-dashboard" data-live>
         <p>
           Workspace state: <StateBadge state={workspace.state} />. Waiting now: {String(latest?.depth ?? 0)} event(s),
           the oldest {String(Math.round(Number(latest?.oldest_age_seconds ?? 0)))} s old. <a href={`${scope.base}/dead`}>Dead letters</a>.
         </p>
+        </div>
         <form method="get" action={scope.base} class="filters" aria-label="Time span">
           <label>
             Last
@@ -43,7 +47,7 @@ export function registerDashboard(app: Hono<ConsoleEnv>, deps: RouteDeps): void 
           </label>
           <button type="submit">Show</button>
         </form>
-        <div class="charts">
+        <div id="live-charts" data-live class="charts">
           <LineChart id="throughput" title="Admitted and handled per minute" unit="per minute" minutes={minutes} totals
             series={[{ name: 'admitted', values: column('admitted') }, { name: 'handled', values: column('handled') }]} />
           <LineChart id="depth" title="Queue depth (events waiting or running)" unit="events" minutes={minutes} totals={false}

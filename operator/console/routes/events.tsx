@@ -13,7 +13,8 @@ import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
 import { olderLink, readEventFilter } from '../filters.js';
 import { frameOf } from '../frame.js';
-import { Csrf, Notice, Page, Problem, StateBadge, Time } from '../layout.js';
+import { Csrf, LiveUpdates, Notice, Page, Problem, StateBadge, Time } from '../layout.js';
+import { searchEvents } from '../../sql/event-search.js';
 import { isIdText } from '../../api/params.js';
 import { installationScope, workspaceScope, type Scope } from '../scope.js';
 
@@ -66,19 +67,26 @@ async function findEvent(c: Ctx, db: Database, scope: Scope): Promise<EventDetai
 }
 
 async function listPage(c: Ctx, db: Database, basePath: string, scope: Scope, dead: boolean) {
-  const { filter, values } = readEventFilter((name) => c.req.query(name), { withState: !dead });
-  const page = await listEvents(db, scope.owner, dead ? { ...filter, state: 'DEAD' } : filter);
+  const { filter, values, search } = readEventFilter((name) => c.req.query(name), { withState: !dead });
+  const listed = dead ? { ...filter, state: 'DEAD' as const } : filter;
+  if (search && scope.workspaceId === undefined) throw new ConsoleError(400, 'A payload or headers search is made within one workspace.');
+  const page = search && scope.workspaceId !== undefined
+    ? await searchEvents(db, scope.workspaceId, search, listed)
+    : await listEvents(db, scope.owner, listed);
   const path = `${scope.base}/${dead ? 'dead' : 'events'}`;
   const title = dead ? 'Dead letters' : 'Events';
   return c.html(
     <Page {...frameOf(c, basePath, scope, dead ? 'dead' : 'events')} title={`${title} · ${scope.label}`}>
       <FilterForm action={path} values={values} withState={!dead} />
-      <EventTable events={page.events} base={scope.base} caption={title} />
-      <nav class="pager" aria-label="Pages">
-        {filter.before && <a href={`${path}?${new URLSearchParams(values).toString()}`}>Newest</a>}
-        {filter.before && page.next_cursor !== null && ' · '}
-        {page.next_cursor !== null && <a href={olderLink(path, values, page.next_cursor)} rel="next">Older</a>}
-      </nav>
+      {!filter.before && <LiveUpdates nonce={c.get('secureHeadersNonce')} />}
+      <div id="live-events" data-live>
+        <EventTable events={page.events} base={scope.base} caption={title} />
+        <nav class="pager" aria-label="Pages">
+          {filter.before && <a href={`${path}?${new URLSearchParams(values).toString()}`}>Newest</a>}
+          {filter.before && page.next_cursor !== null && ' · '}
+          {page.next_cursor !== null && <a href={olderLink(path, values, page.next_cursor)} rel="next">Older</a>}
+        </nav>
+      </div>
     </Page>,
   );
 }
@@ -89,6 +97,8 @@ function EventPage(props: { c: Ctx; basePath: string; scope: Scope; event: Event
     <Page {...frameOf(props.c, props.basePath, scope, event.state === 'DEAD' ? 'dead' : 'events')} title={`Event ${event.id}`}>
       <Notice text={props.notice} />
       <Problem text={props.problem} />
+      <LiveUpdates nonce={props.c.get('secureHeadersNonce')} />
+      <div id="live-event" data-live>
       <dl class="facts">
         <dt>State</dt><dd><StateBadge state={event.state} />{event.outcome ? ` (${event.outcome})` : ''}</dd>
         <dt>Provider</dt><dd>{event.provider}</dd>
@@ -108,6 +118,7 @@ function EventPage(props: { c: Ctx; basePath: string; scope: Scope; event: Event
       {event.state === 'DEAD' && <ReplayForm action={`${scope.base}/events/${event.id}/replay`} csrfToken={props.c.get('csrfToken')} uncertain={event.outcome === 'uncertain'} />}
       <h2 id="attempts">Attempts</h2>
       <AttemptsTable attempts={event.attempts ?? []} />
+      </div>
       <h2 id="steps">Steps</h2>
       {event.steps.length === 0 ? <p>No step committed.</p> : (
         <table aria-labelledby="steps">

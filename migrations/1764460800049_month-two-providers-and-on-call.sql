@@ -2,12 +2,56 @@
 
 -- Release 0.4.0, written by `npm run sql:release` from the difference
 -- between sql/ and the migrations before it. Frozen: never edit it.
+--   new      function wharf.add_alert_rule(bigint,text,text,integer,integer,text,text,text,text)
+--   new      function wharf.alert_rule_summary(wharf.alert_rule)
+--   new      function wharf.bulk_replay_filter(jsonb)
+--   new      function wharf.change_issue_status(bigint,bigint,text,text)
 --   new      function wharf.claimable_kinds()
+--   new      function wharf.count_bulk_replay(bigint,jsonb,boolean)
+--   new      function wharf.count_failures_into_issues()
+--   new      function wharf.create_alert_rule(bigint,text,text,integer,integer,text,text,text,text)
+--   new      function wharf.create_instance_alert_rule(text,text,integer,integer,text,text,text,text)
+--   new      function wharf.dead_letter_scope_head(bigint,text,bigint,text)
+--   new      function wharf.delete_alert_rule(bigint,bigint)
+--   new      function wharf.delivery_history(bigint,integer)
+--   new      function wharf.due_alerts(uuid,integer)
+--   new      function wharf.evaluate_alert_rules(uuid)
+--   new      function wharf.failure_history(bigint,integer)
+--   new      function wharf.held_alert_sender(uuid)
+--   new      function wharf.issue_alert_facts(wharf.issue)
+--   new      function wharf.issue_events(bigint,bigint,integer,bigint)
+--   new      function wharf.issue_gauges()
+--   new      function wharf.issue_list(bigint,text,integer)
+--   new      function wharf.issue_summary(wharf.issue)
+--   new      function wharf.list_alert_rules(bigint)
+--   new      function wharf.list_alerts(bigint,integer)
+--   new      function wharf.list_installation_issues(text,integer)
+--   new      function wharf.list_instance_alert_rules()
+--   new      function wharf.list_issues(bigint,text,integer)
+--   new      function wharf.list_scope_actions(bigint,integer)
+--   new      function wharf.list_stuck_scopes(bigint,interval,integer)
 --   new      function wharf.lock_scopes(text[],bigint[],boolean[])
+--   new      function wharf.pause_scope_connection(bigint,text,bigint,text)
+--   new      function wharf.purge_alerts(integer)
+--   new      function wharf.purge_issues(integer)
 --   new      function wharf.purge_logs()
+--   new      function wharf.purge_scope_actions(integer)
+--   new      function wharf.record_alert_attempt(uuid,bigint,boolean,integer,text,interval)
+--   new      function wharf.release_alert_sender(uuid)
+--   new      function wharf.retry_scope_head(bigint,text,bigint,text)
+--   new      function wharf.scope_action_result(bigint,text)
+--   new      function wharf.scope_head_refusal(bigint,text,bigint,text)
 --   new      function wharf.scope_workspace_active(bigint)
+--   new      function wharf.search_events(bigint,jsonb,jsonb,text,text,integer,bigint,text,text,timestamp with time zone,timestamp with time zone)
+--   new      function wharf.set_installation_issue_status(bigint,text,text)
+--   new      function wharf.set_issue_status(bigint,bigint,text,text)
+--   new      function wharf.show_issue(bigint,bigint)
+--   new      function wharf.stuck_scope_list(bigint,interval,integer)
+--   new      function wharf.take_alert_sender(text,interval,uuid)
+--   new      trigger event_attempt_count_issues on wharf.event_attempt
 --   changed  function wharf.admission_rule_broken(text,text,text,text,jsonb,jsonb,text)
 --   changed  function wharf.admit_items(wharf.admission_item[])
+--   changed  function wharf.bulk_replay_candidates(bigint,jsonb,boolean,timestamp with time zone,bigint)
 --   changed  function wharf.check_provider(text)
 --   changed  function wharf.claim(text,integer,text[])
 --   changed  function wharf.complete(bigint,bigint,text)
@@ -28,6 +72,7 @@
 --   changed  function wharf.set_connection_secret(bigint,text,boolean)
 --   changed  function wharf.set_connection_state(bigint,text)
 --   changed  function wharf.set_workspace_state(bigint,text)
+--   changed  function wharf.start_bulk_replay(bigint,jsonb,text,boolean)
 --   changed  function wharf.store_event(wharf.admission_item,bigint,bigint,text)
 --   changed  function wharf.sync_scope_activity()
 
@@ -816,6 +861,116 @@ REVOKE ALL ON FUNCTION wharf.replay(bigint, bigint, text, boolean),
 
 -- ======== sql/62-bulk-replay.sql ========
 
+-- The DEAD events a bulk replay takes, in id order from after p_after_id: of
+-- workspace p_workspace_id, dead by p_dead_by (the replay's start, so that an
+-- event replayed and dead again meanwhile is not taken twice), not
+-- 'uncertain' unless p_force, and matching every key of p_filter (provider,
+-- event_type, subject, error_class exactly; dead_after and received_after
+-- inclusive, dead_before and received_before exclusive; payload and headers
+-- by JSON containment, as search_events). Internal.
+CREATE OR REPLACE FUNCTION wharf.bulk_replay_candidates(
+  p_workspace_id bigint, p_filter jsonb, p_force boolean, p_dead_by timestamptz, p_after_id bigint)
+RETURNS SETOF wharf.provider_event
+LANGUAGE sql STABLE AS $$
+  SELECT *
+    FROM wharf.provider_event e
+   WHERE e.workspace_id = p_workspace_id AND e.state = 'DEAD' AND e.id > p_after_id
+     AND e.dead_at IS NOT NULL  -- ix_provider_event_dead's predicate: DEAD is exactly that
+     AND e.dead_at <= p_dead_by
+     AND (p_force OR e.outcome IS DISTINCT FROM 'uncertain')
+     AND (NOT p_filter ? 'provider' OR e.provider = p_filter ->> 'provider')
+     AND (NOT p_filter ? 'event_type' OR e.event_type = p_filter ->> 'event_type')
+     AND (NOT p_filter ? 'subject' OR e.subject = p_filter ->> 'subject')
+     AND (NOT p_filter ? 'error_class' OR e.error_class = p_filter ->> 'error_class')
+     AND (NOT p_filter ? 'dead_after' OR e.dead_at >= (p_filter ->> 'dead_after')::timestamptz)
+     AND (NOT p_filter ? 'dead_before' OR e.dead_at < (p_filter ->> 'dead_before')::timestamptz)
+     AND (NOT p_filter ? 'received_after' OR e.received_at >= (p_filter ->> 'received_after')::timestamptz)
+     AND (NOT p_filter ? 'received_before' OR e.received_at < (p_filter ->> 'received_before')::timestamptz)
+     AND (NOT p_filter ? 'payload' OR e.payload @> (p_filter -> 'payload'))
+     AND (NOT p_filter ? 'headers' OR e.headers @> (p_filter -> 'headers'))
+   ORDER BY e.id
+$$;
+
+-- Filter p_filter of a bulk replay, checked and as it is stored: times in
+-- UTC, so that every batch reads them alike whatever its session's time zone
+-- (a time written without one is read in the caller's). 22023 for a filter
+-- that is not an object, an unknown key, a value that is not text (payload
+-- and headers: not a JSON object); 22007 for a time that does not parse.
+-- Internal.
+CREATE OR REPLACE FUNCTION wharf.bulk_replay_filter(p_filter jsonb) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_key text;
+BEGIN
+  IF jsonb_typeof(p_filter) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.start_bulk_replay: the filter must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  FOR v_key IN SELECT jsonb_object_keys(p_filter) LOOP
+    IF v_key NOT IN ('provider', 'event_type', 'subject', 'error_class', 'dead_after', 'dead_before',
+                     'received_after', 'received_before', 'payload', 'headers') THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: unknown filter %', quote_literal(v_key) USING ERRCODE = '22023';
+    END IF;
+    IF v_key IN ('payload', 'headers') AND jsonb_typeof(p_filter -> v_key) <> 'object' THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be a JSON object', v_key USING ERRCODE = '22023';
+    END IF;
+    IF v_key NOT IN ('payload', 'headers') AND jsonb_typeof(p_filter -> v_key) <> 'string' THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be text', v_key USING ERRCODE = '22023';
+    END IF;
+  END LOOP;
+  FOREACH v_key IN ARRAY ARRAY['dead_after', 'dead_before', 'received_after', 'received_before'] LOOP
+    IF p_filter ? v_key THEN
+      p_filter := jsonb_set(p_filter, ARRAY[v_key], to_jsonb(
+        to_char((p_filter ->> v_key)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')));
+    END IF;
+  END LOOP;
+  RETURN p_filter;
+END $$;
+
+-- How many DEAD events of workspace p_workspace_id a bulk replay with
+-- p_filter would take now (see bulk_replay_candidates): the count an
+-- operator sees before starting one. Replays nothing. Errors as
+-- start_bulk_replay's.
+CREATE OR REPLACE FUNCTION wharf.count_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_force boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF p_filter IS NULL OR p_force IS NULL THEN
+    RAISE EXCEPTION 'wharf.count_bulk_replay: filter and force are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN (SELECT count(*) FROM wharf.bulk_replay_candidates(p_workspace_id, wharf.bulk_replay_filter(p_filter),
+                                                            p_force, clock_timestamp(), 0));
+END $$;
+
+-- Records a bulk replay of workspace p_workspace_id's DEAD events matching
+-- p_filter (see bulk_replay_candidates) and counts them; replays nothing
+-- (continue_bulk_replay does). P0002 for an unknown workspace; filter errors
+-- as bulk_replay_filter's.
+CREATE OR REPLACE FUNCTION wharf.start_bulk_replay(
+  p_workspace_id bigint, p_filter jsonb, p_account text, p_force boolean DEFAULT false)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_started timestamptz;
+  v_replay  wharf.bulk_replay;
+BEGIN
+  IF p_filter IS NULL OR p_account IS NULL OR p_account = '' OR p_force IS NULL THEN
+    RAISE EXCEPTION 'wharf.start_bulk_replay: filter, account and force are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.require_workspace(p_workspace_id);
+  p_filter := wharf.bulk_replay_filter(p_filter);
+
+  -- The clock, not the transaction's start: an event that died before this
+  -- call, in the same transaction too, is taken.
+  v_started := clock_timestamp();
+  INSERT INTO wharf.bulk_replay (workspace_id, filter, force, requested_by, matched, started_at, updated_at)
+  VALUES (p_workspace_id, p_filter, p_force, p_account,
+          (SELECT count(*) FROM wharf.bulk_replay_candidates(p_workspace_id, p_filter, p_force, v_started, 0)),
+          v_started, v_started)
+  RETURNING * INTO v_replay;
+  RETURN wharf.bulk_replay_summary(v_replay);
+END $$;
+
 -- Replays the next at most p_batch (1..1000) events of bulk replay p_id of
 -- workspace p_workspace_id, in id order, in this one transaction, waking idle
 -- claimers once; finished when fewer remain. Returns the bulk replay as it is
@@ -882,6 +1037,7 @@ BEGIN
 END $$;
 
 REVOKE ALL ON FUNCTION wharf.start_bulk_replay(bigint, jsonb, text, boolean),
+  wharf.count_bulk_replay(bigint, jsonb, boolean),
   wharf.continue_bulk_replay(bigint, bigint, integer), wharf.show_bulk_replay(bigint, bigint),
   wharf.list_bulk_replays(bigint) FROM PUBLIC;
 
@@ -1453,6 +1609,999 @@ BEGIN
   RETURN v_deleted;
 END $$;
 
+-- ======== sql/92-delivery-history.sql ========
+
+-- The last p_hours (1..24) hours of workspace p_workspace_id: one {at,
+-- connection_id, accepted, refused: {reason: count}} per minute and
+-- connection that saw a delivery, oldest first. Accepted are the
+-- workspace's events by arrival; refused and dropped are the admission log's
+-- entries that concern it (naming it, or naming one of its connections).
+-- Cost: the events received within the window (by arrival, or the
+-- workspace's rows, as the planner finds cheaper) and a scan of the admission
+-- log, which has no index but its key and is bounded by its retention.
+-- Events purged since are not counted. P0002 for an unknown workspace, 22023
+-- for hours outside 1..24.
+CREATE OR REPLACE FUNCTION wharf.delivery_history(p_workspace_id bigint, p_hours integer) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_since timestamptz;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_hours IS NULL OR p_hours < 1 OR p_hours > 24 THEN
+    RAISE EXCEPTION 'wharf.delivery_history: hours must be between 1 and 24' USING ERRCODE = '22023';
+  END IF;
+  v_since := date_trunc('minute', now()) - make_interval(mins => p_hours * 60 - 1);
+  RETURN (
+    WITH accepted AS (
+      SELECT e.id, e.received_at, e.connection_id
+        FROM wharf.provider_event e
+       WHERE e.workspace_id = p_workspace_id AND e.received_at >= v_since
+    ), connections AS (
+      SELECT c.id FROM wharf.connection c WHERE c.workspace_id = p_workspace_id
+    ), refused AS (
+      SELECT a.at, a.connection_id, a.reason
+        FROM wharf.admission_log a
+       WHERE a.at >= v_since
+         AND (a.workspace_id = p_workspace_id
+              OR (a.workspace_id IS NULL AND a.connection_id IN (SELECT id FROM connections)))
+    ), per_minute AS (
+      SELECT date_trunc('minute', received_at) AS at, connection_id, count(*) AS accepted, NULL::text AS reason, 0::bigint AS refused
+        FROM accepted GROUP BY 1, 2
+      UNION ALL
+      SELECT date_trunc('minute', at), connection_id, 0, reason, count(*)
+        FROM refused GROUP BY 1, 2, 4
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object('at', m.at, 'connection_id', m.connection_id, 'accepted', m.accepted,
+                                                 'refused', m.refused) ORDER BY m.at, m.connection_id NULLS FIRST), '[]')
+      FROM (SELECT p.at, p.connection_id, sum(p.accepted) AS accepted,
+                   coalesce(jsonb_object_agg(p.reason, p.refused) FILTER (WHERE p.reason IS NOT NULL), '{}') AS refused
+              FROM per_minute p
+             GROUP BY p.at, p.connection_id) m
+  );
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.delivery_history(bigint, integer) FROM PUBLIC;
+
+-- ======== sql/93-event-search.sql ========
+
+-- A page of workspace p_workspace_id's events whose payload contains
+-- p_payload and whose headers contain p_headers (each a JSON object; NULL:
+-- any), narrowed by the filters of list_events, newest first: {events,
+-- next_cursor}. P0002 for an unknown workspace; 22004 when neither
+-- p_payload nor p_headers is given; 22023 for a value that is not a JSON
+-- object, an unknown state or a limit outside 1..500.
+CREATE OR REPLACE FUNCTION wharf.search_events(
+  p_workspace_id bigint, p_payload jsonb, p_headers jsonb DEFAULT NULL,
+  p_state text DEFAULT NULL, p_subject text DEFAULT NULL, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL,
+  p_provider text DEFAULT NULL, p_event_type text DEFAULT NULL,
+  p_received_after timestamptz DEFAULT NULL, p_received_before timestamptz DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_events jsonb;
+  v_count  bigint;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_payload IS NULL AND p_headers IS NULL THEN
+    RAISE EXCEPTION 'wharf: a search needs a payload or a headers value to look for' USING ERRCODE = '22004';
+  END IF;
+  IF jsonb_typeof(p_payload) <> 'object' OR jsonb_typeof(p_headers) <> 'object' THEN
+    RAISE EXCEPTION 'wharf: a payload or headers search is a JSON object, e.g. {"repository": {"full_name": "acme/api"}}'
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_state IS NOT NULL AND p_state NOT IN ('QUEUED', 'LEASED', 'DONE', 'DEAD') THEN
+    RAISE EXCEPTION 'wharf: unknown event state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+
+  SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*) INTO v_events, v_count
+    FROM (SELECT *
+            FROM wharf.provider_event x
+           WHERE x.workspace_id = p_workspace_id
+             AND (p_payload IS NULL OR x.payload @> p_payload)
+             AND (p_headers IS NULL OR x.headers @> p_headers)
+             AND (p_state IS NULL OR x.state = p_state)
+             AND wharf.event_page_matches(x, p_workspace_id, p_subject, p_provider, p_event_type,
+                                          p_received_after, p_received_before, p_before_id)
+           ORDER BY x.id DESC
+           LIMIT p_limit + 1) e;
+  IF v_count <= p_limit THEN
+    RETURN jsonb_build_object('events', v_events, 'next_cursor', NULL);
+  END IF;
+  v_events := v_events - p_limit;
+  RETURN jsonb_build_object('events', v_events, 'next_cursor', v_events -> (p_limit - 1) -> 'id');
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.search_events(bigint, jsonb, jsonb, text, text, integer, bigint, text, text, timestamptz, timestamptz)
+  FROM PUBLIC;
+
+-- ======== sql/97-issues.sql ========
+
+-- Trigger on wharf.event_attempt, per statement (reap inserts many rows at
+-- once): upserts the issue of every failed or expired lease, in key order so
+-- that two reapers counting into the same issues cannot deadlock.
+CREATE OR REPLACE FUNCTION wharf.count_failures_into_issues() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_limit integer := wharf.setting_integer('issue_limit');
+BEGIN
+  WITH failed AS (
+    SELECT e.workspace_id, e.provider, e.event_type, coalesce(a.error_class, a.ended) AS error_class,
+           a.ended_at, e.id AS event_id, e.state
+      FROM attempts_added a
+      JOIN wharf.provider_event e ON e.id = a.event_id
+     WHERE a.ended <> 'released'
+  ), grouped AS (
+    SELECT f.workspace_id, f.provider, f.event_type, f.error_class,
+           min(f.ended_at) AS first_seen_at, max(f.ended_at) AS last_seen_at, count(*) AS failures,
+           count(*) FILTER (WHERE f.state = 'DEAD') AS dead, max(f.event_id) AS sample_event_id
+      FROM failed f
+     GROUP BY f.workspace_id, f.provider, f.event_type, f.error_class
+  ), keyed AS (
+    -- A group with no issue yet gets its own while the workspace has fewer
+    -- than issue_limit; otherwise it counts into '*'. Two new groups at once
+    -- may both pass the count: the bound is issue_limit plus the concurrency.
+    SELECT g.*,
+           CASE WHEN EXISTS (SELECT FROM wharf.issue i
+                              WHERE (i.workspace_id = g.workspace_id OR (g.workspace_id IS NULL AND i.workspace_id IS NULL))
+                                AND i.provider = g.provider AND i.event_type = g.event_type
+                                AND i.error_class = g.error_class)
+                  OR (SELECT count(*) FROM (SELECT FROM wharf.issue i
+                                             WHERE i.workspace_id = g.workspace_id
+                                                OR (g.workspace_id IS NULL AND i.workspace_id IS NULL)
+                                             LIMIT v_limit) n) < v_limit
+                THEN g.event_type ELSE '*' END AS issue_type
+      FROM grouped g
+  )
+  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, first_seen_at, last_seen_at,
+                                failures, dead, sample_event_id, status_at)
+  SELECT k.workspace_id, k.provider, k.issue_type, k.error_class, min(k.first_seen_at), max(k.last_seen_at),
+         sum(k.failures), sum(k.dead), max(k.sample_event_id), min(k.first_seen_at)
+    FROM keyed k
+   GROUP BY k.workspace_id, k.provider, k.issue_type, k.error_class
+   ORDER BY k.workspace_id, k.provider, k.issue_type, k.error_class
+  ON CONFLICT (workspace_id, provider, event_type, error_class) DO UPDATE
+     SET last_seen_at    = greatest(i.last_seen_at, excluded.last_seen_at),
+         failures        = i.failures + excluded.failures,
+         dead            = i.dead + excluded.dead,
+         sample_event_id = excluded.sample_event_id,
+         status          = CASE WHEN i.status = 'resolved' THEN 'open' ELSE i.status END,
+         status_by       = CASE WHEN i.status = 'resolved' THEN NULL ELSE i.status_by END,
+         status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
+         reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
+         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END;
+
+  -- The same failures per workspace and minute (alert rates, metrics).
+  INSERT INTO wharf.failure_minute AS m (workspace_id, minute, failed, dead)
+  SELECT e.workspace_id, date_trunc('minute', a.ended_at), count(*), count(*) FILTER (WHERE e.state = 'DEAD')
+    FROM attempts_added a
+    JOIN wharf.provider_event e ON e.id = a.event_id
+   WHERE a.ended <> 'released'
+   GROUP BY 1, 2
+   ORDER BY 1, 2
+  ON CONFLICT (workspace_id, minute) DO UPDATE
+     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead;
+  RETURN NULL;
+END $$;
+
+CREATE TRIGGER event_attempt_count_issues
+  AFTER INSERT ON wharf.event_attempt
+  REFERENCING NEW TABLE AS attempts_added
+  FOR EACH STATEMENT EXECUTE FUNCTION wharf.count_failures_into_issues();
+
+-- One issue as the operator surface shows it. Internal.
+CREATE OR REPLACE FUNCTION wharf.issue_summary(i wharf.issue) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object(
+    'id', i.id, 'workspace_id', i.workspace_id, 'provider', i.provider, 'event_type', i.event_type,
+    'error_class', i.error_class, 'status', i.status, 'status_by', i.status_by, 'status_at', i.status_at,
+    'first_seen_at', i.first_seen_at, 'last_seen_at', i.last_seen_at, 'failures', i.failures,
+    'dead', i.dead, 'sample_event_id', i.sample_event_id, 'reopened', i.reopened,
+    'reopened_at', i.reopened_at)
+$$;
+
+-- The issues whose workspace IS NOT DISTINCT FROM p_workspace_id (NULL:
+-- installation rows), latest seen first, at most p_limit, of status p_status
+-- when given. 22023 for an unknown status or a limit outside 1..1000.
+-- Internal: callers use list_issues / list_installation_issues.
+CREATE OR REPLACE FUNCTION wharf.issue_list(p_workspace_id bigint, p_status text, p_limit integer) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  IF p_status IS NOT NULL AND p_status NOT IN ('open', 'acknowledged', 'resolved', 'ignored') THEN
+    RAISE EXCEPTION 'wharf: unknown issue status %', quote_literal(p_status) USING ERRCODE = '22023';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 1000' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(wharf.issue_summary(i) ORDER BY i.last_seen_at DESC, i.id DESC), '[]')
+            FROM (SELECT * FROM wharf.issue x
+                   WHERE (x.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND x.workspace_id IS NULL))
+                     AND (p_status IS NULL OR x.status = p_status)
+                   ORDER BY x.last_seen_at DESC, x.id DESC
+                   LIMIT p_limit) i);
+END $$;
+
+-- The issues of workspace p_workspace_id (see issue_list). P0002 for an
+-- unknown workspace.
+CREATE OR REPLACE FUNCTION wharf.list_issues(p_workspace_id bigint, p_status text DEFAULT NULL, p_limit integer DEFAULT 100)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN wharf.issue_list(p_workspace_id, p_status, p_limit);
+END $$;
+
+-- Instance admin only: the issues of installation rows (see issue_list).
+CREATE OR REPLACE FUNCTION wharf.list_installation_issues(p_status text DEFAULT NULL, p_limit integer DEFAULT 100)
+RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT wharf.issue_list(NULL, p_status, p_limit)
+$$;
+
+-- Issue p_id of workspace p_workspace_id; NULL when it is not one of that
+-- workspace's, whether or not it exists elsewhere. 22004 for a NULL workspace.
+CREATE OR REPLACE FUNCTION wharf.show_issue(p_workspace_id bigint, p_id bigint) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.show_issue: workspace is required' USING ERRCODE = '22004';
+  END IF;
+  RETURN (SELECT wharf.issue_summary(i) FROM wharf.issue i WHERE i.id = p_id AND i.workspace_id = p_workspace_id);
+END $$;
+
+-- Sets the status of issue p_id of workspace p_workspace_id (NULL: an
+-- installation issue) to p_status, recording p_account and the time; the
+-- issue as it is after, or NULL when there is no such issue there. Internal.
+CREATE OR REPLACE FUNCTION wharf.change_issue_status(p_workspace_id bigint, p_id bigint, p_status text, p_account text)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_issue wharf.issue;
+BEGIN
+  IF p_id IS NULL OR p_status IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: an issue status change needs an issue, a status and an account' USING ERRCODE = '22004';
+  END IF;
+  IF p_status NOT IN ('open', 'acknowledged', 'resolved', 'ignored') THEN
+    RAISE EXCEPTION 'wharf: unknown issue status %', quote_literal(p_status) USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.issue i
+     SET status = p_status, status_by = p_account, status_at = now()
+   WHERE i.id = p_id AND (i.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND i.workspace_id IS NULL))
+  RETURNING * INTO v_issue;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  RETURN wharf.issue_summary(v_issue);
+END $$;
+
+-- Sets the status of issue p_id of workspace p_workspace_id (see
+-- change_issue_status): 'open', 'acknowledged', 'resolved' or 'ignored'.
+-- 22004 for a NULL argument, 22023 for an unknown status.
+CREATE OR REPLACE FUNCTION wharf.set_issue_status(p_workspace_id bigint, p_id bigint, p_status text, p_account text)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_issue_status: workspace is required' USING ERRCODE = '22004';
+  END IF;
+  RETURN wharf.change_issue_status(p_workspace_id, p_id, p_status, p_account);
+END $$;
+
+-- Instance admin only: the same for an issue of installation rows.
+CREATE OR REPLACE FUNCTION wharf.set_installation_issue_status(p_id bigint, p_status text, p_account text)
+RETURNS jsonb
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT wharf.change_issue_status(NULL, p_id, p_status, p_account)
+$$;
+
+-- The events of issue p_id of workspace p_workspace_id that still carry its
+-- error class as their last cause, newest first, as list_events pages them
+-- ({events, next_cursor}, older than p_before_id when given). NULL when the
+-- workspace has no such issue. An issue of event type '*' matches every
+-- event type.
+CREATE OR REPLACE FUNCTION wharf.issue_events(
+  p_workspace_id bigint, p_id bigint, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_issue  wharf.issue;
+  v_events jsonb;
+  v_count  bigint;
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.issue_events: workspace is required' USING ERRCODE = '22004';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  SELECT * INTO v_issue FROM wharf.issue WHERE id = p_id AND workspace_id = p_workspace_id;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*) INTO v_events, v_count
+    FROM (SELECT * FROM wharf.provider_event x
+           WHERE x.workspace_id = p_workspace_id
+             AND (p_before_id IS NULL OR x.id < p_before_id)
+             AND x.provider = v_issue.provider
+             AND (v_issue.event_type = '*' OR x.event_type = v_issue.event_type)
+             AND x.error_class = v_issue.error_class
+           ORDER BY x.id DESC
+           LIMIT p_limit + 1) e;
+  IF v_count <= p_limit THEN
+    RETURN jsonb_build_object('events', v_events, 'next_cursor', NULL);
+  END IF;
+  v_events := v_events - p_limit;
+  RETURN jsonb_build_object('events', v_events, 'next_cursor', v_events -> (p_limit - 1) -> 'id');
+END $$;
+
+-- Retention: deletes at most p_batch issues not seen for issue_retention,
+-- whatever their status (a failure that returns later opens a new one),
+-- then, within the same batch, per-minute failure counts older than a day,
+-- and returns how many rows it deleted. One short transaction per call: the retention loop calls
+-- it until it returns less than p_batch.
+CREATE OR REPLACE FUNCTION wharf.purge_issues(p_batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_deleted bigint;
+  v_count   bigint;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 THEN
+    RAISE EXCEPTION 'wharf: purge_issues needs a positive batch size' USING ERRCODE = '22023';
+  END IF;
+  DELETE FROM wharf.issue
+   WHERE id IN (SELECT id FROM wharf.issue
+                 WHERE last_seen_at < now() - wharf.setting_interval('issue_retention')
+                 ORDER BY last_seen_at
+                 LIMIT p_batch
+                 FOR UPDATE SKIP LOCKED);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  IF v_deleted < p_batch THEN
+    DELETE FROM wharf.failure_minute
+     WHERE ctid IN (SELECT ctid FROM wharf.failure_minute
+                     WHERE minute < now() - interval '1 day'
+                     LIMIT p_batch - v_deleted);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    v_deleted := v_deleted + v_count;
+  END IF;
+  RETURN v_deleted;
+END $$;
+
+-- Failed or expired leases and dead letters per minute of the last p_hours
+-- (1..24) hours of workspace p_workspace_id, oldest first, one {at, failed,
+-- dead} per minute (zeros included), from wharf.failure_minute: a few rows,
+-- never the inbox. P0002 for an unknown workspace, 22023 for hours outside 1..24.
+CREATE OR REPLACE FUNCTION wharf.failure_history(p_workspace_id bigint, p_hours integer) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_since timestamptz;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_hours IS NULL OR p_hours < 1 OR p_hours > 24 THEN
+    RAISE EXCEPTION 'wharf.failure_history: hours must be between 1 and 24' USING ERRCODE = '22023';
+  END IF;
+  v_since := date_trunc('minute', now()) - make_interval(mins => p_hours * 60 - 1);
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('at', m.at, 'failed', coalesce(f.failed, 0), 'dead', coalesce(f.dead, 0))
+                                    ORDER BY m.at), '[]')
+            FROM generate_series(v_since, date_trunc('minute', now()), interval '1 minute') AS m(at)
+            LEFT JOIN wharf.failure_minute f ON f.workspace_id = p_workspace_id AND f.minute = m.at);
+END $$;
+
+-- The instance's issues by status, for the worker's gauges: {"issues":
+-- {status: count}}. Reads the issue table (bounded by issue_limit per
+-- workspace), never the inbox.
+CREATE OR REPLACE FUNCTION wharf.issue_gauges() RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT jsonb_build_object(
+    'issues', (SELECT jsonb_object_agg(s.status, (SELECT count(*) FROM wharf.issue i WHERE i.status = s.status))
+                 FROM unnest(ARRAY['open', 'acknowledged', 'resolved', 'ignored']) AS s(status)))
+$$;
+
+REVOKE ALL ON FUNCTION wharf.failure_history(bigint, integer), wharf.issue_gauges() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION wharf.list_issues(bigint, text, integer),
+  wharf.list_installation_issues(text, integer),
+  wharf.show_issue(bigint, bigint),
+  wharf.set_issue_status(bigint, bigint, text, text),
+  wharf.set_installation_issue_status(bigint, text, text),
+  wharf.issue_events(bigint, bigint, integer, bigint),
+  wharf.purge_issues(integer) FROM PUBLIC;
+
+-- ======== sql/98-stuck-scopes.sql ========
+
+-- The scopes of workspace p_workspace_id whose head arrived (or was last
+-- replayed) more than p_older_than ago, oldest first, at most p_limit, each
+-- as {scope_key, subject, reason, waiting_since, waiting_seconds, behind,
+-- head: {...}, connection: {id, state}}. reason: 'leased' (a handler holds
+-- it), 'paused' (its connection is paused), 'failing' (it failed before and
+-- waits for its retry or its next claim), else 'waiting'. behind: the QUEUED
+-- events after the head, counted up to 10000 (behind_capped says so).
+-- Internal: callers use list_stuck_scopes.
+CREATE OR REPLACE FUNCTION wharf.stuck_scope_list(p_workspace_id bigint, p_older_than interval, p_limit integer)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce(jsonb_agg(x.scope ORDER BY x.since, x.scope_key), '[]')
+    FROM (SELECT s.scope_key, greatest(h.received_at, h.replayed_at) AS since,
+                 jsonb_build_object(
+                   'scope_key', s.scope_key, 'subject', h.subject,
+                   'reason', CASE WHEN h.state = 'LEASED' THEN 'leased'
+                                  WHEN c.state = 'PAUSED' THEN 'paused'
+                                  WHEN h.attempt > 0 OR h.error_class IS NOT NULL THEN 'failing'
+                                  ELSE 'waiting' END,
+                   'waiting_since', greatest(h.received_at, h.replayed_at),
+                   'waiting_seconds', floor(extract(epoch FROM now() - greatest(h.received_at, h.replayed_at))),
+                   'behind', b.n, 'behind_capped', b.n >= 10000,
+                   'head', wharf.event_summary(h) || jsonb_build_object('leased_by', h.leased_by,
+                                                                        'leased_until', h.leased_until),
+                   'connection', jsonb_build_object('id', c.id, 'state', c.state)) AS scope
+            FROM wharf.scope s
+            JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
+            LEFT JOIN wharf.connection c ON c.id = h.connection_id
+            CROSS JOIN LATERAL (SELECT count(*) AS n
+                                  FROM (SELECT FROM wharf.provider_event e
+                                         WHERE e.scope_key = s.scope_key AND e.id > h.id AND e.state = 'QUEUED'
+                                         LIMIT 10000) q) b
+           WHERE s.workspace_id = p_workspace_id
+             AND (s.leased_id IS NOT NULL OR s.head_id IS NOT NULL)
+             AND greatest(h.received_at, h.replayed_at) < now() - p_older_than
+           ORDER BY greatest(h.received_at, h.replayed_at), s.scope_key
+           LIMIT p_limit) x
+$$;
+
+-- The stuck scopes of workspace p_workspace_id (see stuck_scope_list),
+-- older than p_older_than or, when NULL, the setting stuck_after. P0002 for
+-- an unknown workspace, 22023 for a threshold below zero or a limit outside
+-- 1..500.
+CREATE OR REPLACE FUNCTION wharf.list_stuck_scopes(
+  p_workspace_id bigint, p_older_than interval DEFAULT NULL, p_limit integer DEFAULT 100)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_older_than < interval '0' THEN
+    RAISE EXCEPTION 'wharf: the threshold must not be negative' USING ERRCODE = '22023';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  RETURN wharf.stuck_scope_list(p_workspace_id, coalesce(p_older_than, wharf.setting_interval('stuck_after')), p_limit);
+END $$;
+
+-- Locks event p_event_id of scope p_scope_key of workspace p_workspace_id
+-- and says why an action on it as the scope's head must be refused: NULL
+-- when it is the scope's QUEUED head, 'leased' when a handler holds it (wait
+-- for its lease to end, or for the reaper), 'not_head' when it no longer
+-- heads the scope (the list the operator acted on is stale). P0002 when the
+-- workspace has no such event in that scope, 22004 for a NULL argument or an
+-- empty account. Internal.
+CREATE OR REPLACE FUNCTION wharf.scope_head_refusal(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text)
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_state text;
+BEGIN
+  IF p_workspace_id IS NULL OR p_scope_key IS NULL OR p_event_id IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: a scope action needs a workspace, a scope, its head event and an account'
+      USING ERRCODE = '22004';
+  END IF;
+  -- The event first, then (through the trigger of sql/20) its scope row:
+  -- the order fail and reap lock them in.
+  SELECT state INTO v_state FROM wharf.provider_event
+   WHERE id = p_event_id AND workspace_id = p_workspace_id AND scope_key = p_scope_key
+   FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: workspace % has no event % in scope %', p_workspace_id, p_event_id, p_scope_key
+      USING ERRCODE = 'P0002';
+  END IF;
+  IF v_state = 'LEASED' THEN
+    RETURN 'leased';
+  END IF;
+  IF v_state <> 'QUEUED'
+     OR NOT EXISTS (SELECT FROM wharf.scope s WHERE s.scope_key = p_scope_key AND s.head_id = p_event_id) THEN
+    RETURN 'not_head';
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- An action's answer: {"done": true, "event"} or {"done": false, "reason"
+-- (see scope_head_refusal), "event"}, the event as it is now. Internal.
+CREATE OR REPLACE FUNCTION wharf.scope_action_result(p_event_id bigint, p_refusal text) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object('done', p_refusal IS NULL, 'reason', p_refusal, 'event', wharf.event_summary(e))
+    FROM wharf.provider_event e WHERE e.id = p_event_id
+$$;
+
+-- Makes head p_event_id of scope p_scope_key due now, wakes idle claimers
+-- and records the action (see scope_action_result, scope_head_refusal).
+CREATE OR REPLACE FUNCTION wharf.retry_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_refusal text;
+BEGIN
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  v_refusal := wharf.scope_head_refusal(p_workspace_id, p_scope_key, p_event_id, p_account);
+  IF v_refusal IS NULL THEN
+    UPDATE wharf.provider_event SET next_attempt_at = now() WHERE id = p_event_id AND next_attempt_at > now();
+    INSERT INTO wharf.scope_action (workspace_id, scope_key, event_id, connection_id, action, account)
+    SELECT p_workspace_id, p_scope_key, p_event_id, e.connection_id, 'retry_head', p_account
+      FROM wharf.provider_event e WHERE e.id = p_event_id;
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+  RETURN wharf.scope_action_result(p_event_id, v_refusal);
+END $$;
+
+-- Moves head p_event_id of scope p_scope_key to the dead letters (DEAD now,
+-- its error class kept, 'MovedToDeadLetters' when it has none), so that the
+-- next event of the scope runs; wakes idle claimers and records the action
+-- (see scope_action_result, scope_head_refusal). The event can be replayed
+-- like any dead letter.
+CREATE OR REPLACE FUNCTION wharf.dead_letter_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_refusal text;
+BEGIN
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  v_refusal := wharf.scope_head_refusal(p_workspace_id, p_scope_key, p_event_id, p_account);
+  IF v_refusal IS NULL THEN
+    UPDATE wharf.provider_event
+       SET state = 'DEAD', dead_at = now(), error_class = coalesce(error_class, 'MovedToDeadLetters')
+     WHERE id = p_event_id;
+    INSERT INTO wharf.scope_action (workspace_id, scope_key, event_id, connection_id, action, account)
+    SELECT p_workspace_id, p_scope_key, p_event_id, e.connection_id, 'dead_letter_head', p_account
+      FROM wharf.provider_event e WHERE e.id = p_event_id;
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+  RETURN wharf.scope_action_result(p_event_id, v_refusal);
+END $$;
+
+-- Pauses the connection that admitted head p_event_id of scope p_scope_key
+-- (its deliveries are still stored, nothing of it is claimed) and records
+-- the action; the connection as it is after (show_connection). The head may
+-- be leased (its handler finishes). P0002 when the workspace has no such
+-- event in that scope or it has no connection.
+CREATE OR REPLACE FUNCTION wharf.pause_scope_connection(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_connection_id bigint;
+BEGIN
+  IF p_workspace_id IS NULL OR p_scope_key IS NULL OR p_event_id IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: a scope action needs a workspace, a scope, its head event and an account'
+      USING ERRCODE = '22004';
+  END IF;
+  SELECT connection_id INTO v_connection_id FROM wharf.provider_event
+   WHERE id = p_event_id AND workspace_id = p_workspace_id AND scope_key = p_scope_key;
+  IF v_connection_id IS NULL THEN
+    RAISE EXCEPTION 'wharf: workspace % has no event % with a connection in scope %', p_workspace_id, p_event_id, p_scope_key
+      USING ERRCODE = 'P0002';
+  END IF;
+  PERFORM wharf.set_connection_state(v_connection_id, 'PAUSED');
+  INSERT INTO wharf.scope_action (workspace_id, scope_key, event_id, connection_id, action, account)
+  VALUES (p_workspace_id, p_scope_key, p_event_id, v_connection_id, 'pause_connection', p_account);
+  RETURN wharf.show_connection(v_connection_id);
+END $$;
+
+-- The newest actions on the scopes of workspace p_workspace_id, at most
+-- p_limit, as {id, scope_key, event_id, connection_id, action, account, at}.
+-- P0002 for an unknown workspace, 22023 for a limit outside 1..500.
+CREATE OR REPLACE FUNCTION wharf.list_scope_actions(p_workspace_id bigint, p_limit integer DEFAULT 50) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', a.id, 'scope_key', a.scope_key, 'event_id', a.event_id, 'connection_id', a.connection_id,
+                   'action', a.action, 'account', a.account, 'at', a.at) ORDER BY a.id DESC), '[]')
+            FROM (SELECT * FROM wharf.scope_action x WHERE x.workspace_id = p_workspace_id
+                   ORDER BY x.id DESC LIMIT p_limit) a);
+END $$;
+
+-- Retention: deletes at most p_batch scope actions older than
+-- issue_retention and returns how many; the retention loop calls it until it
+-- returns less than p_batch.
+CREATE OR REPLACE FUNCTION wharf.purge_scope_actions(p_batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_deleted bigint;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 THEN
+    RAISE EXCEPTION 'wharf: purge_scope_actions needs a positive batch size' USING ERRCODE = '22023';
+  END IF;
+  DELETE FROM wharf.scope_action
+   WHERE id IN (SELECT id FROM wharf.scope_action
+                 WHERE at < now() - wharf.setting_interval('issue_retention')
+                 ORDER BY at LIMIT p_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.list_stuck_scopes(bigint, interval, integer),
+  wharf.retry_scope_head(bigint, text, bigint, text),
+  wharf.dead_letter_scope_head(bigint, text, bigint, text),
+  wharf.pause_scope_connection(bigint, text, bigint, text),
+  wharf.list_scope_actions(bigint, integer),
+  wharf.purge_scope_actions(integer) FROM PUBLIC;
+
+-- ======== sql/99-alerts.sql ========
+
+-- A rule as the operator surface shows it: its destination's host, never
+-- its URL (a Slack webhook's URL is its credential) or its secret. Internal.
+CREATE OR REPLACE FUNCTION wharf.alert_rule_summary(r wharf.alert_rule) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object(
+    'id', r.id, 'workspace_id', r.workspace_id, 'name', r.name, 'kind', r.kind, 'threshold', r.threshold,
+    'window_seconds', r.window_seconds, 'destination', r.destination,
+    'destination_host', substring(r.url FROM '^https?://([^/?#]+)'),
+    'created_by', r.created_by, 'created_at', r.created_at)
+$$;
+
+-- Records a rule of workspace p_workspace_id (NULL: the instance) and
+-- returns it (alert_rule_summary). 22004 for a missing argument, 22023 for a
+-- bad one: an unknown kind or destination, a parameter the kind does not
+-- take or lacks, a URL that is neither https nor http to a loopback
+-- address, a webhook without a `whsec_` secret or a Slack rule with one.
+-- Internal: callers use create_alert_rule / create_instance_alert_rule.
+CREATE OR REPLACE FUNCTION wharf.add_alert_rule(
+  p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer,
+  p_destination text, p_url text, p_secret text, p_account text)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_rule wharf.alert_rule;
+BEGIN
+  IF p_name IS NULL OR p_kind IS NULL OR p_destination IS NULL OR p_url IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: an alert rule needs a name, a kind, a destination, a URL and an account' USING ERRCODE = '22004';
+  END IF;
+  IF p_name !~ '^[A-Za-z0-9][A-Za-z0-9 _.:@-]{0,63}$' THEN
+    RAISE EXCEPTION 'wharf: a rule name is 1 to 64 letters, digits, spaces or _.:@-' USING ERRCODE = '22023';
+  END IF;
+  IF p_kind NOT IN ('issue_opened', 'issue_reopened', 'dead_letter_rate', 'oldest_due_age', 'stuck_scope') THEN
+    RAISE EXCEPTION 'wharf: unknown alert kind %', quote_literal(p_kind) USING ERRCODE = '22023';
+  END IF;
+  IF (p_kind = 'dead_letter_rate') <> (p_threshold IS NOT NULL) OR p_threshold <= 0 THEN
+    RAISE EXCEPTION 'wharf: a positive threshold is required for dead_letter_rate, and taken by no other kind'
+      USING ERRCODE = '22023';
+  END IF;
+  IF (p_kind IN ('dead_letter_rate', 'oldest_due_age', 'stuck_scope')) <> (p_window_seconds IS NOT NULL)
+     OR p_window_seconds <= 0 THEN
+    RAISE EXCEPTION 'wharf: a positive window_seconds is required for dead_letter_rate, oldest_due_age and stuck_scope, and taken by no other kind'
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_destination NOT IN ('webhook', 'slack') THEN
+    RAISE EXCEPTION 'wharf: unknown alert destination %', quote_literal(p_destination) USING ERRCODE = '22023';
+  END IF;
+  IF length(p_url) > 2000
+     OR NOT (p_url ~ '^https://[^/?#@\s]+' OR p_url ~ '^http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?(/|$)') THEN
+    RAISE EXCEPTION 'wharf: an alert URL is https:// (or http:// to a loopback address)' USING ERRCODE = '22023';
+  END IF;
+  IF p_destination = 'webhook' AND (p_secret IS NULL OR p_secret !~ '^whsec_[A-Za-z0-9+/]+=*$') THEN
+    RAISE EXCEPTION 'wharf: a webhook destination needs a Standard Webhooks secret (whsec_ and base64)' USING ERRCODE = '22023';
+  END IF;
+  IF p_destination = 'slack' AND p_secret IS NOT NULL THEN
+    RAISE EXCEPTION 'wharf: a Slack destination takes no secret (its URL is one)' USING ERRCODE = '22023';
+  END IF;
+  INSERT INTO wharf.alert_rule (workspace_id, name, kind, threshold, window_seconds, destination, url, secret, created_by)
+  VALUES (p_workspace_id, p_name, p_kind, p_threshold, p_window_seconds, p_destination, p_url, p_secret, p_account)
+  RETURNING * INTO v_rule;
+  RETURN wharf.alert_rule_summary(v_rule);
+END $$;
+
+-- A rule of workspace p_workspace_id (see add_alert_rule); P0002 for an unknown workspace.
+CREATE OR REPLACE FUNCTION wharf.create_alert_rule(
+  p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer,
+  p_destination text, p_url text, p_secret text, p_account text)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN wharf.add_alert_rule(p_workspace_id, p_name, p_kind, p_threshold, p_window_seconds,
+                              p_destination, p_url, p_secret, p_account);
+END $$;
+
+-- Instance admin only: a rule over every workspace and the installation rows.
+CREATE OR REPLACE FUNCTION wharf.create_instance_alert_rule(
+  p_name text, p_kind text, p_threshold integer, p_window_seconds integer,
+  p_destination text, p_url text, p_secret text, p_account text)
+RETURNS jsonb
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT wharf.add_alert_rule(NULL, p_name, p_kind, p_threshold, p_window_seconds,
+                              p_destination, p_url, p_secret, p_account)
+$$;
+
+-- The rules of workspace p_workspace_id, by id; P0002 for an unknown workspace.
+CREATE OR REPLACE FUNCTION wharf.list_alert_rules(p_workspace_id bigint) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN (SELECT coalesce(jsonb_agg(wharf.alert_rule_summary(r) ORDER BY r.id), '[]')
+            FROM wharf.alert_rule r WHERE r.workspace_id = p_workspace_id);
+END $$;
+
+-- Instance admin only: the instance's rules, by id.
+CREATE OR REPLACE FUNCTION wharf.list_instance_alert_rules() RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT coalesce(jsonb_agg(wharf.alert_rule_summary(r) ORDER BY r.id), '[]')
+    FROM wharf.alert_rule r WHERE r.workspace_id IS NULL
+$$;
+
+-- Deletes rule p_id of workspace p_workspace_id (NULL: an instance rule)
+-- with its alerts; true when it did.
+CREATE OR REPLACE FUNCTION wharf.delete_alert_rule(p_workspace_id bigint, p_id bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  DELETE FROM wharf.alert_rule
+   WHERE id = p_id AND (workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND workspace_id IS NULL));
+  RETURN FOUND;
+END $$;
+
+-- The newest alerts of the rules of workspace p_workspace_id (NULL: of the
+-- instance's rules), at most p_limit, with how their delivery went. P0002 for
+-- an unknown workspace, 22023 for a limit outside 1..500.
+CREATE OR REPLACE FUNCTION wharf.list_alerts(p_workspace_id bigint, p_limit integer DEFAULT 50) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF p_workspace_id IS NOT NULL THEN
+    PERFORM wharf.require_workspace(p_workspace_id);
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', a.id, 'rule_id', a.rule_id, 'rule_name', a.rule_name, 'workspace_id', a.workspace_id,
+                   'kind', a.kind, 'facts', a.facts, 'created_at', a.created_at, 'state', a.state,
+                   'attempts', a.attempts, 'last_attempt_at', a.last_attempt_at, 'last_status', a.last_status,
+                   'last_error', a.last_error, 'delivered_at', a.delivered_at) ORDER BY a.id DESC), '[]')
+            FROM (SELECT x.*, r.name AS rule_name
+                    FROM wharf.alert_rule r
+                    JOIN wharf.alert x ON x.rule_id = r.id
+                   WHERE r.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND r.workspace_id IS NULL)
+                   ORDER BY x.id DESC
+                   LIMIT p_limit) a);
+END $$;
+
+-- Takes or extends the sender's lease for p_lease: with p_token, the lease
+-- it names when still held by it; without, a free or expired lease. The
+-- token, or NULL when another host holds the lease. 22004/22023 for a
+-- missing or non-positive lease.
+CREATE OR REPLACE FUNCTION wharf.take_alert_sender(p_holder text, p_lease interval, p_token uuid DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_token uuid;
+BEGIN
+  IF p_holder IS NULL OR p_holder = '' OR p_lease IS NULL THEN
+    RAISE EXCEPTION 'wharf: take_alert_sender needs a holder and a lease' USING ERRCODE = '22004';
+  END IF;
+  IF p_lease <= interval '0' THEN
+    RAISE EXCEPTION 'wharf: the lease must be positive' USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.alert_sender
+     SET leased_by = p_holder,
+         lease_token = CASE WHEN p_token IS NOT NULL AND lease_token = p_token THEN p_token ELSE gen_random_uuid() END,
+         leased_until = clock_timestamp() + p_lease
+   WHERE id = 1
+     AND ((p_token IS NOT NULL AND lease_token = p_token)
+          OR lease_token IS NULL OR leased_until < clock_timestamp())
+  RETURNING lease_token INTO v_token;
+  RETURN v_token;
+END $$;
+
+-- Gives the sender's lease of p_token back; true when it held it.
+CREATE OR REPLACE FUNCTION wharf.release_alert_sender(p_token uuid) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  UPDATE wharf.alert_sender SET leased_by = NULL, lease_token = NULL, leased_until = NULL
+   WHERE id = 1 AND lease_token = p_token;
+  RETURN FOUND;
+END $$;
+
+-- Raises WH412 unless p_token holds the sender's lease (an expired lease
+-- that nobody took over still holds), locking the lease row until the
+-- caller's commit so that a take-over waits for it. Internal.
+CREATE OR REPLACE FUNCTION wharf.held_alert_sender(p_token uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM FROM wharf.alert_sender WHERE id = 1 AND lease_token = p_token FOR UPDATE;
+  IF p_token IS NULL OR NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: the alert sender lease is no longer held with this token' USING ERRCODE = 'WH412';
+  END IF;
+END $$;
+
+-- What an issue alert says: names, counts and times of the issue. Internal.
+CREATE OR REPLACE FUNCTION wharf.issue_alert_facts(i wharf.issue) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object('issue', jsonb_build_object(
+    'id', i.id, 'workspace_id', i.workspace_id, 'provider', i.provider, 'event_type', i.event_type,
+    'error_class', i.error_class, 'status', i.status, 'failures', i.failures, 'dead', i.dead,
+    'first_seen_at', i.first_seen_at, 'last_seen_at', i.last_seen_at, 'reopened', i.reopened,
+    'reopened_at', i.reopened_at))
+$$;
+
+-- Evaluates every rule and records an alert for each thing it fires on
+-- that has none yet (rule and dedupe key); returns how many it recorded.
+--   issue_opened      an issue first seen since the rule exists (and within a
+--                     day), not ignored: one alert per issue
+--   issue_reopened    an open issue reopened since then: one per reopening
+--   dead_letter_rate  dead letters in the minutes covering the last
+--                     window_seconds at least threshold: one per window
+--   oldest_due_age    a scope head due and unclaimed for window_seconds:
+--                     one per window while it lasts
+--   stuck_scope       a scope head waiting window_seconds (stuck_scope_list's
+--                     rule): one per head, at most 1000 per evaluation
+-- An instance rule covers every workspace and the installation rows. WH412
+-- when p_token does not hold the sender's lease.
+CREATE OR REPLACE FUNCTION wharf.evaluate_alert_rules(p_token uuid) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_now   timestamptz := now();
+  v_count integer;
+  v_total integer := 0;
+BEGIN
+  PERFORM wharf.held_alert_sender(p_token);
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, i.workspace_id, 'issue-opened:' || i.id, r.kind, wharf.issue_alert_facts(i)
+    FROM wharf.alert_rule r
+    JOIN wharf.issue i ON (r.workspace_id IS NULL OR i.workspace_id = r.workspace_id)
+   WHERE r.kind = 'issue_opened' AND i.status <> 'ignored'
+     AND i.last_seen_at >= greatest(r.created_at, v_now - interval '1 day')
+     AND i.first_seen_at >= greatest(r.created_at, v_now - interval '1 day')
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, i.workspace_id, 'issue-reopened:' || i.id || ':' || i.reopened, r.kind, wharf.issue_alert_facts(i)
+    FROM wharf.alert_rule r
+    JOIN wharf.issue i ON (r.workspace_id IS NULL OR i.workspace_id = r.workspace_id)
+   WHERE r.kind = 'issue_reopened' AND i.status = 'open'
+     AND i.last_seen_at >= greatest(r.created_at, v_now - interval '1 day')
+     AND i.reopened_at >= greatest(r.created_at, v_now - interval '1 day')
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, r.workspace_id, 'dead-rate:' || floor(extract(epoch FROM v_now) / r.window_seconds)::bigint, r.kind,
+         jsonb_build_object('dead', c.dead, 'threshold', r.threshold, 'window_seconds', r.window_seconds)
+    FROM wharf.alert_rule r
+    CROSS JOIN LATERAL (SELECT coalesce(sum(m.dead), 0) AS dead FROM wharf.failure_minute m
+                         WHERE (r.workspace_id IS NULL OR m.workspace_id = r.workspace_id)
+                           AND m.minute >= date_trunc('minute', v_now - make_interval(secs => r.window_seconds))) c
+   WHERE r.kind = 'dead_letter_rate' AND c.dead >= r.threshold
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, r.workspace_id, 'oldest-due:' || floor(extract(epoch FROM v_now) / r.window_seconds)::bigint, r.kind,
+         jsonb_build_object('oldest_due_at', o.due, 'age_seconds', floor(extract(epoch FROM v_now - o.due)),
+                            'window_seconds', r.window_seconds)
+    FROM wharf.alert_rule r
+    CROSS JOIN LATERAL (SELECT min(s.head_due_at) AS due FROM wharf.scope s
+                         WHERE (r.workspace_id IS NULL OR s.workspace_id = r.workspace_id)
+                           AND s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active) o
+   WHERE r.kind = 'oldest_due_age' AND o.due < v_now - make_interval(secs => r.window_seconds)
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  v_total := v_total + v_count;
+
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
+  SELECT r.id, s.workspace_id, 'stuck:' || s.scope_key || ':' || h.id, r.kind,
+         jsonb_build_object('scope_key', s.scope_key, 'subject', h.subject,
+                            'waiting_since', greatest(h.received_at, h.replayed_at),
+                            'head', jsonb_build_object('id', h.id, 'provider', h.provider, 'event_type', h.event_type,
+                                                       'state', h.state, 'attempt', h.attempt,
+                                                       'error_class', h.error_class))
+    FROM wharf.alert_rule r
+    JOIN wharf.scope s ON (r.workspace_id IS NULL OR s.workspace_id = r.workspace_id)
+    JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
+   WHERE r.kind = 'stuck_scope'
+     AND greatest(h.received_at, h.replayed_at) < v_now - make_interval(secs => r.window_seconds)
+   LIMIT 1000
+  ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  RETURN v_total + v_count;
+END $$;
+
+-- The alerts due for delivery, oldest due first, at most p_limit, each with
+-- what the sender needs: {id, rule_id, rule_name, workspace_id, kind, facts,
+-- created_at, attempts, destination, url, secret}. The only function that
+-- returns a rule's URL and secret: the sender's. WH412 when p_token does not
+-- hold the sender's lease.
+CREATE OR REPLACE FUNCTION wharf.due_alerts(p_token uuid, p_limit integer) RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM wharf.held_alert_sender(p_token);
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+    RAISE EXCEPTION 'wharf: limit must be between 1 and 1000' USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', a.id, 'rule_id', r.id, 'rule_name', r.name, 'workspace_id', a.workspace_id, 'kind', a.kind,
+                   'facts', a.facts, 'created_at', a.created_at, 'attempts', a.attempts,
+                   'destination', r.destination, 'url', r.url, 'secret', r.secret) ORDER BY a.next_attempt_at, a.id), '[]')
+            FROM (SELECT * FROM wharf.alert x
+                   WHERE x.state = 'pending' AND x.next_attempt_at <= clock_timestamp()
+                   ORDER BY x.next_attempt_at, x.id
+                   LIMIT p_limit) a
+            JOIN wharf.alert_rule r ON r.id = a.rule_id);
+END $$;
+
+-- Records an attempt to deliver alert p_id: delivered (p_delivered), or
+-- failed with the receiver's status p_status or the class of the error that
+-- prevented an answer (p_error, a class name, never a message), then pending
+-- again after a bounded exponential delay from p_base_delay (up to an hour,
+-- equal jitter) or, after 8 attempts, failed for good. Returns the alert's
+-- state after; NULL when it is not pending (delivered or failed already, or
+-- gone with its rule). WH412 when p_token does not hold the sender's lease.
+CREATE OR REPLACE FUNCTION wharf.record_alert_attempt(
+  p_token uuid, p_id bigint, p_delivered boolean, p_status integer, p_error text, p_base_delay interval)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_state text;
+BEGIN
+  PERFORM wharf.held_alert_sender(p_token);
+  IF p_id IS NULL OR p_delivered IS NULL OR p_base_delay IS NULL THEN
+    RAISE EXCEPTION 'wharf: record_alert_attempt needs an alert, whether it was delivered, and a base delay'
+      USING ERRCODE = '22004';
+  END IF;
+  IF p_error IS NOT NULL AND p_error !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$' THEN
+    RAISE EXCEPTION 'wharf: an alert error is a class name, not free text' USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.alert a
+     SET attempts = a.attempts + 1,
+         last_attempt_at = clock_timestamp(),
+         last_status = p_status,
+         last_error = p_error,
+         delivered_at = CASE WHEN p_delivered THEN clock_timestamp() END,
+         state = CASE WHEN p_delivered THEN 'delivered' WHEN a.attempts + 1 >= 8 THEN 'failed' ELSE 'pending' END,
+         next_attempt_at = CASE WHEN p_delivered OR a.attempts + 1 >= 8 THEN a.next_attempt_at
+                                ELSE clock_timestamp() + d.delay / 2 + random() * (d.delay / 2) END
+    FROM (SELECT least(interval '1 hour', p_base_delay * power(2, least(x.attempts, 20))) AS delay
+            FROM wharf.alert x WHERE x.id = p_id) d
+   WHERE a.id = p_id AND a.state = 'pending'
+  RETURNING a.state INTO v_state;
+  RETURN v_state;
+END $$;
+
+-- Retention: deletes at most p_batch alerts delivered or failed longer than
+-- issue_retention ago and returns how many; the retention loop calls it
+-- until it returns less than p_batch.
+CREATE OR REPLACE FUNCTION wharf.purge_alerts(p_batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_deleted bigint;
+BEGIN
+  IF p_batch IS NULL OR p_batch < 1 THEN
+    RAISE EXCEPTION 'wharf: purge_alerts needs a positive batch size' USING ERRCODE = '22023';
+  END IF;
+  DELETE FROM wharf.alert
+   WHERE id IN (SELECT id FROM wharf.alert
+                 WHERE created_at < now() - wharf.setting_interval('issue_retention') AND state <> 'pending'
+                 ORDER BY created_at LIMIT p_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.create_alert_rule(bigint, text, text, integer, integer, text, text, text, text),
+  wharf.create_instance_alert_rule(text, text, integer, integer, text, text, text, text),
+  wharf.list_alert_rules(bigint),
+  wharf.list_instance_alert_rules(),
+  wharf.delete_alert_rule(bigint, bigint),
+  wharf.list_alerts(bigint, integer),
+  wharf.take_alert_sender(text, interval, uuid),
+  wharf.release_alert_sender(uuid),
+  wharf.evaluate_alert_rules(uuid),
+  wharf.due_alerts(uuid, integer),
+  wharf.record_alert_attempt(uuid, bigint, boolean, integer, text, interval),
+  wharf.purge_alerts(integer) FROM PUBLIC;
+
 DO $$
 DECLARE g record;
 BEGIN
@@ -1468,13 +2617,99 @@ END $$;
 
 SET LOCAL check_function_bodies = off;
 
+DROP TRIGGER event_attempt_count_issues ON wharf.event_attempt;
+
+DROP FUNCTION wharf.add_alert_rule(bigint,text,text,integer,integer,text,text,text,text);
+
+DROP FUNCTION wharf.alert_rule_summary(wharf.alert_rule);
+
+DROP FUNCTION wharf.bulk_replay_filter(jsonb);
+
+DROP FUNCTION wharf.change_issue_status(bigint,bigint,text,text);
+
 DROP FUNCTION wharf.claimable_kinds();
+
+DROP FUNCTION wharf.count_bulk_replay(bigint,jsonb,boolean);
+
+DROP FUNCTION wharf.count_failures_into_issues();
+
+DROP FUNCTION wharf.create_alert_rule(bigint,text,text,integer,integer,text,text,text,text);
+
+DROP FUNCTION wharf.create_instance_alert_rule(text,text,integer,integer,text,text,text,text);
+
+DROP FUNCTION wharf.dead_letter_scope_head(bigint,text,bigint,text);
+
+DROP FUNCTION wharf.delete_alert_rule(bigint,bigint);
+
+DROP FUNCTION wharf.delivery_history(bigint,integer);
+
+DROP FUNCTION wharf.due_alerts(uuid,integer);
+
+DROP FUNCTION wharf.evaluate_alert_rules(uuid);
+
+DROP FUNCTION wharf.failure_history(bigint,integer);
+
+DROP FUNCTION wharf.held_alert_sender(uuid);
+
+DROP FUNCTION wharf.issue_alert_facts(wharf.issue);
+
+DROP FUNCTION wharf.issue_events(bigint,bigint,integer,bigint);
+
+DROP FUNCTION wharf.issue_gauges();
+
+DROP FUNCTION wharf.issue_list(bigint,text,integer);
+
+DROP FUNCTION wharf.issue_summary(wharf.issue);
+
+DROP FUNCTION wharf.list_alert_rules(bigint);
+
+DROP FUNCTION wharf.list_alerts(bigint,integer);
+
+DROP FUNCTION wharf.list_installation_issues(text,integer);
+
+DROP FUNCTION wharf.list_instance_alert_rules();
+
+DROP FUNCTION wharf.list_issues(bigint,text,integer);
+
+DROP FUNCTION wharf.list_scope_actions(bigint,integer);
+
+DROP FUNCTION wharf.list_stuck_scopes(bigint,interval,integer);
 
 DROP FUNCTION wharf.lock_scopes(text[],bigint[],boolean[]);
 
+DROP FUNCTION wharf.pause_scope_connection(bigint,text,bigint,text);
+
+DROP FUNCTION wharf.purge_alerts(integer);
+
+DROP FUNCTION wharf.purge_issues(integer);
+
 DROP FUNCTION wharf.purge_logs();
 
+DROP FUNCTION wharf.purge_scope_actions(integer);
+
+DROP FUNCTION wharf.record_alert_attempt(uuid,bigint,boolean,integer,text,interval);
+
+DROP FUNCTION wharf.release_alert_sender(uuid);
+
+DROP FUNCTION wharf.retry_scope_head(bigint,text,bigint,text);
+
+DROP FUNCTION wharf.scope_action_result(bigint,text);
+
+DROP FUNCTION wharf.scope_head_refusal(bigint,text,bigint,text);
+
 DROP FUNCTION wharf.scope_workspace_active(bigint);
+
+DROP FUNCTION wharf.search_events(bigint,jsonb,jsonb,text,text,integer,bigint,text,text,timestamp with time zone,timestamp with time zone);
+
+DROP FUNCTION wharf.set_installation_issue_status(bigint,text,text);
+
+DROP FUNCTION wharf.set_issue_status(bigint,bigint,text,text);
+
+DROP FUNCTION wharf.show_issue(bigint,bigint);
+
+DROP FUNCTION wharf.stuck_scope_list(bigint,interval,integer);
+
+DROP FUNCTION wharf.take_alert_sender(text,interval,uuid);
 
 DROP FUNCTION wharf.next_in_scope(text,bigint);
 
@@ -1774,6 +3009,27 @@ BEGIN
      ORDER BY k.n);
 END $function$;
 GRANT EXECUTE ON FUNCTION wharf.admit_items(wharf.admission_item[]) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.bulk_replay_candidates(p_workspace_id bigint, p_filter jsonb, p_force boolean, p_dead_by timestamp with time zone, p_after_id bigint)
+ RETURNS SETOF wharf.provider_event
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT *
+    FROM wharf.provider_event e
+   WHERE e.workspace_id = p_workspace_id AND e.state = 'DEAD' AND e.id > p_after_id
+     AND e.dead_at IS NOT NULL  -- ix_provider_event_dead's predicate: DEAD is exactly that
+     AND e.dead_at <= p_dead_by
+     AND (p_force OR e.outcome IS DISTINCT FROM 'uncertain')
+     AND (NOT p_filter ? 'provider' OR e.provider = p_filter ->> 'provider')
+     AND (NOT p_filter ? 'event_type' OR e.event_type = p_filter ->> 'event_type')
+     AND (NOT p_filter ? 'subject' OR e.subject = p_filter ->> 'subject')
+     AND (NOT p_filter ? 'error_class' OR e.error_class = p_filter ->> 'error_class')
+     AND (NOT p_filter ? 'dead_after' OR e.dead_at >= (p_filter ->> 'dead_after')::timestamptz)
+     AND (NOT p_filter ? 'dead_before' OR e.dead_at < (p_filter ->> 'dead_before')::timestamptz)
+   ORDER BY e.id
+$function$;
+GRANT EXECUTE ON FUNCTION wharf.bulk_replay_candidates(bigint,jsonb,boolean,timestamp with time zone,bigint) TO PUBLIC;
 
 CREATE OR REPLACE FUNCTION wharf.check_provider(p_provider text)
  RETURNS void
@@ -2435,6 +3691,54 @@ BEGIN
   END IF;
 END $function$;
 REVOKE ALL ON FUNCTION wharf.set_workspace_state(bigint,text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.start_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_account text, p_force boolean DEFAULT false)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+  v_key     text;
+  v_started timestamptz;
+  v_replay  wharf.bulk_replay;
+BEGIN
+  IF p_filter IS NULL OR p_account IS NULL OR p_account = '' OR p_force IS NULL THEN
+    RAISE EXCEPTION 'wharf.start_bulk_replay: filter, account and force are required' USING ERRCODE = '22004';
+  END IF;
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF jsonb_typeof(p_filter) <> 'object' THEN
+    RAISE EXCEPTION 'wharf.start_bulk_replay: the filter must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  FOR v_key IN SELECT jsonb_object_keys(p_filter) LOOP
+    IF v_key NOT IN ('provider', 'event_type', 'subject', 'error_class', 'dead_after', 'dead_before') THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: unknown filter %', quote_literal(v_key) USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(p_filter -> v_key) <> 'string' THEN
+      RAISE EXCEPTION 'wharf.start_bulk_replay: filter % must be text', v_key USING ERRCODE = '22023';
+    END IF;
+  END LOOP;
+  -- Times are kept in UTC, so that every batch reads them alike whatever
+  -- its session's time zone (a time written without one is read in the
+  -- caller's).
+  FOREACH v_key IN ARRAY ARRAY['dead_after', 'dead_before'] LOOP
+    IF p_filter ? v_key THEN
+      p_filter := jsonb_set(p_filter, ARRAY[v_key], to_jsonb(
+        to_char((p_filter ->> v_key)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')));
+    END IF;
+  END LOOP;
+
+  -- The clock, not the transaction's start: an event that died before this
+  -- call, in the same transaction too, is taken.
+  v_started := clock_timestamp();
+  INSERT INTO wharf.bulk_replay (workspace_id, filter, force, requested_by, matched, started_at, updated_at)
+  VALUES (p_workspace_id, p_filter, p_force, p_account,
+          (SELECT count(*) FROM wharf.bulk_replay_candidates(p_workspace_id, p_filter, p_force, v_started, 0)),
+          v_started, v_started)
+  RETURNING * INTO v_replay;
+  RETURN wharf.bulk_replay_summary(v_replay);
+END $function$;
+REVOKE ALL ON FUNCTION wharf.start_bulk_replay(bigint,jsonb,text,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION wharf.store_event(p_item wharf.admission_item, p_workspace_id bigint, p_connection_id bigint, p_scope_key text)
  RETURNS jsonb

@@ -1,0 +1,332 @@
+// What an on-call engineer opens first: the workspace's issues (failures
+// grouped by provider, event type and error class, with their status, who
+// set it and when, and the events affected) and its stuck scopes (held
+// behind a head that has waited too long, with what waits behind it and the
+// actions that unblock it). Both lists update themselves (live-script.ts);
+// every change is a CSRF-protected form post through operator/sql, as the
+// API makes it, recorded with the signed-in account.
+import type { Context, Hono } from 'hono';
+import { issueStatuses, issueEvents, listIssues, setIssueStatus, showIssue, type Issue, type IssueStatus } from '../../sql/issues.js';
+import {
+  deadLetterScopeHead, listScopeActions, listStuckScopes, pauseScopeConnection, retryScopeHead, scopeActions,
+  type ScopeActionName, type StuckScope,
+} from '../../sql/stuck-scopes.js';
+import { listAlertRules, listAlerts } from '../../sql/alerts.js';
+import { EventTable } from '../components/event-table.js';
+import type { ConsoleEnv, RouteDeps } from '../env.js';
+import { ConsoleError } from '../errors.js';
+import { optionalCursor, optionalText } from '../filters.js';
+import { frameOf } from '../frame.js';
+import { Badge, Csrf, LiveUpdates, Notice, Page, Problem, Time } from '../layout.js';
+import { isIdText, rejectNul } from '../../api/params.js';
+import { workspaceScope, type WorkspaceScope } from '../scope.js';
+
+type Ctx = Context<ConsoleEnv>;
+
+/** The buttons of an issue: the statuses it can move to, and what each is called. */
+const statusActions: [IssueStatus, string][] = [
+  ['acknowledged', 'Acknowledge'], ['resolved', 'Resolve'], ['ignored', 'Ignore'], ['open', 'Reopen'],
+];
+
+const actionLabels: Record<ScopeActionName, string> = {
+  retry_head: 'Retry head now', dead_letter_head: 'Move head to dead letters', pause_connection: 'Pause connection',
+};
+
+const actionNotices: Record<string, string> = {
+  retry_head: 'The head is due now: the next claim takes it.',
+  dead_letter_head: 'The head is in the dead letters: the events behind it run now. Replay it from its page when it is fixed.',
+  pause_connection: 'The connection is paused: its deliveries are stored and wait.',
+};
+
+function issueId(c: Ctx): string {
+  const id = c.req.param('id');
+  if (!isIdText(id)) throw new ConsoleError(404, 'There is no such issue.');
+  return id;
+}
+
+function statusFilter(value: string | undefined): IssueStatus | undefined {
+  if (!value) return undefined;
+  if (!(issueStatuses as readonly string[]).includes(value)) throw new ConsoleError(400, 'That status is not one of open, acknowledged, resolved, ignored.');
+  return value as IssueStatus;
+}
+
+export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void {
+  const { db, basePath } = deps;
+
+  // Who was told: the workspace's alert rules and the alerts they sent, with how each delivery went.
+  app.get('/workspaces/:ws/alerts', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    const owner = { workspaceId: scope.workspaceId };
+    const [rules, alerts] = await Promise.all([listAlertRules(db, owner), listAlerts(db, owner, 100)]);
+    return c.html(
+      <Page {...frameOf(c, basePath, scope, 'alerts')} title={`Alerts · ${scope.label}`}>
+        <p>Rules say whom to tell, and when; a worker host sends the alerts and records how each delivery went. Rules are made through the API (<code>POST /api/workspaces/{scope.workspaceId}/alert-rules</code>).</p>
+        <h2 id="rules">Rules</h2>
+        {rules.length === 0 ? <p>No rule: nobody is told.</p> : (
+          <table aria-labelledby="rules">
+            <thead><tr><th scope="col">Name</th><th scope="col">When</th><th scope="col">To</th><th scope="col">By</th><th scope="col">Since</th></tr></thead>
+            <tbody>
+              {rules.map((rule) => (
+                <tr>
+                  <th scope="row">{rule.name}</th>
+                  <td>{rule.kind}{rule.threshold !== null ? ` ≥ ${rule.threshold}` : ''}{rule.window_seconds !== null ? ` in ${rule.window_seconds}s` : ''}</td>
+                  <td>{rule.destination} · {rule.destination_host}</td>
+                  <td>{rule.created_by}</td>
+                  <td><Time at={rule.created_at} /></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        <LiveUpdates nonce={c.get('secureHeadersNonce')} />
+        <div id="live-alerts" data-live>
+          <h2 id="sent">Alerts</h2>
+          {alerts.length === 0 ? <p role="status">No alert yet.</p> : (
+            <table aria-labelledby="sent">
+              <thead>
+                <tr><th scope="col">Raised</th><th scope="col">Rule</th><th scope="col">What</th><th scope="col">Delivery</th>
+                  <th scope="col" class="num">Attempts</th><th scope="col">Last answer</th></tr>
+              </thead>
+              <tbody>
+                {alerts.map((alert) => (
+                  <tr>
+                    <th scope="row"><Time at={alert.created_at} /></th>
+                    <td>{alert.rule_name}</td>
+                    <td>{alert.kind}</td>
+                    <td><Badge kind={alert.state} text={alert.state} />{alert.delivered_at ? <>{' '}<Time at={alert.delivered_at} /></> : ''}</td>
+                    <td class="num">{String(alert.attempts)}</td>
+                    <td>{alert.last_status !== null ? `HTTP ${alert.last_status}` : alert.last_error ?? '—'}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </div>
+      </Page>,
+    );
+  });
+
+  app.get('/workspaces/:ws/issues', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    const status = statusFilter(c.req.query('status'));
+    const issues = await listIssues(db, scope.owner, { limit: 200, ...(status ? { status } : {}) });
+    return c.html(
+      <Page {...frameOf(c, basePath, scope, 'issues')} title={`Issues · ${scope.label}`}>
+        <p>Failures grouped by what is fixed once: provider, event type and error class. A resolved issue reopens by itself when its failure returns.</p>
+        <form method="get" action={`${scope.base}/issues`} class="filters" role="search" aria-label="Filter issues">
+          <label>Status
+            <select name="status">
+              <option value="">any</option>
+              {issueStatuses.map((s) => <option value={s} selected={s === status}>{s}</option>)}
+            </select>
+          </label>
+          <button type="submit">Filter</button>
+        </form>
+        <LiveUpdates nonce={c.get('secureHeadersNonce')} />
+        <div id="live-issues" data-live>
+          <IssueTable issues={issues} scope={scope} />
+        </div>
+      </Page>,
+    );
+  });
+
+  app.get('/workspaces/:ws/issues/:id', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    const id = issueId(c);
+    const issue = await showIssue(db, scope.workspaceId, id);
+    if (!issue) throw new ConsoleError(404, `There is no issue ${id} here.`);
+    const before = optionalCursor(c.req.query('cursor'));
+    const events = await issueEvents(db, scope.workspaceId, id, { limit: 50, ...(before ? { before } : {}) });
+    const changed = c.req.query('changed');
+    return c.html(
+      <Page {...frameOf(c, basePath, scope, 'issues')} title={`Issue ${issue.id}: ${issue.error_class}`}>
+        <Notice text={changed && (issueStatuses as readonly string[]).includes(changed) ? `The issue is ${changed} now.` : undefined} />
+        <LiveUpdates nonce={c.get('secureHeadersNonce')} />
+        <div id="live-issue" data-live>
+          <dl class="facts">
+            <dt>Status</dt><dd><Badge kind={issue.status} text={issue.status} />{' '}{issue.status_by ? <>by {issue.status_by}, </> : <>by Wharf, </>}<Time at={issue.status_at} /></dd>
+            <dt>Provider</dt><dd>{issue.provider}</dd>
+            <dt>Event type</dt><dd>{issue.event_type === '*' ? '* (every type past the issue limit)' : issue.event_type}</dd>
+            <dt>Error class</dt><dd>{issue.error_class}</dd>
+            <dt>Failures</dt><dd>{`${issue.failures} (${issue.dead} dead)`}</dd>
+            <dt>First seen</dt><dd><Time at={issue.first_seen_at} /></dd>
+            <dt>Last seen</dt><dd><Time at={issue.last_seen_at} /></dd>
+            <dt>Reopened</dt><dd>{issue.reopened === 0 ? 'never' : <>{`${issue.reopened} time${issue.reopened === 1 ? '' : 's'}, last `}<Time at={issue.reopened_at} /></>}</dd>
+            <dt>Sample event</dt><dd><a href={`${scope.base}/events/${issue.sample_event_id}`}>{String(issue.sample_event_id)}</a></dd>
+          </dl>
+          <div class="actions" role="group" aria-label="Change the status">
+            {statusActions.filter(([target]) => target !== issue.status).map(([target, label]) => (
+              <form method="post" action={`${scope.base}/issues/${issue.id}/status`} class="inline">
+                <Csrf token={c.get('csrfToken')} />
+                <input type="hidden" name="status" value={target} />
+                <button type="submit" class={target === 'resolved' ? 'primary' : undefined}>{label}</button>
+              </form>
+            ))}
+          </div>
+        </div>
+        <h2 id="affected">Events failing with it</h2>
+        <p>
+          <a href={`${scope.base}/events?${new URLSearchParams({ provider: issue.provider, ...(issue.event_type === '*' ? {} : { event_type: issue.event_type }) }).toString()}`}>All events of this provider and type</a>
+          {' · '}
+          <a href={`${scope.base}/bulk-replays`}>Bulk replay</a>
+        </p>
+        <EventTable events={events?.events ?? []} base={scope.base} caption="Events failing with this issue's class" />
+        {events?.next_cursor !== null && events?.next_cursor !== undefined && (
+          <nav class="pager" aria-label="Pages"><a href={`${scope.base}/issues/${issue.id}?cursor=${events.next_cursor}`} rel="next">Older</a></nav>
+        )}
+      </Page>,
+    );
+  });
+
+  app.post('/workspaces/:ws/issues/:id/status', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    const id = issueId(c);
+    const form = await c.req.parseBody();
+    const status = statusFilter(typeof form.status === 'string' ? form.status : undefined);
+    if (!status) throw new ConsoleError(400, 'Choose a status.');
+    const changed = await setIssueStatus(db, scope.owner, id, status, c.get('principal').account);
+    if (!changed) throw new ConsoleError(404, `There is no issue ${id} here.`);
+    return c.redirect(`${scope.base}/issues/${id}?changed=${status}`, 303);
+  });
+
+  app.get('/workspaces/:ws/stuck', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    const minutesText = optionalText(c.req.query('minutes'), 'Minutes');
+    if (minutesText !== undefined && !/^\d{1,6}$/.test(minutesText)) throw new ConsoleError(400, 'Minutes must be a whole number.');
+    const minutes = minutesText === undefined ? undefined : Number(minutesText);
+    const [scopes, actions] = await Promise.all([
+      listStuckScopes(db, scope.workspaceId, { limit: 100, ...(minutes !== undefined ? { olderThanSeconds: minutes * 60 } : {}) }),
+      listScopeActions(db, scope.workspaceId, 20),
+    ]);
+    const done = c.req.query('done');
+    const problem = c.req.query('problem');
+    return c.html(
+      <Page {...frameOf(c, basePath, scope, 'stuck')} title={`Stuck scopes · ${scope.label}`}>
+        <Notice text={done ? actionNotices[done] : undefined} />
+        <Problem text={problem === 'leased' ? 'A handler holds that head now: wait for its lease to end.'
+          : problem === 'not_head' ? 'That event no longer heads its scope: the list below is the current one.' : undefined} />
+        <p>Scopes whose head has waited longer than the threshold: every later event of the scope waits behind it, in order.</p>
+        <form method="get" action={`${scope.base}/stuck`} class="filters" role="search" aria-label="Threshold">
+          <label>Waiting at least (minutes; empty: the setting stuck_after)
+            <input name="minutes" inputmode="numeric" value={minutesText ?? ''} size={6} />
+          </label>
+          <button type="submit">Show</button>
+        </form>
+        <LiveUpdates nonce={c.get('secureHeadersNonce')} />
+        <div id="live-stuck" data-live>
+          <StuckTable scopes={scopes} scope={scope} csrfToken={c.get('csrfToken')} />
+          <h2 id="actions">Recent actions</h2>
+          {actions.length === 0 ? <p>None yet.</p> : (
+            <table aria-labelledby="actions">
+              <thead><tr><th scope="col">At</th><th scope="col">Action</th><th scope="col">Scope</th><th scope="col" class="num">Event</th><th scope="col">By</th></tr></thead>
+              <tbody>
+                {actions.map((a) => (
+                  <tr>
+                    <th scope="row"><Time at={a.at} /></th>
+                    <td>{actionLabels[a.action]}</td>
+                    <td>{a.scope_key}</td>
+                    <td class="num">{a.event_id === null ? '—' : <a href={`${scope.base}/events/${a.event_id}`}>{String(a.event_id)}</a>}</td>
+                    <td>{a.account}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </div>
+      </Page>,
+    );
+  });
+
+  app.post('/workspaces/:ws/stuck', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    const form = await c.req.parseBody();
+    const action = typeof form.action === 'string' && (scopeActions as readonly string[]).includes(form.action)
+      ? form.action as ScopeActionName : undefined;
+    // A scope key holds its subject (up to 1000 characters) after the workspace and provider.
+    const scopeKey = typeof form.scope_key === 'string' && form.scope_key.length > 0 && form.scope_key.length <= 1200
+      ? rejectNul(form.scope_key, 'Scope') : undefined;
+    const eventId = typeof form.event_id === 'string' && isIdText(form.event_id) ? form.event_id : undefined;
+    if (!action || !scopeKey || !eventId) throw new ConsoleError(400, 'That action names no scope, head or action.');
+    const account = c.get('principal').account;
+    if (action === 'pause_connection') {
+      await pauseScopeConnection(db, scope.workspaceId, scopeKey, eventId, account);
+    } else {
+      const act = action === 'retry_head' ? retryScopeHead : deadLetterScopeHead;
+      const result = await act(db, scope.workspaceId, scopeKey, eventId, account);
+      if (!result.done) return c.redirect(`${scope.base}/stuck?problem=${result.reason}`, 303);
+    }
+    return c.redirect(`${scope.base}/stuck?done=${action}`, 303);
+  });
+}
+
+function IssueTable(props: { issues: Issue[]; scope: WorkspaceScope }) {
+  if (props.issues.length === 0) return <p role="status">No issues: nothing has failed.</p>;
+  return (
+    <table>
+      <caption class="visually-hidden">Issues, latest seen first</caption>
+      <thead>
+        <tr>
+          <th scope="col">Issue</th><th scope="col">Status</th><th scope="col">Provider</th><th scope="col">Event type</th>
+          <th scope="col" class="num">Failures</th><th scope="col" class="num">Dead</th><th scope="col">First seen</th>
+          <th scope="col">Last seen</th><th scope="col">Changed by</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.issues.map((issue) => (
+          <tr>
+            <th scope="row"><a href={`${props.scope.base}/issues/${issue.id}`}>{issue.error_class}</a></th>
+            <td><Badge kind={issue.status} text={issue.status} />{issue.reopened > 0 ? ` (reopened ${issue.reopened}×)` : ''}</td>
+            <td>{issue.provider}</td>
+            <td>{issue.event_type}</td>
+            <td class="num">{String(issue.failures)}</td>
+            <td class="num">{String(issue.dead)}</td>
+            <td><Time at={issue.first_seen_at} /></td>
+            <td><Time at={issue.last_seen_at} /></td>
+            <td>{issue.status_by ?? '—'}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function StuckTable(props: { scopes: StuckScope[]; scope: WorkspaceScope; csrfToken: string }) {
+  if (props.scopes.length === 0) return <p role="status">No scope is stuck.</p>;
+  return (
+    <table>
+      <caption class="visually-hidden">Stuck scopes, oldest head first</caption>
+      <thead>
+        <tr>
+          <th scope="col">Scope</th><th scope="col">Why</th><th scope="col" class="num">Head</th><th scope="col">Event type</th>
+          <th scope="col">Error class</th><th scope="col">Waiting since</th><th scope="col" class="num">Behind it</th><th scope="col">Unblock</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.scopes.map((stuck) => (
+          <tr>
+            <th scope="row">{stuck.subject ?? stuck.scope_key}</th>
+            <td><Badge kind={stuck.reason} text={stuck.reason} /></td>
+            <td class="num"><a href={`${props.scope.base}/events/${stuck.head.id}`}>{String(stuck.head.id)}</a></td>
+            <td>{stuck.head.event_type}</td>
+            <td>{stuck.head.error_class ?? '—'}</td>
+            <td><Time at={stuck.waiting_since} /></td>
+            <td class="num">{stuck.behind_capped ? `${stuck.behind}+` : String(stuck.behind)}</td>
+            <td>
+              <div class="actions" role="group" aria-label={`Unblock ${stuck.subject ?? stuck.scope_key}`}>
+                {scopeActions.filter((action) => action === 'pause_connection' ? stuck.connection.state === 'ACTIVE' : stuck.head.state === 'QUEUED').map((action) => (
+                  <form method="post" action={`${props.scope.base}/stuck`} class="inline">
+                    <Csrf token={props.csrfToken} />
+                    <input type="hidden" name="action" value={action} />
+                    <input type="hidden" name="scope_key" value={stuck.scope_key} />
+                    <input type="hidden" name="event_id" value={String(stuck.head.id)} />
+                    <button type="submit">{actionLabels[action]}</button>
+                  </form>
+                ))}
+              </div>
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}

@@ -1,0 +1,90 @@
+// `wharf issues`, `wharf stuck`, `wharf events list --payload` and `wharf
+// replay --bulk --payload` through the real binary against a real database:
+// a dead letter's issue listed and resolved (recorded as the CLI's user), a
+// stuck scope listed and unblocked by moving its head to the dead letters, a
+// JSON search and a bulk replay by it (its count first), and mistakes
+// reported on stderr with exit code 1.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Issue } from '../../operator/sql/issues.js';
+import type { StuckScope } from '../../operator/sql/stuck-scopes.js';
+import { admitEvent, createConnection, createWorkspace, deadEvent, finishEvent } from '../support/api-fixtures.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { runWharf, type CliResult } from '../support/wharf-cli.js';
+
+let db: TestDatabase;
+let connection: number;
+const W = 601;
+const wharf = (...args: string[]): Promise<CliResult> => runWharf(args, { DATABASE_URL: db.url });
+const json = <T>(result: CliResult): T => {
+  expect(result.code, result.stderr).toBe(0);
+  return JSON.parse(result.stdout) as T;
+};
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await createWorkspace(db.pool, W);
+  connection = await createConnection(db.pool, W);
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+describe('wharf issues', () => {
+  it('lists a workspace\'s issues as a table and as JSON, and resolves one as the CLI\'s user', async () => {
+    await deadEvent(db.pool, connection);
+    const table = await wharf('issues', 'list', '-w', String(W));
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/^ID\s+STATUS\s+PROVIDER\s+EVENT_TYPE\s+ERROR_CLASS\s+FAILURES\s+DEAD/);
+    expect(table.stdout).toMatch(/\sopen\s+generic\s+ping\s+SyntaxError\s+1\s+1\s/);
+
+    const [issue] = json<Issue[]>(await wharf('issues', 'list', '-w', String(W), '--json'));
+    const resolved = await wharf('issues', 'resolve', String(issue!.id), '-w', String(W), '--account', 'cli:alice');
+    expect(resolved).toMatchObject({ code: 0, stdout: `issue ${issue!.id}: resolved by cli:alice\n` });
+
+    const wrong = await wharf('issues', 'resolve', String(issue!.id), '-w', '404');
+    expect(wrong).toMatchObject({ code: 1, stdout: '' });
+    expect(wrong.stderr).toBe(`wharf: no issue ${issue!.id} in workspace 404\n`);
+    const badStatus = await wharf('issues', 'list', '-w', String(W), '--status', 'closed');
+    expect(badStatus.code).toBe(1);
+    expect(badStatus.stderr).toMatch(/status must be one of open, acknowledged, resolved, ignored/);
+  });
+});
+
+describe('wharf stuck', () => {
+  it('lists a stuck scope and unblocks it by moving its head to the dead letters', async () => {
+    const subject = 'repo:acme/cli-stuck';
+    const head = await admitEvent(db.pool, connection, { subject });
+    const next = await admitEvent(db.pool, connection, { subject });
+    await db.pool.query(`UPDATE wharf.provider_event SET received_at = now() - interval '1 hour' WHERE id = ANY($1)`, [[head, next]]);
+
+    const [scope] = json<StuckScope[]>(await wharf('stuck', 'list', '-w', String(W), '--older-than', '10m', '--json'));
+    expect(scope).toMatchObject({ subject, reason: 'waiting', behind: 1, head: { id: head } });
+    const moved = await wharf('stuck', 'dead-letter', String(head), '-w', String(W), '--scope', scope!.scope_key);
+    expect(moved).toMatchObject({ code: 0, stdout: `dead-letter: event ${head} is DEAD\n` });
+    const again = await wharf('stuck', 'dead-letter', String(head), '-w', String(W), '--scope', scope!.scope_key);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/no longer heads its scope \(it is DEAD\)/);
+
+    const { rows } = await db.pool.query('SELECT head_id FROM wharf.scope WHERE scope_key = $1', [scope!.scope_key]);
+    expect(Number(rows[0]!.head_id)).toBe(next);
+  });
+});
+
+describe('wharf events list --payload and wharf replay --bulk --payload', () => {
+  it('finds the events whose payload contains the value, and replays those dead, saying how many first', async () => {
+    const found = await admitEvent(db.pool, connection, { payload: { repository: { full_name: 'acme/cli-search' } } });
+    await admitEvent(db.pool, connection, { payload: { repository: { full_name: 'acme/elsewhere' } } });
+    await finishEvent(db.pool, found, 'DEAD');
+    const search = '{"repository":{"full_name":"acme/cli-search"}}';
+    const page = json<{ events: { id: number }[] }>(await wharf('events', 'list', '-w', String(W), '--payload', search, '--json'));
+    expect(page.events.map((event) => event.id)).toEqual([found]);
+
+    const replayed = await wharf('replay', '--bulk', '-w', String(W), '--payload', search, '--json');
+    expect(json<{ matched: number; replayed: number }>(replayed)).toMatchObject({ matched: 1, replayed: 1 });
+    expect(replayed.stderr).toMatch(/^1 dead letter match; replaying\n/);
+    const bad = await wharf('replay', '--bulk', '-w', String(W), '--payload', 'acme');
+    expect(bad).toMatchObject({ code: 1, stdout: '' });
+    expect(bad.stderr).toMatch(/--payload must be a JSON object/);
+  });
+});

@@ -1,0 +1,152 @@
+-- Issues: every failed or expired lease counts into the issue of its
+-- workspace, provider, event type and error class; released leases count
+-- nowhere; a resolved issue reopens when the failure returns, an ignored one
+-- keeps counting and stays ignored; a workspace reaches only its own issues;
+-- the table is bounded by issue_limit per workspace and by purge_issues.
+BEGIN;
+SELECT plan(40);
+
+SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
+SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
+SELECT wharf.upsert_connection(2, 'generic', 'https://hooks.example/2', 'webhook', 'two');
+
+-- Admits p_key of event type p_type in workspace p_ws, in a scope of its own.
+CREATE FUNCTION pg_temp.admit_typed(p_ws bigint, p_key text, p_type text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_connection bigint := (SELECT id FROM wharf.connection WHERE workspace_id = p_ws);
+BEGIN
+  PERFORM wharf.subscribe(v_connection, 'repo:' || p_key);
+  RETURN (wharf.admit('generic', 'https://hooks.example/' || p_ws, p_key, p_type,
+                      jsonb_build_object('connection_id', v_connection), ARRAY['repo:' || p_key],
+                      '{"n": 1}', '{}') -> 'events' -> 0 ->> 'event_id')::bigint;
+END $$;
+
+-- Claims every due head, ends p_key's lease as p_kind ('released' releases
+-- it, 'expired' lets the reaper take it) and gives every other lease back.
+CREATE FUNCTION pg_temp.end_lease(p_key text, p_kind text, p_class text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_row record;
+BEGIN
+  FOR v_row IN SELECT id, lease_epoch, delivery_key FROM wharf.claim('w', 100) LOOP
+    IF v_row.delivery_key <> p_key THEN
+      PERFORM wharf.release(v_row.id, v_row.lease_epoch);
+    ELSIF p_kind = 'released' THEN
+      PERFORM wharf.release(v_row.id, v_row.lease_epoch);
+    ELSIF p_kind = 'expired' THEN
+      UPDATE wharf.provider_event SET leased_until = now() - interval '1 hour' WHERE id = v_row.id;
+      PERFORM wharf.reap();
+    ELSE
+      PERFORM wharf.fail(v_row.id, v_row.lease_epoch, p_kind, p_class);
+    END IF;
+  END LOOP;
+END $$;
+
+CREATE FUNCTION pg_temp.issue(p_ws bigint, p_type text, p_class text) RETURNS wharf.issue
+LANGUAGE sql AS $$
+  SELECT * FROM wharf.issue
+   WHERE workspace_id = p_ws AND provider = 'generic' AND event_type = p_type AND error_class = p_class
+$$;
+
+-- Opened by a failure.
+SELECT pg_temp.admit_typed(1, 'a1', 'push'), pg_temp.admit_typed(1, 'a2', 'push'), pg_temp.admit_typed(1, 'a3', 'push');
+SELECT pg_temp.end_lease('a1', 'transient', 'TimeoutError');
+SELECT results_eq($$SELECT status, status_by, failures, dead, sample_event_id, reopened FROM pg_temp.issue(1, 'push', 'TimeoutError')$$,
+                  $$VALUES ('open', NULL::text, 1::bigint, 0::bigint, pg_temp.id('a1'), 0)$$,
+                  'a transient failure opens an issue of its workspace, provider, event type and class');
+SELECT pg_temp.end_lease('a2', 'permanent', 'TimeoutError');
+SELECT results_eq($$SELECT failures, dead, sample_event_id FROM pg_temp.issue(1, 'push', 'TimeoutError')$$,
+                  $$VALUES (2::bigint, 1::bigint, pg_temp.id('a2'))$$,
+                  'the same failure on another event counts into it, its dead counted, the sample the latest');
+SELECT ok((SELECT first_seen_at <= last_seen_at FROM pg_temp.issue(1, 'push', 'TimeoutError')), 'first seen is not after last seen');
+SELECT is((SELECT count(*) FROM wharf.issue), 1::bigint, 'one issue so far');
+
+SELECT pg_temp.end_lease('a3', 'released');
+SELECT is((SELECT count(*) FROM wharf.issue), 1::bigint, 'a released lease opens nothing');
+SELECT pg_temp.end_lease('a3', 'expired');
+SELECT results_eq($$SELECT status, failures FROM pg_temp.issue(1, 'push', 'LeaseExpired')$$,
+                  $$VALUES ('open', 1::bigint)$$, 'an expired lease counts under LeaseExpired');
+SELECT pg_temp.admit_typed(1, 'b1', 'issues');
+SELECT pg_temp.end_lease('b1', 'unknown', 'TimeoutError');
+SELECT is((SELECT count(*) FROM wharf.issue WHERE workspace_id = 1), 3::bigint, 'another event type is another issue');
+
+-- Workspace 2 has its own.
+SELECT pg_temp.admit_typed(2, 'c1', 'push');
+SELECT pg_temp.end_lease('c1', 'permanent', 'TimeoutError');
+SELECT is((pg_temp.issue(2, 'push', 'TimeoutError')).failures, 1::bigint, 'the same failure in workspace 2 is its own issue');
+SELECT is(jsonb_array_length(wharf.list_issues(1)), 3, 'list_issues: the three of workspace 1');
+SELECT is(jsonb_array_length(wharf.list_issues(2)), 1, 'list_issues: the one of workspace 2');
+SELECT is(wharf.list_issues(1) -> 0 ->> 'error_class', 'TimeoutError', 'latest seen first');
+SELECT is(jsonb_array_length(wharf.list_issues(1, 'open', 2)), 2, 'a limit and a status filter');
+SELECT is(wharf.show_issue(2, (pg_temp.issue(1, 'push', 'TimeoutError')).id), NULL, 'another workspace cannot see it');
+SELECT is(wharf.set_issue_status(2, (pg_temp.issue(1, 'push', 'TimeoutError')).id, 'resolved', 'intruder'), NULL,
+          'nor change it');
+SELECT is((pg_temp.issue(1, 'push', 'TimeoutError')).status, 'open', 'which stays open');
+
+-- Bad input.
+SELECT throws_ok($$SELECT wharf.list_issues(404)$$, 'P0002', NULL, 'an unknown workspace is P0002');
+SELECT throws_ok($$SELECT wharf.list_issues(1, 'closed')$$, '22023', NULL, 'an unknown status filter is 22023');
+SELECT throws_ok($$SELECT wharf.list_issues(1, NULL, 0)$$, '22023', NULL, 'a limit of 0 is 22023');
+SELECT throws_ok(format($$SELECT wharf.set_issue_status(1, %s, 'closed', 'ops')$$, (pg_temp.issue(1, 'push', 'TimeoutError')).id),
+                 '22023', NULL, 'an unknown status is 22023');
+SELECT throws_ok(format($$SELECT wharf.set_issue_status(1, %s, 'resolved', '')$$, (pg_temp.issue(1, 'push', 'TimeoutError')).id),
+                 '22004', NULL, 'an empty account is 22004');
+SELECT throws_ok($$SELECT wharf.set_issue_status(NULL, 1, 'resolved', 'ops')$$, '22004', NULL, 'a NULL workspace is 22004');
+
+-- Acknowledged, resolved, reopened.
+SELECT is(wharf.set_issue_status(1, (pg_temp.issue(1, 'push', 'TimeoutError')).id, 'acknowledged', 'alice') ->> 'status_by',
+          'alice', 'acknowledged by alice');
+SELECT pg_temp.admit_typed(1, 'a4', 'push');
+SELECT pg_temp.end_lease('a4', 'transient', 'TimeoutError');
+SELECT results_eq($$SELECT status, status_by, failures, reopened FROM pg_temp.issue(1, 'push', 'TimeoutError')$$,
+                  $$VALUES ('acknowledged', 'alice', 3::bigint, 0)$$, 'an acknowledged issue keeps counting, still acknowledged');
+SELECT is(wharf.set_issue_status(1, (pg_temp.issue(1, 'push', 'TimeoutError')).id, 'resolved', 'bob') ->> 'status',
+          'resolved', 'resolved by bob');
+SELECT pg_temp.admit_typed(1, 'a5', 'push');
+SELECT pg_temp.end_lease('a5', 'transient', 'TimeoutError');
+SELECT results_eq($$SELECT status, status_by, failures, reopened, reopened_at IS NOT NULL FROM pg_temp.issue(1, 'push', 'TimeoutError')$$,
+                  $$VALUES ('open', NULL::text, 4::bigint, 1, true)$$, 'the failure returns: reopened, by Wharf');
+SELECT is(wharf.set_issue_status(1, (pg_temp.issue(1, 'push', 'LeaseExpired')).id, 'ignored', 'carol') ->> 'status',
+          'ignored', 'ignored by carol');
+SELECT pg_temp.admit_typed(1, 'a6', 'push');
+SELECT pg_temp.end_lease('a6', 'expired');
+SELECT results_eq($$SELECT status, failures, reopened FROM pg_temp.issue(1, 'push', 'LeaseExpired')$$,
+                  $$VALUES ('ignored', 2::bigint, 0)$$, 'an ignored issue keeps counting and stays ignored');
+
+-- The events of an issue.
+SELECT is((SELECT array_agg((e ->> 'id')::bigint) FROM jsonb_array_elements(
+             wharf.issue_events(1, (pg_temp.issue(1, 'push', 'TimeoutError')).id) -> 'events') e),
+          ARRAY[pg_temp.id('a5'), pg_temp.id('a4'), pg_temp.id('a2'), pg_temp.id('a1')],
+          'issue_events: the events whose last cause is its class, newest first');
+SELECT is(wharf.issue_events(1, (pg_temp.issue(1, 'push', 'TimeoutError')).id, 3) ->> 'next_cursor',
+          pg_temp.id('a2')::text, 'paged');
+SELECT is(wharf.issue_events(2, (pg_temp.issue(1, 'push', 'TimeoutError')).id), NULL, 'not to another workspace');
+
+-- Bounded: past issue_limit groups, a workspace's new failures count into '*'.
+SELECT wharf.set_setting('issue_limit', '2');
+SELECT pg_temp.admit_typed(2, 'd1', 'pull_request'), pg_temp.admit_typed(2, 'd2', 'release'), pg_temp.admit_typed(2, 'd3', 'fork');
+SELECT pg_temp.end_lease('d1', 'permanent', 'TypeError');
+SELECT pg_temp.end_lease('d2', 'permanent', 'TypeError');
+SELECT pg_temp.end_lease('d3', 'permanent', 'TypeError');
+SELECT is((SELECT array_agg(event_type || ':' || failures ORDER BY event_type) FROM wharf.issue WHERE workspace_id = 2),
+          ARRAY['*:2', 'pull_request:1', 'push:1'], 'past the limit, new groups count into *');
+SELECT is((pg_temp.issue(2, 'push', 'TimeoutError')).failures, 1::bigint, 'an existing group keeps its own issue');
+
+-- Per minute, and gauges.
+SELECT is((SELECT sum((m ->> 'failed')::int) FROM jsonb_array_elements(wharf.failure_history(1, 1)) m)::int, 7,
+          'failure_history: the seven failed or expired leases of workspace 1 in the last hour');
+SELECT is(jsonb_array_length(wharf.failure_history(1, 2)), 120, 'a row per minute, zeros included');
+SELECT throws_ok($$SELECT wharf.failure_history(1, 25)$$, '22023', NULL, 'more than 24 hours is 22023');
+SELECT is(wharf.issue_gauges() -> 'issues', '{"open": 5, "acknowledged": 0, "resolved": 0, "ignored": 1}'::jsonb,
+          'issue_gauges: the instance''s issues by status');
+
+-- Retention.
+UPDATE wharf.issue SET last_seen_at = now() - interval '31 days' WHERE workspace_id = 2;
+SELECT throws_ok($$SELECT wharf.purge_issues(0)$$, '22023', NULL, 'a batch of 0 is 22023');
+SELECT is(wharf.purge_issues(2), 2::bigint, 'purge_issues deletes a batch of those not seen for issue_retention');
+SELECT is(wharf.purge_issues(2), 1::bigint, 'then the rest');
+SELECT is((SELECT count(*) FROM wharf.issue WHERE workspace_id = 1), 3::bigint, 'and keeps those seen since');
+
+SELECT * FROM finish();
+ROLLBACK;
