@@ -826,8 +826,9 @@ END $$;
 -- Retention of the tables that grow with traffic besides the inbox (whose
 -- attempts and steps go with their event): admission_log entries older than
 -- log_retention, replay_audit entries and finished bulk replays older than
--- audit_retention, at most purge_batch of each per call, like purge. Returns
--- how many rows it deleted; the retention loop calls it until that is 0.
+-- audit_retention, at most purge_batch of each per call, like purge; and
+-- issues, stuck-scope actions and alerts by their own rules (sql/97-99).
+-- Returns how many rows it deleted; the retention loop calls it until that is 0.
 -- (GitHub redelivery bookkeeping is pruned by its own sweep, sql/85.)
 CREATE OR REPLACE FUNCTION wharf.purge_logs() RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -852,7 +853,10 @@ BEGIN
    WHERE id IN (SELECT id FROM wharf.bulk_replay
                  WHERE finished_at < v_audit_before ORDER BY finished_at LIMIT v_batch);
   GET DIAGNOSTICS v_deleted = ROW_COUNT;
-  RETURN v_total + v_deleted;
+  v_total := v_total + v_deleted;
+
+  -- The on-call surface's own tables (sql/97-99), each with its rule.
+  RETURN v_total + wharf.purge_issues(v_batch) + wharf.purge_scope_actions(v_batch) + wharf.purge_alerts(v_batch);
 END $$;
 
 REVOKE ALL ON FUNCTION wharf.replay(bigint, bigint, text, boolean),

@@ -3007,7 +3007,10 @@ BEGIN
    WHERE id IN (SELECT id FROM wharf.bulk_replay
                  WHERE finished_at < v_audit_before ORDER BY finished_at LIMIT v_batch);
   GET DIAGNOSTICS v_deleted = ROW_COUNT;
-  RETURN v_total + v_deleted;
+  v_total := v_total + v_deleted;
+
+  -- The on-call surface's own tables (sql/97-99), each with its rule.
+  RETURN v_total + wharf.purge_issues(v_batch) + wharf.purge_scope_actions(v_batch) + wharf.purge_alerts(v_batch);
 END $$;
 
 --

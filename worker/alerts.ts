@@ -18,7 +18,8 @@ import type { Logger } from 'pino';
 import { Counter, Gauge } from 'prom-client';
 import { classOf } from './classify.js';
 import { workerRegistry } from './metrics.js';
-import { jittered, runPeriodically, type Periodic } from './periodic.js';
+import { spread } from '../db/backoff.js';
+import { runPeriodically, type Periodic } from './periodic.js';
 import {
   dueAlerts, evaluateAlertRules, issueGauges, recordAlertAttempt, releaseAlertSender, takeAlertSender, type DueAlert,
 } from './sql/alerts.js';
@@ -203,7 +204,7 @@ export function startAlertSender(options: AlertSenderOptions): AlertSender {
     return turn;
   }
 
-  const periodic: Periodic = runPeriodically(() => jittered(everyMs), async () => {
+  const periodic: Periodic = runPeriodically(() => spread(everyMs), async () => {
     await runOnce().catch((error: unknown) => {
       options.logger?.warn({ error_class: classOf(error) }, 'alert sender turn failed; trying again next turn');
     });
