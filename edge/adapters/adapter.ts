@@ -1,7 +1,7 @@
 // What every provider adapter is: a signature check over the raw body and a
 // reading of the verified body into admit's arguments.
 import { constantTimeEqual } from '../../db/constant-time.js';
-import { hmacSha256, type Bytes } from '../crypto.js';
+import { fromHex, hmacSha256, type Bytes } from '../crypto.js';
 import type { JsonObject, ParsedBody } from '../request-body.js';
 import type { ConnectionEndpoint } from '../connection-cache.js';
 import type { Provider } from '../../db/providers.js';
@@ -151,6 +151,26 @@ export function headerPairs(header: string, separator: string): [string, string]
     if (at > 0) pairs.push([part.slice(0, at).trim(), part.slice(at + 1).trim()]);
   }
   return pairs;
+}
+
+/**
+ * A header that carries a timestamp (seconds) and hex HMAC-SHA256 signatures
+ * as `key=value` pairs (Stripe's `t=…,v1=…`, Paddle's `ts=…;h1=…`), each
+ * signature over `signed(timestamp)`: verified when one matches and the
+ * timestamp is within `toleranceMs`.
+ */
+export async function verifyTimestampedPairs(
+  secret: string, header: string | null, nowMs: number,
+  scheme: { separator: string; timestamp: string; signature: string; toleranceMs: number; signed: (timestamp: string) => Bytes },
+): Promise<Verification> {
+  if (!header) return missingSignature;
+  const pairs = headerPairs(header, scheme.separator);
+  const timestamp = pairs.find(([name]) => name === scheme.timestamp)?.[1];
+  if (!timestamp || !/^\d{1,12}$/.test(timestamp)) return badSignature;
+  const signatures = pairs.filter(([name]) => name === scheme.signature).slice(0, maxSignatures).map(([, value]) => fromHex(value));
+  if (signatures.length === 0) return badSignature;
+  if (!fresh(Number(timestamp) * 1000, nowMs, scheme.toleranceMs)) return staleTimestamp;
+  return matchesAny(await hmacSha256(secret, scheme.signed(timestamp)), signatures);
 }
 
 /** Whether `timestampMs` is within `toleranceMs` of the receiver's clock. */

@@ -3,10 +3,10 @@
 // (several h1 while a secret is rotated), ts within five seconds, as Paddle's
 // SDKs check. Delivery key: the body's `event_id` (signed). Subjects: the
 // customer, then the subscription or the entity, then `account:self`.
-import { bytesOf, concatBytes, fromHex, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
+import { bytesOf, concatBytes, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
 import {
-  badSignature, fresh, headerPairs, headerShape, matchesAny, maxSignatures, missingField, missingSignature, signingKeysOf,
-  staleTimestamp, verifyWithAny, type Adapter, type Verification,
+  headerShape, missingField, signingKeysOf,
+  verifyTimestampedPairs, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
@@ -22,17 +22,12 @@ export async function signPaddleBody(secret: string, body: Bytes | string, times
   return `ts=${timestamp};h1=${toHex(await hmacSha256(secret, signedContent(String(timestamp), body)))}`;
 }
 
-export async function verifyPaddleSignature(
+export function verifyPaddleSignature(
   secret: string, body: Bytes, header: string | null, nowMs: number,
 ): Promise<Verification> {
-  if (!header) return missingSignature;
-  const pairs = headerPairs(header, ';');
-  const timestamp = pairs.find(([name]) => name === 'ts')?.[1];
-  if (!timestamp || !/^\d{1,12}$/.test(timestamp)) return badSignature;
-  const signatures = pairs.filter(([name]) => name === 'h1').slice(0, maxSignatures).map(([, value]) => fromHex(value));
-  if (signatures.length === 0) return badSignature;
-  if (!fresh(Number(timestamp) * 1000, nowMs, paddleToleranceMs)) return staleTimestamp;
-  return matchesAny(await hmacSha256(secret, signedContent(timestamp, body)), signatures);
+  return verifyTimestampedPairs(secret, header, nowMs, {
+    separator: ';', timestamp: 'ts', signature: 'h1', toleranceMs: paddleToleranceMs, signed: (timestamp) => signedContent(timestamp, body),
+  });
 }
 
 export const paddle: Adapter = {

@@ -4,10 +4,10 @@
 // secret (`whsec_…`) is the HMAC key as it is written. Delivery key: the
 // event's `id` (signed); subjects: the customer the event is about, else its
 // object, then the Connect account (`account:self` for the platform's own).
-import { bytesOf, concatBytes, fromHex, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
+import { bytesOf, concatBytes, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
 import {
-  badSignature, fresh, headerPairs, headerShape, matchesAny, maxSignatures, missingField, missingSignature, signingKeysOf,
-  staleTimestamp, timestampToleranceMs, verifyWithAny, type Adapter, type Verification,
+  headerShape, missingField, signingKeysOf,
+  timestampToleranceMs, verifyTimestampedPairs, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
@@ -20,17 +20,12 @@ export async function signStripeBody(secret: string, body: Bytes | string, times
   return `t=${timestamp},v1=${toHex(await hmacSha256(secret, signedContent(String(timestamp), body)))}`;
 }
 
-export async function verifyStripeSignature(
+export function verifyStripeSignature(
   secret: string, body: Bytes, header: string | null, nowMs: number,
 ): Promise<Verification> {
-  if (!header) return missingSignature;
-  const pairs = headerPairs(header, ',');
-  const timestamp = pairs.find(([name]) => name === 't')?.[1];
-  if (!timestamp || !/^\d{1,12}$/.test(timestamp)) return badSignature;
-  const signatures = pairs.filter(([name]) => name === 'v1').slice(0, maxSignatures).map(([, value]) => fromHex(value));
-  if (signatures.length === 0) return badSignature;
-  if (!fresh(Number(timestamp) * 1000, nowMs, timestampToleranceMs)) return staleTimestamp;
-  return matchesAny(await hmacSha256(secret, signedContent(timestamp, body)), signatures);
+  return verifyTimestampedPairs(secret, header, nowMs, {
+    separator: ',', timestamp: 't', signature: 'v1', toleranceMs: timestampToleranceMs, signed: (timestamp) => signedContent(timestamp, body),
+  });
 }
 
 export const stripe: Adapter = {
