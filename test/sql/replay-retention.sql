@@ -2,7 +2,7 @@
 -- back to the head of its scope keeping its id and steps; retention forgets
 -- DONE and DEAD rows after their windows, and nothing else.
 BEGIN;
-SELECT plan(54);
+SELECT plan(56);
 
 -- Fixture: workspaces 1 and 2, one generic connection in workspace 1; rows
 -- admitted through wharf.admit, installation rows as GitHub control events.
@@ -153,6 +153,28 @@ SELECT is(wharf.purge_logs(), 3::bigint,
 SELECT is(wharf.purge_logs() + wharf.purge_logs(), 1::bigint, '... then the last old entry, then nothing');
 SELECT results_eq($$SELECT delivery_key FROM wharf.admission_log WHERE delivery_key LIKE 'log-%' ORDER BY at DESC$$,
                   $$VALUES ('log-0'), ('log-1')$$, 'entries within log_retention (30 days) stay');
+
+-- The on-call tables that grow with traffic go in the same loop: issues not
+-- seen for issue_retention, failure counts older than a day, stuck-scope
+-- actions and finished alerts past issue_retention; a pending alert stays.
+INSERT INTO wharf.issue (workspace_id, provider, event_type, error_class, first_seen_at, last_seen_at, sample_event_id)
+VALUES (1, 'generic', 'ping', 'OldError', now() - interval '90 days', now() - interval '60 days', 1),
+       (1, 'generic', 'ping', 'NewError', now(), now(), 1);
+INSERT INTO wharf.failure_minute (workspace_id, minute, failed) VALUES (1, now() - interval '2 days', 3), (1, now() - interval '2 hours', 1);
+INSERT INTO wharf.scope_action (workspace_id, scope_key, action, account, at)
+VALUES (1, '1:generic:repo:old', 'retry_head', 'ops', now() - interval '60 days');
+INSERT INTO wharf.alert_rule (workspace_id, name, kind, destination, url, created_by)
+VALUES (1, 'old-issues', 'issue_opened', 'slack', 'https://hooks.slack.example/x', 'ops');
+INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts, created_at, state)
+SELECT id, 1, k, 'issue_opened', '{}', now() - interval '60 days', st
+  FROM wharf.alert_rule, (VALUES ('a-delivered', 'delivered'), ('a-pending', 'pending')) v(k, st);
+SELECT is((SELECT sum(n) FROM (SELECT wharf.purge_logs() AS n FROM generate_series(1, 4)) p), 4::numeric,
+          'the retention loop''s purge_logs also forgets an old issue, old failure counts, an old scope action and a finished alert');
+SELECT results_eq($$SELECT (SELECT array_agg(error_class ORDER BY error_class) FROM wharf.issue WHERE error_class IN ('OldError', 'NewError')),
+                           (SELECT array_agg(failed) FROM wharf.failure_minute WHERE minute < now() - interval '1 hour'),
+                           (SELECT count(*) FROM wharf.scope_action), (SELECT array_agg(dedupe_key) FROM wharf.alert)$$,
+                  $$VALUES (ARRAY['NewError'], ARRAY[1::bigint], 0::bigint, ARRAY['a-pending'])$$,
+                  'what is recent, and the pending alert, stay');
 
 SELECT * FROM finish();
 ROLLBACK;
