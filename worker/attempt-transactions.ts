@@ -31,11 +31,6 @@ export class AttemptTransactions {
     this.open.delete(client);
   }
 
-  /** How many transactions are open now. */
-  get size(): number {
-    return this.open.size;
-  }
-
   /** The attempt is over: nothing of it commits from now on, and what is open is cut off. */
   close(): void {
     if (this.closed) return;
