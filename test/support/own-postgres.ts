@@ -17,7 +17,7 @@
 // The server is a child of the test process, in its process group: Ctrl-C on
 // the test run stops it too, and stop() ends it and removes the directory.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { chmod, chown, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
@@ -167,7 +167,7 @@ export async function createOwnPostgres(options: {
     throw error;
   }
 
-  const port = await serverPort();
+  const port = await reservePort();
   const settings: Record<string, string> = {
     listen_addresses: '127.0.0.1',
     port: String(port),
@@ -230,7 +230,7 @@ export async function createOwnPostgres(options: {
   const start = async (): Promise<void> => {
     const started = launch();
     try {
-      await waitUntilReady(url, started, readLog, { spawnError: () => spawnErrors.get(started) });
+      await waitUntilReady(url, started, readLog, { dataDirectory, spawnError: () => spawnErrors.get(started) });
     } catch (error) {
       await halt({ immediate: true });
       throw error;
@@ -241,7 +241,7 @@ export async function createOwnPostgres(options: {
     await writeOwned(join(dataDirectory, 'standby.signal'), runAs);
     const started = launch({ hot_standby: 'off' });
     try {
-      await waitUntilReady(url, started, readLog, { refusedWith: '57P03', spawnError: () => spawnErrors.get(started) });
+      await waitUntilReady(url, started, readLog, { dataDirectory, refusedWith: '57P03', spawnError: () => spawnErrors.get(started) });
     } catch (error) {
       await halt({ immediate: true });
       throw error;
@@ -255,7 +255,7 @@ export async function createOwnPostgres(options: {
     // What `pg_ctl promote` does: the signal file, then SIGUSR1 to the postmaster.
     await writeOwned(join(dataDirectory, 'promote'), runAs);
     current.kill('SIGUSR1');
-    await waitUntilReady(url, current, readLog, { spawnError: () => spawnErrors.get(current) });
+    await waitUntilReady(url, current, readLog, { dataDirectory, spawnError: () => spawnErrors.get(current) });
     // A hot standby answers queries before its promotion ends: wait for the end.
     await waitUntilPrimary(url);
   };
@@ -289,7 +289,7 @@ export async function createOwnPostgres(options: {
       const conninfo = `host=127.0.0.1 port=${primary.port} user=postgres application_name=wharf_rejoined`;
       const started = launch({ primary_conninfo: conninfo, recovery_target_timeline: 'latest', hot_standby: 'on' });
       try {
-        await waitUntilReady(url, started, readLog, { spawnError: () => spawnErrors.get(started) });
+        await waitUntilReady(url, started, readLog, { dataDirectory, spawnError: () => spawnErrors.get(started) });
       } catch (error) {
         await halt({ immediate: true });
         throw error;
@@ -303,6 +303,7 @@ export async function createOwnPostgres(options: {
       await halt();
       lastLog = readLog();
       await rm(base, { recursive: true, force: true });
+      releasePort(port);
     },
     log: () => lastLog ?? readLog(),
     get running() {
@@ -315,8 +316,14 @@ export async function createOwnPostgres(options: {
  * A free port of 127.0.0.1 below the kernel's ephemeral range: while the
  * server is down (restarting, not started yet) no outgoing connection and no
  * `listen(0)` of another test can take it, so the server gets it back.
+ *
+ * Reserved across the test run's processes too (a file per port, naming the
+ * reserving process): test files run side by side, and another file's server
+ * that is restarting leaves its port free for a moment, or one not yet started
+ * has not bound it. Two servers given one port would each answer for the
+ * other. A reservation whose process has ended is taken over.
  */
-async function serverPort(): Promise<number> {
+async function reservePort(): Promise<number> {
   let ephemeralFloor = 32_768;
   try {
     ephemeralFloor = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || ephemeralFloor;
@@ -325,11 +332,48 @@ async function serverPort(): Promise<number> {
   }
   const low = 15_000;
   const high = Math.max(low + 1_000, Math.min(ephemeralFloor, 32_768)) - 1;
+  mkdirSync(portReservations, { recursive: true, mode: 0o777 });
   for (let tries = 0; tries < 100; tries += 1) {
     const port = low + Math.floor(Math.random() * (high - low));
+    if (!takeReservation(port)) continue;
     if (await canListen(port)) return port;
+    releasePort(port);
   }
   throw new Error(`no free port between ${low} and ${high}`);
+}
+
+const portReservations = join(tmpdir(), 'wharf-own-pg-ports');
+
+/** Creates `port`'s reservation for this process; false when a live process holds it. */
+function takeReservation(port: number): boolean {
+  const file = join(portReservations, String(port));
+  for (let tries = 0; tries < 2; tries += 1) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' });
+      return true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const holder = Number(readFileSync(file, 'utf8').trim());
+    if (holder === process.pid || isAlive(holder)) return false;
+    rmSync(file, { force: true });
+  }
+  return false;
+}
+
+function releasePort(port: number): void {
+  rmSync(join(portReservations, String(port)), { force: true });
+}
+
+function isAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: alive, another user's.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 function canListen(port: number): Promise<boolean> {
@@ -471,9 +515,12 @@ async function waitUntilPrimary(url: string, timeout = 60_000): Promise<void> {
   }
 }
 
+class ForeignServer extends Error {}
+
 /** Polls until the server answers a query (not "starting up"), or fails when it exits or takes too long. */
 async function waitUntilReady(
-  url: string, server: ChildProcess, log: () => string, options: { refusedWith?: string; timeout?: number; spawnError?: () => Error | undefined } = {},
+  url: string, server: ChildProcess, log: () => string,
+  options: { dataDirectory: string; refusedWith?: string; timeout?: number; spawnError?: () => Error | undefined },
 ): Promise<void> {
   const timeout = options.timeout ?? 60_000;
   const deadline = Date.now() + timeout;
@@ -487,10 +534,15 @@ async function waitUntilReady(
     client.on('error', () => {});
     try {
       await client.connect();
-      await client.query('SELECT 1');
+      const { rows } = await client.query<{ directory: string }>(`SELECT current_setting('data_directory') AS directory`);
+      if (rows[0]!.directory !== options.dataDirectory) {
+        // Not this server: never let a test run against another one's data.
+        throw new ForeignServer(`${url} is answered by the PostgreSQL of ${rows[0]!.directory}, not this one's (${options.dataDirectory})`);
+      }
       if (options.refusedWith === undefined) return;
       throw new Error(`own PostgreSQL accepts connections; expected it to refuse them with ${options.refusedWith}`);
     } catch (error) {
+      if (error instanceof ForeignServer) throw error;
       if (options.refusedWith !== undefined && (error as { code?: string }).code === options.refusedWith) return;
       if (options.refusedWith !== undefined && /accepts connections/.test((error as Error).message)) throw error;
       if (Date.now() > deadline) {
