@@ -1,0 +1,302 @@
+// `npm run bench:layouts`: where should a handled row live? Issue 40's item 8
+// weighs the inbox's one table at fill factor 30 (every update heap-only, but
+// each handled row held in pages kept 70 % empty for the replay window)
+// against layouts that keep the queue's moving parts apart from the record.
+//
+// Each layout is a model: the columns and indexes of wharf.provider_event
+// (migrations/schema.snapshot.sql) split or not, driven by the same three
+// statements the inbox runs per event: an admission's INSERT, a claim's UPDATE
+// of ten leases, a completion's UPDATE of ten. The claim's choice of rows (the
+// scope table, `ix_scope_claim`) is the same in every layout and is left out:
+// what differs is only where the updated columns live. The sustained phase
+// follows bench/workloads/growth.ts's: a backlog loaded set-based (the
+// "before" sizes), drained, then admissions claimed and completed as they
+// come, so that a page takes new rows while the versions of its earlier ones
+// are written beside them. VACUUM runs whenever 5 % of a table's rows have
+// been updated since the last one (provider_event's autovacuum scale factor),
+// on a connection of its own, so that the figures do not depend on when
+// autovacuum wakes.
+//
+// Per event it reports the backend's CPU, the WAL that EXPLAIN (ANALYZE, WAL)
+// counts for the statements (every statement runs under it, in every layout
+// alike), VACUUM's CPU, the share of heap-only updates, and the bytes per
+// stored row of heap (with TOAST) and of heap plus indexes, before and after.
+import { Command, Option } from 'commander';
+import type pg from 'pg';
+import { createScratchDatabase } from '../cli/scratch-database.js';
+import { payloadTemplate } from './payload.js';
+import { processCpuMicros } from './process-cpu.js';
+
+/** The record's columns as provider_event has them, less those that change after admission. */
+const recordColumns = `
+  id bigserial PRIMARY KEY,
+  workspace_id bigint,
+  provider text NOT NULL,
+  delivery_key text NOT NULL,
+  event_type text NOT NULL,
+  subject text,
+  scope_key text NOT NULL,
+  source text NOT NULL,
+  connection_id bigint,
+  payload jsonb NOT NULL,
+  headers jsonb NOT NULL DEFAULT '{}',
+  received_at timestamptz NOT NULL DEFAULT now(),
+  body_sha256 bytea`;
+
+/** The columns a claim, a renewal, a completion, a failure or a replay write. */
+const movingColumns = `
+  state text NOT NULL DEFAULT 'QUEUED',
+  attempt integer NOT NULL DEFAULT 0,
+  failures integer NOT NULL DEFAULT 0,
+  lease_epoch bigint NOT NULL DEFAULT 0,
+  leased_until timestamptz,
+  leased_by text,
+  leased_at timestamptz,
+  lease_token uuid,
+  next_attempt_at timestamptz NOT NULL DEFAULT now(),
+  error_class text,
+  outcome text,
+  handled_at timestamptz,
+  dead_at timestamptz,
+  replayed_by text,
+  replayed_at timestamptz,
+  transient_since timestamptz`;
+
+const recordIndexes = (table: string) => `
+  CREATE UNIQUE INDEX ON ${table} (workspace_id, provider, delivery_key) NULLS NOT DISTINCT;
+  CREATE INDEX ON ${table} (source, body_sha256) WHERE body_sha256 IS NOT NULL;
+  CREATE INDEX ON ${table} (received_at);
+  CREATE INDEX ON ${table} (scope_key, id);
+  CREATE INDEX ON ${table} (workspace_id, id);`;
+
+interface Layout {
+  name: string;
+  /** What it is, for the table. */
+  description: string;
+  ddl: string;
+  /** The tables that hold an event, for sizes and VACUUM. */
+  tables: string[];
+  /** The table the claim and the completion update. */
+  moving: string;
+  /** One admission: one statement, $1 delivery key, $2 subject, $3 payload. */
+  admit: string;
+  /** The set-based load of `$1` queued rows (ids from 1), the payload $2. */
+  load: string;
+}
+
+const insertRecord = (table: string) =>
+  `INSERT INTO ${table} (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id, payload)`;
+
+const loadSelect = `SELECT 1, 'github', 'load-' || g, 'push', 'repo:acme/r' || (g % 200), '1:github:repo:acme/r' || (g % 200),
+         'https://github.com', 1, jsonb_set($2::jsonb, '{bench}', jsonb_build_object('seq', g))
+    FROM generate_series(1, $1::bigint) g ORDER BY g`;
+
+function oneTable(fillFactor: number): Layout {
+  const table = `event_ff${fillFactor}`;
+  return {
+    name: `one table, fill factor ${fillFactor}`,
+    description: fillFactor === 30 ? 'Wharf today (provider_event)' : 'the same table packed full',
+    ddl: `CREATE TABLE ${table} (${recordColumns}, ${movingColumns})
+            WITH (fillfactor = ${fillFactor}, toast_tuple_target = 128, autovacuum_enabled = false);
+          ${recordIndexes(table)}
+          CREATE INDEX ON ${table} (workspace_id, id) WHERE dead_at IS NOT NULL;`,
+    tables: [table],
+    moving: table,
+    admit: `${insertRecord(table)} VALUES (1, 'github', $1, 'push', $2, '1:github:' || $2, 'https://github.com', 1, $3)`,
+    load: `${insertRecord(table)} ${loadSelect}`,
+  };
+}
+
+function split(stateFillFactor: number): Layout {
+  const record = 'event_record';
+  const state = `event_state_ff${stateFillFactor}`;
+  return {
+    name: `record apart, its state at fill factor ${stateFillFactor}`,
+    description: 'the record insert-only at fill factor 100; the moving columns in a table of their own, keyed by the event',
+    ddl: `CREATE TABLE ${record} (${recordColumns}) WITH (fillfactor = 100, toast_tuple_target = 128, autovacuum_enabled = false);
+          ${recordIndexes(record)}
+          CREATE TABLE ${state} (id bigint PRIMARY KEY, ${movingColumns})
+            WITH (fillfactor = ${stateFillFactor}, autovacuum_enabled = false);
+          CREATE INDEX ON ${state} (id) WHERE dead_at IS NOT NULL;`,
+    tables: [record, state],
+    moving: state,
+    admit: `WITH stored AS (${insertRecord(record)} VALUES (1, 'github', $1, 'push', $2, '1:github:' || $2, 'https://github.com', 1, $3)
+                            RETURNING id)
+            INSERT INTO ${state} (id) SELECT id FROM stored`,
+    load: `WITH stored AS (${insertRecord(record)} ${loadSelect} RETURNING id) INSERT INTO ${state} (id) SELECT id FROM stored`,
+  };
+}
+
+const claim = (table: string) =>
+  `UPDATE ${table} SET state = 'LEASED', attempt = attempt + 1, lease_epoch = lease_epoch + 1,
+          leased_until = now() + interval '30 seconds', leased_by = 'bench', leased_at = now(), lease_token = gen_random_uuid()
+    WHERE id = ANY($1::bigint[]) AND state = 'QUEUED'`;
+const complete = (table: string) =>
+  `UPDATE ${table} SET state = 'DONE', outcome = 'handled', handled_at = now(),
+          leased_until = NULL, leased_by = NULL, lease_token = NULL
+    WHERE id = ANY($1::bigint[]) AND state = 'LEASED'`;
+
+interface Figures {
+  layout: Layout;
+  events: number;
+  cpuMicros: number;
+  vacuumCpuMicros: number;
+  walBytes: number;
+  walRecords: number;
+  walFpi: number;
+  hotShare: number;
+  before: { heap: number; total: number; rows: number };
+  after: { heap: number; total: number; rows: number };
+}
+
+interface WalUsage {
+  'WAL Records'?: number;
+  'WAL FPI'?: number;
+  'WAL Bytes'?: number;
+}
+
+/** Runs `sql` under EXPLAIN (ANALYZE, WAL) and adds the WAL it wrote, triggers and CTEs included, to `wal`. */
+async function run(client: pg.Client, sql: string, values: unknown[], wal: { bytes: number; records: number; fpi: number }): Promise<void> {
+  const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: WalUsage }] }>(
+    `EXPLAIN (ANALYZE, WAL, TIMING OFF, COSTS OFF, FORMAT JSON) ${sql}`, values);
+  const plan = rows[0]!['QUERY PLAN'][0].Plan;
+  wal.bytes += plan['WAL Bytes'] ?? 0;
+  wal.records += plan['WAL Records'] ?? 0;
+  wal.fpi += plan['WAL FPI'] ?? 0;
+}
+
+async function sizes(client: pg.Client, layout: Layout): Promise<{ heap: number; total: number; rows: number }> {
+  const { rows } = await client.query<{ heap: string; total: string }>(
+    `SELECT sum(pg_table_size(t::regclass)) AS heap, sum(pg_total_relation_size(t::regclass)) AS total FROM unnest($1::text[]) t`,
+    [layout.tables]);
+  const { rows: count } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${layout.tables[0]}`);
+  return { heap: Number(rows[0]!.heap), total: Number(rows[0]!.total), rows: Number(count[0]!.n) };
+}
+
+async function measure(serverUrl: string, layout: Layout, options: { backlog: number; events: number; batch: number }): Promise<Figures> {
+  const db = await createScratchDatabase(serverUrl, { prefix: 'wharf_bench_layouts', poolSize: 2 });
+  const client = await db.connect();
+  const vacuumer = await db.connect();
+  try {
+    await client.query(layout.ddl);
+    await client.query(layout.load, [options.backlog, payloadTemplate]);
+    await client.query(`VACUUM (ANALYZE) ${layout.tables.join(', ')}`);
+    const before = await sizes(client, layout);
+    const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    const vacuumPid = (await vacuumer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    const stats = async () => {
+      await client.query('SELECT pg_stat_force_next_flush()');
+      await client.query('SELECT 1');
+      const { rows } = await vacuumer.query<{ updates: string; hot: string }>(
+        `SELECT n_tup_upd AS updates, n_tup_hot_upd AS hot FROM pg_stat_user_tables WHERE relname = $1`, [layout.moving]);
+      return { updates: Number(rows[0]!.updates), hot: Number(rows[0]!.hot) };
+    };
+    let statsBefore = await stats();
+    let wal = { bytes: 0, records: 0, fpi: 0 };
+    const queued: number[] = Array.from({ length: options.backlog }, (_, i) => i + 1);
+    let nextId = options.backlog + 1;
+    let updatedSinceVacuum = 0;
+    let vacuumCpu = 0;
+    let handled = 0;
+    let cpuBefore = await processCpuMicros(pid);
+    const claimSql = claim(layout.moving);
+    const completeSql = complete(layout.moving);
+    while (handled < options.backlog + options.events) {
+      if (handled === options.backlog) {
+        // The backlog is drained: what follows is the sustained phase, metered.
+        cpuBefore = await processCpuMicros(pid);
+        wal = { bytes: 0, records: 0, fpi: 0 };
+        statsBefore = await stats();
+        vacuumCpu = 0;
+      }
+      // Admissions once the backlog is drained, one batch per round.
+      if (queued.length < options.batch) {
+        for (let n = 0; n < options.batch; n += 1) {
+          const seq = nextId;
+          await run(client, layout.admit, [`sustained-${seq}`, `repo:acme/r${seq % 200}`, payloadTemplate], wal);
+          queued.push(nextId);
+          nextId += 1;
+        }
+      }
+      const ids = queued.splice(0, options.batch);
+      await run(client, claimSql, [ids], wal);
+      await run(client, completeSql, [ids], wal);
+      handled += ids.length;
+      updatedSinceVacuum += 2 * ids.length;
+      if (updatedSinceVacuum > 50 + 0.05 * (nextId - 1)) {
+        const vacuumBefore = await processCpuMicros(vacuumPid);
+        await vacuumer.query(`VACUUM ${layout.tables.join(', ')}`);
+        vacuumCpu += (await processCpuMicros(vacuumPid)) - vacuumBefore;
+        updatedSinceVacuum = 0;
+      }
+    }
+    const cpu = (await processCpuMicros(pid)) - cpuBefore;
+    const statsAfter = await stats();
+    const after = await sizes(client, layout);
+    const updates = statsAfter.updates - statsBefore.updates;
+    return {
+      layout,
+      events: options.events,
+      // Per event of the sustained phase: its admission, claim and completion.
+      cpuMicros: cpu / options.events,
+      vacuumCpuMicros: vacuumCpu / options.events,
+      walBytes: wal.bytes / options.events,
+      walRecords: wal.records / options.events,
+      walFpi: wal.fpi / options.events,
+      hotShare: updates === 0 ? 0 : (statsAfter.hot - statsBefore.hot) / updates,
+      before,
+      after,
+    };
+  } finally {
+    await client.end();
+    await vacuumer.end();
+    await db.drop();
+  }
+}
+
+const num = (value: number, digits = 0) => value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+function render(figures: Figures[][]): string {
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+  const lines = [
+    '| layout | backend CPU µs/event | VACUUM CPU µs/event | WAL bytes/event (records, FPI) | HOT updates | heap bytes/row before → after | heap+indexes bytes/row before → after |',
+    '|---|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const runs of figures) {
+    const m = (pick: (f: Figures) => number) => median(runs.map(pick));
+    const heapBefore = m((f) => f.before.heap / f.before.rows);
+    const heapAfter = m((f) => f.after.heap / f.after.rows);
+    const totalBefore = m((f) => f.before.total / f.before.rows);
+    const totalAfter = m((f) => f.after.total / f.after.rows);
+    lines.push(`| ${runs[0]!.layout.name} (${runs[0]!.layout.description}) | ${num(m((f) => f.cpuMicros), 1)} | ${num(m((f) => f.vacuumCpuMicros), 1)} | ` +
+      `${num(m((f) => f.walBytes))} (${num(m((f) => f.walRecords), 1)}, ${num(m((f) => f.walFpi), 2)}) | ${num(100 * m((f) => f.hotShare), 1)} % | ` +
+      `${num(heapBefore)} → ${num(heapAfter)} (${num(heapAfter / heapBefore, 2)}×) | ${num(totalBefore)} → ${num(totalAfter)} (${num(totalAfter / totalBefore, 2)}×) |`);
+  }
+  return lines.join('\n');
+}
+
+const program = new Command('bench:layouts')
+  .description("the inbox's layouts weighed: CPU, WAL and bytes per row under the growth workload's sustained phase")
+  .addOption(new Option('--backlog <n>', 'queued rows loaded set-based before the sustained phase').default(10_000).argParser(Number))
+  .addOption(new Option('--events <n>', 'events admitted, claimed and completed one batch at a time').default(200_000).argParser(Number))
+  .addOption(new Option('--batch <n>', 'events per claim and per completion').default(10).argParser(Number))
+  .addOption(new Option('--repetitions <n>').default(3).argParser(Number))
+  .option('--smoke', 'a few hundred events, one repetition');
+program.parse();
+const flags = program.opts<{ backlog: number; events: number; batch: number; repetitions: number; smoke?: boolean }>();
+const options = flags.smoke ? { backlog: 200, events: 500, batch: 10, repetitions: 1 } : flags;
+const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const layouts = [oneTable(30), oneTable(100), split(50), split(100)];
+const figures: Figures[][] = layouts.map(() => []);
+for (let rep = 1; rep <= options.repetitions; rep += 1) {
+  // Layouts take turns within a repetition, so a change of the machine's load falls on all of them.
+  for (const [i, layout] of layouts.entries()) {
+    const result = await measure(serverUrl, layout, options);
+    figures[i]!.push(result);
+    console.log(`${layout.name}, repetition ${rep}: ${num(result.cpuMicros, 1)} µs CPU/event, ${num(result.walBytes)} WAL bytes/event, ` +
+      `heap ${num(result.before.heap / result.before.rows)} → ${num(result.after.heap / result.after.rows)} bytes/row`);
+  }
+}
+console.log(`\n${options.backlog.toLocaleString('en-US')} queued rows loaded, then ${options.events.toLocaleString('en-US')} admitted, ` +
+  `claimed and completed ${options.batch} at a time; medians of ${options.repetitions} repetition(s)\n`);
+console.log(render(figures));
