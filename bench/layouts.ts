@@ -82,7 +82,16 @@ interface Layout {
   admit: string;
   /** The set-based load of `$1` queued rows (ids from 1), the payload $2. */
   load: string;
+  /** The completion of the leases of ids $1. */
+  complete: string;
 }
+
+const columnNames = (columns: string) => columns.split(',').map((column) => column.trim().split(/\s+/)[0]!);
+
+/** What a completion writes, by column; the rest stay as they are. */
+const completed: Record<string, string> = {
+  state: `'DONE'`, outcome: `'handled'`, handled_at: 'now()', leased_until: 'NULL', leased_by: 'NULL', lease_token: 'NULL',
+};
 
 const insertRecord = (table: string) =>
   `INSERT INTO ${table} (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id, payload)`;
@@ -104,6 +113,7 @@ function oneTable(fillFactor: number): Layout {
     moving: table,
     admit: `${insertRecord(table)} VALUES (1, 'github', $1, 'push', $2, '1:github:' || $2, 'https://github.com', 1, $3)`,
     load: `${insertRecord(table)} ${loadSelect}`,
+    complete: complete(table),
   };
 }
 
@@ -124,6 +134,36 @@ function split(stateFillFactor: number): Layout {
                             RETURNING id)
             INSERT INTO ${state} (id) SELECT id FROM stored`,
     load: `WITH stored AS (${insertRecord(record)} ${loadSelect} RETURNING id) INSERT INTO ${state} (id) SELECT id FROM stored`,
+    complete: complete(state),
+  };
+}
+
+/**
+ * pgmq's archive: a row lives in a queue table while it is QUEUED or LEASED
+ * and moves, at its completion, into a table of handled rows packed full
+ * (its payload copied out of the queue's TOAST into the other's).
+ */
+function movedOut(): Layout {
+  const queue = 'event_queue';
+  const handled = 'event_handled';
+  const columns = [...columnNames(recordColumns), ...columnNames(movingColumns)];
+  return {
+    name: 'moved out at completion',
+    description: 'the queue table at fill factor 30 holds the rows not yet handled; a completion moves each into a table at fill factor 100',
+    ddl: `CREATE TABLE ${queue} (${recordColumns}, ${movingColumns})
+            WITH (fillfactor = 30, toast_tuple_target = 128, autovacuum_enabled = false);
+          ${recordIndexes(queue)}
+          CREATE TABLE ${handled} (${recordColumns.replace('bigserial', 'bigint')}, ${movingColumns})
+            WITH (fillfactor = 100, toast_tuple_target = 128, autovacuum_enabled = false);
+          ${recordIndexes(handled)}
+          CREATE INDEX ON ${handled} (workspace_id, id) WHERE dead_at IS NOT NULL;`,
+    tables: [queue, handled],
+    moving: queue,
+    admit: `${insertRecord(queue)} VALUES (1, 'github', $1, 'push', $2, '1:github:' || $2, 'https://github.com', 1, $3)`,
+    load: `${insertRecord(queue)} ${loadSelect}`,
+    complete: `WITH moved AS (DELETE FROM ${queue} WHERE id = ANY($1::bigint[]) AND state = 'LEASED' RETURNING *)
+               INSERT INTO ${handled} (${columns.join(', ')})
+               SELECT ${columns.map((column) => completed[column] ?? column).join(', ')} FROM moved`,
   };
 }
 
@@ -132,8 +172,7 @@ const claim = (table: string) =>
           leased_until = now() + interval '30 seconds', leased_by = 'bench', leased_at = now(), lease_token = gen_random_uuid()
     WHERE id = ANY($1::bigint[]) AND state = 'QUEUED'`;
 const complete = (table: string) =>
-  `UPDATE ${table} SET state = 'DONE', outcome = 'handled', handled_at = now(),
-          leased_until = NULL, leased_by = NULL, lease_token = NULL
+  `UPDATE ${table} SET ${Object.entries(completed).map(([column, value]) => `${column} = ${value}`).join(', ')}
     WHERE id = ANY($1::bigint[]) AND state = 'LEASED'`;
 
 interface Figures {
@@ -169,11 +208,27 @@ async function sizes(client: pg.Client, layout: Layout): Promise<{ heap: number;
   const { rows } = await client.query<{ heap: string; total: string }>(
     `SELECT sum(pg_table_size(t::regclass)) AS heap, sum(pg_total_relation_size(t::regclass)) AS total FROM unnest($1::text[]) t`,
     [layout.tables]);
-  const { rows: count } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${layout.tables[0]}`);
+  // Events stored: a split layout's state rows are the record's; a moved-out one's rows are in one table or the other.
+  const counted = layout.moving === layout.tables[0] ? layout.tables : [layout.tables[0]!];
+  const { rows: count } = await client.query<{ n: string }>(
+    `SELECT ${counted.map((table) => `(SELECT count(*) FROM ${table})`).join(' + ')} AS n`);
   return { heap: Number(rows[0]!.heap), total: Number(rows[0]!.total), rows: Number(count[0]!.n) };
 }
 
-async function measure(serverUrl: string, layout: Layout, options: { backlog: number; events: number; batch: number }): Promise<Figures> {
+interface MeasureOptions {
+  backlog: number;
+  events: number;
+  batch: number;
+  /**
+   * Vacuum as autovacuum's insert trigger would (1,000 + this × rows inserted
+   * since the last) instead of at 5 % of rows updated: on a table whose
+   * updates are all heap-only, pruning takes the dead versions away before
+   * they count, so the insert trigger is the one that fires.
+   */
+  vacuumInserts?: number;
+}
+
+async function measure(serverUrl: string, layout: Layout, options: MeasureOptions): Promise<Figures> {
   const db = await createScratchDatabase(serverUrl, { prefix: 'wharf_bench_layouts', poolSize: 2 });
   const client = await db.connect();
   const vacuumer = await db.connect();
@@ -196,11 +251,12 @@ async function measure(serverUrl: string, layout: Layout, options: { backlog: nu
     const queued: number[] = Array.from({ length: options.backlog }, (_, i) => i + 1);
     let nextId = options.backlog + 1;
     let updatedSinceVacuum = 0;
+    let insertedSinceVacuum = 0;
     let vacuumCpu = 0;
     let handled = 0;
     let cpuBefore = await processCpuMicros(pid);
     const claimSql = claim(layout.moving);
-    const completeSql = complete(layout.moving);
+    const completeSql = layout.complete;
     while (handled < options.backlog + options.events) {
       if (handled === options.backlog) {
         // The backlog is drained: what follows is the sustained phase, metered.
@@ -216,6 +272,7 @@ async function measure(serverUrl: string, layout: Layout, options: { backlog: nu
           await run(client, layout.admit, [`sustained-${seq}`, `repo:acme/r${seq % 200}`, payloadTemplate], wal);
           queued.push(nextId);
           nextId += 1;
+          insertedSinceVacuum += 1;
         }
       }
       const ids = queued.splice(0, options.batch);
@@ -223,11 +280,15 @@ async function measure(serverUrl: string, layout: Layout, options: { backlog: nu
       await run(client, completeSql, [ids], wal);
       handled += ids.length;
       updatedSinceVacuum += 2 * ids.length;
-      if (updatedSinceVacuum > 50 + 0.05 * (nextId - 1)) {
+      const vacuumDue = options.vacuumInserts === undefined
+        ? updatedSinceVacuum > 50 + 0.05 * (nextId - 1)
+        : insertedSinceVacuum > 1_000 + options.vacuumInserts * (nextId - 1);
+      if (vacuumDue) {
         const vacuumBefore = await processCpuMicros(vacuumPid);
         await vacuumer.query(`VACUUM ${layout.tables.join(', ')}`);
         vacuumCpu += (await processCpuMicros(vacuumPid)) - vacuumBefore;
         updatedSinceVacuum = 0;
+        insertedSinceVacuum = 0;
       }
     }
     const cpu = (await processCpuMicros(pid)) - cpuBefore;
@@ -281,12 +342,19 @@ const program = new Command('bench:layouts')
   .addOption(new Option('--events <n>', 'events admitted, claimed and completed one batch at a time').default(200_000).argParser(Number))
   .addOption(new Option('--batch <n>', 'events per claim and per completion').default(10).argParser(Number))
   .addOption(new Option('--repetitions <n>').default(3).argParser(Number))
+  .addOption(new Option('--vacuum-inserts <fraction>', "vacuum at autovacuum's insert trigger, 1,000 + fraction × rows inserted").argParser(Number))
+  .option('--layouts <names>', 'a comma-separated subset of ff30,ff100,split50,split100,moved', 'ff30,ff100,split50,split100,moved')
   .option('--smoke', 'a few hundred events, one repetition');
 program.parse();
-const flags = program.opts<{ backlog: number; events: number; batch: number; repetitions: number; smoke?: boolean }>();
-const options = flags.smoke ? { backlog: 200, events: 500, batch: 10, repetitions: 1 } : flags;
+const flags = program.opts<MeasureOptions & { repetitions: number; smoke?: boolean; layouts: string }>();
+const options = flags.smoke ? { ...flags, backlog: 200, events: 500, batch: 10, repetitions: 1 } : flags;
 const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const layouts = [oneTable(30), oneTable(100), split(50), split(100)];
+const known: Record<string, Layout> = { ff30: oneTable(30), ff100: oneTable(100), split50: split(50), split100: split(100), moved: movedOut() };
+const layouts = flags.layouts.split(',').map((name) => {
+  const layout = known[name.trim()];
+  if (!layout) throw new Error(`unknown layout ${name}; choose from ${Object.keys(known).join(', ')}`);
+  return layout;
+});
 const figures: Figures[][] = layouts.map(() => []);
 for (let rep = 1; rep <= options.repetitions; rep += 1) {
   // Layouts take turns within a repetition, so a change of the machine's load falls on all of them.
@@ -297,6 +365,9 @@ for (let rep = 1; rep <= options.repetitions; rep += 1) {
       `heap ${num(result.before.heap / result.before.rows)} → ${num(result.after.heap / result.after.rows)} bytes/row`);
   }
 }
+const vacuum = options.vacuumInserts === undefined
+  ? 'VACUUM at 5 % of rows updated'
+  : `VACUUM at 1,000 + ${options.vacuumInserts} × rows inserted`;
 console.log(`\n${options.backlog.toLocaleString('en-US')} queued rows loaded, then ${options.events.toLocaleString('en-US')} admitted, ` +
-  `claimed and completed ${options.batch} at a time; medians of ${options.repetitions} repetition(s)\n`);
+  `claimed and completed ${options.batch} at a time; ${vacuum}; medians of ${options.repetitions} repetition(s)\n`);
 console.log(render(figures));
