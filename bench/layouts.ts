@@ -78,7 +78,7 @@ interface Layout {
   tables: string[];
   /** The table the claim and the completion update. */
   moving: string;
-  /** One admission: one statement, $1 delivery key, $2 subject, $3 payload. */
+  /** One admission: one statement, $1 delivery key, $2 subject, $3 payload, $4 the id (given, so that admitters side by side need no RETURNING). */
   admit: string;
   /** The set-based load of `$1` queued rows (ids from 1), the payload $2. */
   load: string;
@@ -94,9 +94,9 @@ const completed: Record<string, string> = {
 };
 
 const insertRecord = (table: string) =>
-  `INSERT INTO ${table} (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id, payload)`;
+  `INSERT INTO ${table} (id, workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id, payload)`;
 
-const loadSelect = `SELECT 1, 'github', 'load-' || g, 'push', 'repo:acme/r' || (g % 200), '1:github:repo:acme/r' || (g % 200),
+const loadSelect = `SELECT g, 1, 'github', 'load-' || g, 'push', 'repo:acme/r' || (g % 200), '1:github:repo:acme/r' || (g % 200),
          'https://github.com', 1, jsonb_set($2::jsonb, '{bench}', jsonb_build_object('seq', g))
     FROM generate_series(1, $1::bigint) g ORDER BY g`;
 
@@ -111,7 +111,7 @@ function oneTable(fillFactor: number): Layout {
           CREATE INDEX ON ${table} (workspace_id, id) WHERE dead_at IS NOT NULL;`,
     tables: [table],
     moving: table,
-    admit: `${insertRecord(table)} VALUES (1, 'github', $1, 'push', $2, '1:github:' || $2, 'https://github.com', 1, $3)`,
+    admit: `${insertRecord(table)} VALUES ($4, 1, 'github', $1, 'push', $2, '1:github:' || $2, 'https://github.com', 1, $3)`,
     load: `${insertRecord(table)} ${loadSelect}`,
     complete: complete(table),
   };
@@ -130,7 +130,7 @@ function split(stateFillFactor: number): Layout {
           CREATE INDEX ON ${state} (id) WHERE dead_at IS NOT NULL;`,
     tables: [record, state],
     moving: state,
-    admit: `WITH stored AS (${insertRecord(record)} VALUES (1, 'github', $1, 'push', $2, '1:github:' || $2, 'https://github.com', 1, $3)
+    admit: `WITH stored AS (${insertRecord(record)} VALUES ($4, 1, 'github', $1, 'push', $2, '1:github:' || $2, 'https://github.com', 1, $3)
                             RETURNING id)
             INSERT INTO ${state} (id) SELECT id FROM stored`,
     load: `WITH stored AS (${insertRecord(record)} ${loadSelect} RETURNING id) INSERT INTO ${state} (id) SELECT id FROM stored`,
@@ -159,7 +159,7 @@ function movedOut(): Layout {
           CREATE INDEX ON ${handled} (workspace_id, id) WHERE dead_at IS NOT NULL;`,
     tables: [queue, handled],
     moving: queue,
-    admit: `${insertRecord(queue)} VALUES (1, 'github', $1, 'push', $2, '1:github:' || $2, 'https://github.com', 1, $3)`,
+    admit: `${insertRecord(queue)} VALUES ($4, 1, 'github', $1, 'push', $2, '1:github:' || $2, 'https://github.com', 1, $3)`,
     load: `${insertRecord(queue)} ${loadSelect}`,
     complete: `WITH moved AS (DELETE FROM ${queue} WHERE id = ANY($1::bigint[]) AND state = 'LEASED' RETURNING *)
                INSERT INTO ${handled} (${columns.join(', ')})
@@ -226,6 +226,10 @@ interface MeasureOptions {
    * they count, so the insert trigger is the one that fires.
    */
   vacuumInserts?: number;
+  /** Connections admitting side by side; with claimers. */
+  admitters: number;
+  /** Connections claiming and completing side by side; unset: admissions and claims take turns on one connection. */
+  claimers?: number;
 }
 
 async function measure(serverUrl: string, layout: Layout, options: MeasureOptions): Promise<Figures> {
@@ -246,52 +250,95 @@ async function measure(serverUrl: string, layout: Layout, options: MeasureOption
         `SELECT n_tup_upd AS updates, n_tup_hot_upd AS hot FROM pg_stat_user_tables WHERE relname = $1`, [layout.moving]);
       return { updates: Number(rows[0]!.updates), hot: Number(rows[0]!.hot) };
     };
-    let statsBefore = await stats();
-    let wal = { bytes: 0, records: 0, fpi: 0 };
+    const claimSql = claim(layout.moving);
+    const completeSql = layout.complete;
     const queued: number[] = Array.from({ length: options.backlog }, (_, i) => i + 1);
+    // The backlog first, unmetered: the sustained phase starts on an empty queue, as growth's does.
+    const unmetered = { bytes: 0, records: 0, fpi: 0 };
+    while (queued.length > 0) {
+      const ids = queued.splice(0, options.batch);
+      await run(client, claimSql, [ids], unmetered);
+      await run(client, completeSql, [ids], unmetered);
+    }
+
+    const statsBefore = await stats();
+    const wal = { bytes: 0, records: 0, fpi: 0 };
     let nextId = options.backlog + 1;
+    const lastId = options.backlog + options.events;
     let updatedSinceVacuum = 0;
     let insertedSinceVacuum = 0;
     let vacuumCpu = 0;
-    let handled = 0;
-    let cpuBefore = await processCpuMicros(pid);
-    const claimSql = claim(layout.moving);
-    const completeSql = layout.complete;
-    while (handled < options.backlog + options.events) {
-      if (handled === options.backlog) {
-        // The backlog is drained: what follows is the sustained phase, metered.
-        cpuBefore = await processCpuMicros(pid);
-        wal = { bytes: 0, records: 0, fpi: 0 };
-        statsBefore = await stats();
-        vacuumCpu = 0;
-      }
-      // Admissions once the backlog is drained, one batch per round.
-      if (queued.length < options.batch) {
-        for (let n = 0; n < options.batch; n += 1) {
-          const seq = nextId;
-          await run(client, layout.admit, [`sustained-${seq}`, `repo:acme/r${seq % 200}`, payloadTemplate], wal);
-          queued.push(nextId);
-          nextId += 1;
-          insertedSinceVacuum += 1;
-        }
-      }
-      const ids = queued.splice(0, options.batch);
-      await run(client, claimSql, [ids], wal);
-      await run(client, completeSql, [ids], wal);
-      handled += ids.length;
-      updatedSinceVacuum += 2 * ids.length;
-      const vacuumDue = options.vacuumInserts === undefined
+    let vacuuming: Promise<void> | undefined;
+    /** Starts a VACUUM on its own connection when one is due, as autovacuum would, beside the workload. */
+    const vacuumIfDue = () => {
+      const due = options.vacuumInserts === undefined
         ? updatedSinceVacuum > 50 + 0.05 * (nextId - 1)
         : insertedSinceVacuum > 1_000 + options.vacuumInserts * (nextId - 1);
-      if (vacuumDue) {
+      if (!due || vacuuming) return;
+      updatedSinceVacuum = 0;
+      insertedSinceVacuum = 0;
+      vacuuming = (async () => {
         const vacuumBefore = await processCpuMicros(vacuumPid);
         await vacuumer.query(`VACUUM ${layout.tables.join(', ')}`);
         vacuumCpu += (await processCpuMicros(vacuumPid)) - vacuumBefore;
-        updatedSinceVacuum = 0;
-        insertedSinceVacuum = 0;
+      })().finally(() => {
+        vacuuming = undefined;
+      });
+    };
+    const admit = async (connection: pg.Client) => {
+      const seq = nextId;
+      nextId += 1;
+      await run(connection, layout.admit, [`sustained-${seq}`, `repo:acme/r${seq % 200}`, payloadTemplate, seq], wal);
+      queued.push(seq);
+      insertedSinceVacuum += 1;
+    };
+    const handle = async (connection: pg.Client, ids: number[]) => {
+      await run(connection, claimSql, [ids], wal);
+      await run(connection, completeSql, [ids], wal);
+      updatedSinceVacuum += 2 * ids.length;
+      vacuumIfDue();
+    };
+    const others: pg.Client[] = [];
+    let meter: () => Promise<number>;
+    if (options.claimers === undefined) {
+      // Lockstep, on one connection: a batch admitted, then claimed and completed.
+      const cpuBefore = await processCpuMicros(pid);
+      meter = async () => (await processCpuMicros(pid)) - cpuBefore;
+      while (nextId <= lastId) {
+        for (let n = 0; n < options.batch && nextId <= lastId; n += 1) await admit(client);
+        await handle(client, queued.splice(0, options.batch));
       }
+    } else {
+      // Side by side, as a deployment runs: admitters inserting as fast as they can while claimers take what committed.
+      for (let n = 0; n < options.admitters + options.claimers; n += 1) others.push(await db.connect());
+      const pids = await Promise.all(others.map(async (other) =>
+        (await other.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid));
+      const before = await Promise.all(pids.map(processCpuMicros));
+      meter = async () => (await Promise.all(pids.map(processCpuMicros))).reduce((sum, micros, i) => sum + micros - before[i]!, 0);
+      let handled = 0;
+      const admitters = others.slice(0, options.admitters).map(async (connection) => {
+        while (nextId <= lastId) await admit(connection);
+      });
+      const claimers = others.slice(options.admitters).map(async (connection) => {
+        while (handled < options.events) {
+          const ids = queued.splice(0, options.batch);
+          if (ids.length === 0) {
+            await new Promise((resolve) => setTimeout(resolve, 1));
+            continue;
+          }
+          await handle(connection, ids);
+          handled += ids.length;
+        }
+      });
+      await Promise.all([...admitters, ...claimers]);
     }
-    const cpu = (await processCpuMicros(pid)) - cpuBefore;
+    await vacuuming;
+    const cpu = await meter();
+    for (const other of others) {
+      await other.query('SELECT pg_stat_force_next_flush()');
+      await other.query('SELECT 1');
+      await other.end();
+    }
     const statsAfter = await stats();
     const after = await sizes(client, layout);
     const updates = statsAfter.updates - statsBefore.updates;
@@ -343,6 +390,8 @@ const program = new Command('bench:layouts')
   .addOption(new Option('--batch <n>', 'events per claim and per completion').default(10).argParser(Number))
   .addOption(new Option('--repetitions <n>').default(3).argParser(Number))
   .addOption(new Option('--vacuum-inserts <fraction>', "vacuum at autovacuum's insert trigger, 1,000 + fraction × rows inserted").argParser(Number))
+  .addOption(new Option('--admitters <n>', 'connections admitting side by side (with --claimers)').default(4).argParser(Number))
+  .addOption(new Option('--claimers <n>', 'connections claiming and completing side by side, as a deployment runs').argParser(Number))
   .option('--layouts <names>', 'a comma-separated subset of ff30,ff100,split50,split100,moved', 'ff30,ff100,split50,split100,moved')
   .option('--smoke', 'a few hundred events, one repetition');
 program.parse();
