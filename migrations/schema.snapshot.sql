@@ -1775,17 +1775,15 @@ BEGIN
   v_total := v_total + v_count;
 
   INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
-  SELECT r.id, s.workspace_id, 'stuck:' || s.scope_key || ':' || h.id, r.kind,
-         jsonb_build_object('scope_key', s.scope_key, 'subject', h.subject,
-                            'waiting_since', greatest(h.received_at, h.replayed_at),
+  SELECT r.id, t.workspace_id, 'stuck:' || t.scope_key || ':' || h.id, r.kind,
+         jsonb_build_object('scope_key', t.scope_key, 'subject', h.subject, 'waiting_since', t.since,
                             'head', jsonb_build_object('id', h.id, 'provider', h.provider, 'event_type', h.event_type,
                                                        'state', h.state, 'attempt', h.attempt,
                                                        'error_class', h.error_class))
     FROM wharf.alert_rule r
-    JOIN wharf.scope s ON (r.workspace_id IS NULL OR s.workspace_id = r.workspace_id)
-    JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
+    CROSS JOIN LATERAL wharf.scopes_stuck_since(v_now - make_interval(secs => r.window_seconds), r.workspace_id, 1000) t
+    JOIN wharf.provider_event h ON h.id = t.head_id
    WHERE r.kind = 'stuck_scope'
-     AND greatest(h.received_at, h.replayed_at) < v_now - make_interval(secs => r.window_seconds)
    LIMIT 1000
   ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
   GET DIAGNOSTICS v_count = ROW_COUNT;
@@ -3160,20 +3158,7 @@ BEGIN
 
   SELECT count(*), coalesce(extract(epoch FROM v_now - min(x.since))::float8, 0)
     INTO stuck_scopes, oldest_stuck_age
-    FROM (SELECT DISTINCT ON (y.scope_key) y.scope_key, y.since
-            FROM ((SELECT s.scope_key, s.failing_since AS since FROM wharf.scope s
-                    WHERE s.failing_since < v_stuck_since
-                    ORDER BY s.failing_since LIMIT 10000)
-                  UNION ALL
-                  (SELECT w.scope_key, w.ready_at
-                     FROM wharf.claimable_kinds() k(kind)
-                     CROSS JOIN LATERAL (SELECT s.scope_key, s.ready_at FROM wharf.scope s
-                                          WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
-                                            AND s.head_kind = k.kind AND s.ready_at < v_stuck_since
-                                          ORDER BY s.ready_at LIMIT 10000) w
-                    LIMIT 10000)) y
-           ORDER BY y.scope_key, y.since
-           LIMIT 10000) x;
+    FROM wharf.scopes_stuck_since(v_stuck_since, NULL, 10000) x;
 END $$;
 
 --
@@ -3666,6 +3651,39 @@ CREATE FUNCTION wharf.scope_workspace_active(p_workspace_id bigint) RETURNS bool
 $$;
 
 --
+-- Name: scopes_stuck_since(timestamp with time zone, bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.scopes_stuck_since(p_before timestamp with time zone, p_workspace_id bigint, p_limit integer) RETURNS TABLE(scope_key text, workspace_id bigint, head_id bigint, since timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT x.scope_key, x.workspace_id, x.head_id, x.since
+    FROM (SELECT DISTINCT ON (y.scope_key) y.scope_key, y.workspace_id, y.head_id, y.since
+            FROM ((SELECT s.scope_key, s.workspace_id, coalesce(s.leased_id, s.head_id) AS head_id, s.failing_since AS since
+                     FROM wharf.scope s
+                    WHERE s.failing_since < p_before
+                      AND (p_workspace_id IS NULL OR s.workspace_id = p_workspace_id)
+                      AND NOT EXISTS (SELECT FROM wharf.provider_event h JOIN wharf.connection c ON c.id = h.connection_id
+                                       WHERE h.id = coalesce(s.leased_id, s.head_id) AND c.state = 'PAUSED')
+                    ORDER BY s.failing_since LIMIT p_limit)
+                  UNION ALL
+                  (SELECT w.scope_key, w.workspace_id, w.head_id, w.ready_at
+                     FROM wharf.claimable_kinds() k(kind)
+                     CROSS JOIN LATERAL (SELECT s.scope_key, s.workspace_id, s.head_id, s.ready_at FROM wharf.scope s
+                                          WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                                            AND s.head_kind = k.kind AND s.ready_at < p_before
+                                            AND (p_workspace_id IS NULL OR s.workspace_id = p_workspace_id)
+                                            AND NOT EXISTS (SELECT FROM wharf.provider_event h
+                                                              JOIN wharf.connection c ON c.id = h.connection_id
+                                                             WHERE h.id = s.head_id AND c.state = 'PAUSED')
+                                          ORDER BY s.ready_at LIMIT p_limit) w
+                    ORDER BY w.ready_at LIMIT p_limit)) y
+           ORDER BY y.scope_key, y.since) x
+   ORDER BY x.since, x.scope_key
+   LIMIT p_limit
+$$;
+
+--
 -- Name: search_events(bigint, jsonb, jsonb, text, text, integer, bigint, text, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -4143,32 +4161,25 @@ $$;
 CREATE FUNCTION wharf.stuck_scope_list(p_workspace_id bigint, p_older_than interval, p_limit integer) RETURNS jsonb
     LANGUAGE sql STABLE
     AS $$
-  SELECT coalesce(jsonb_agg(x.scope ORDER BY x.since, x.scope_key), '[]')
-    FROM (SELECT s.scope_key, greatest(h.received_at, h.replayed_at) AS since,
-                 jsonb_build_object(
-                   'scope_key', s.scope_key, 'subject', h.subject,
-                   'reason', CASE WHEN h.state = 'LEASED' THEN 'leased'
-                                  WHEN c.state = 'PAUSED' THEN 'paused'
-                                  WHEN h.attempt > 0 OR h.error_class IS NOT NULL THEN 'failing'
-                                  ELSE 'waiting' END,
-                   'waiting_since', greatest(h.received_at, h.replayed_at),
-                   'waiting_seconds', floor(extract(epoch FROM now() - greatest(h.received_at, h.replayed_at))),
-                   'behind', b.n, 'behind_capped', b.n >= 10000,
-                   'head', wharf.event_summary(h) || jsonb_build_object('leased_by', h.leased_by,
-                                                                        'leased_until', h.leased_until),
-                   'connection', jsonb_build_object('id', c.id, 'state', c.state)) AS scope
-            FROM wharf.scope s
-            JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
-            LEFT JOIN wharf.connection c ON c.id = h.connection_id
-            CROSS JOIN LATERAL (SELECT count(*) AS n
-                                  FROM (SELECT FROM wharf.provider_event e
-                                         WHERE e.scope_key = s.scope_key AND e.id > h.id AND e.state = 'QUEUED'
-                                         LIMIT 10000) q) b
-           WHERE s.workspace_id = p_workspace_id
-             AND (s.leased_id IS NOT NULL OR s.head_id IS NOT NULL)
-             AND greatest(h.received_at, h.replayed_at) < now() - p_older_than
-           ORDER BY greatest(h.received_at, h.replayed_at), s.scope_key
-           LIMIT p_limit) x
+  SELECT coalesce(jsonb_agg(jsonb_build_object(
+           'scope_key', t.scope_key, 'subject', h.subject,
+           'reason', CASE WHEN h.state = 'LEASED' THEN 'leased'
+                          WHEN s.failing_since IS NOT NULL THEN 'failing'
+                          ELSE 'waiting' END,
+           'waiting_since', t.since,
+           'waiting_seconds', floor(extract(epoch FROM now() - t.since)),
+           'behind', b.n, 'behind_capped', b.n >= 10000,
+           'head', wharf.event_summary(h) || jsonb_build_object('leased_by', h.leased_by,
+                                                                'leased_until', h.leased_until),
+           'connection', jsonb_build_object('id', c.id, 'state', c.state)) ORDER BY t.since, t.scope_key), '[]')
+    FROM wharf.scopes_stuck_since(now() - p_older_than, p_workspace_id, p_limit) t
+    JOIN wharf.scope s ON s.scope_key = t.scope_key
+    JOIN wharf.provider_event h ON h.id = t.head_id
+    LEFT JOIN wharf.connection c ON c.id = h.connection_id
+    CROSS JOIN LATERAL (SELECT count(*) AS n
+                          FROM (SELECT FROM wharf.provider_event e
+                                 WHERE e.scope_key = t.scope_key AND e.id > h.id AND e.state = 'QUEUED'
+                                 LIMIT 10000) q) b
 $$;
 
 --

@@ -274,7 +274,7 @@ export const stuckScopeQuery = z.object({
 
 export const stuckScope = z.object({
   scope_key: z.string(), subject: z.string().nullable(),
-  reason: z.enum(['leased', 'paused', 'failing', 'waiting']),
+  reason: z.enum(['leased', 'failing', 'waiting']),
   waiting_since: time, waiting_seconds: z.number(),
   behind: z.number().openapi({ description: 'QUEUED events after the head, counted up to 10000' }),
   behind_capped: z.boolean(),

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Issue } from '../../operator/sql/issues.js';
 import type { StuckScope } from '../../operator/sql/stuck-scopes.js';
-import { admitEvent, createConnection, createWorkspace, deadEvent, finishEvent } from '../support/api-fixtures.js';
+import { admitEvent, ageScope, createConnection, createWorkspace, deadEvent, finishEvent } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runWharf, type CliResult } from '../support/wharf-cli.js';
 
@@ -56,7 +56,7 @@ describe('wharf stuck', () => {
     const subject = 'repo:acme/cli-stuck';
     const head = await admitEvent(db.pool, connection, { subject });
     const next = await admitEvent(db.pool, connection, { subject });
-    await db.pool.query(`UPDATE wharf.provider_event SET received_at = now() - interval '1 hour' WHERE id = ANY($1)`, [[head, next]]);
+    await ageScope(db.pool, head, 3600);
 
     const [scope] = json<StuckScope[]>(await wharf('stuck', 'list', '-w', String(W), '--older-than', '10m', '--json'));
     expect(scope).toMatchObject({ subject, reason: 'waiting', behind: 1, head: { id: head } });
