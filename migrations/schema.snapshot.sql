@@ -200,6 +200,16 @@ BEGIN
 END $_$;
 
 --
+-- Name: admission_outcome(text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.admission_outcome(p_reason text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT CASE WHEN p_reason IN ('connection-inactive', 'workspace-inactive') THEN 'refused' ELSE 'dropped' END
+$$;
+
+--
 -- Name: admission_page(bigint, boolean, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1593,6 +1603,46 @@ BEGIN
 END $$;
 
 --
+-- Name: delivery_gauges(timestamp with time zone, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.delivery_gauges(p_minute timestamp with time zone, p_top integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_at timestamptz := date_trunc('minute', coalesce(p_minute, now() - interval '1 minute'));
+BEGIN
+  IF p_top IS NULL OR p_top < 1 OR p_top > 100 THEN
+    RAISE EXCEPTION 'wharf.delivery_gauges: top must be between 1 and 100' USING ERRCODE = '22023';
+  END IF;
+  RETURN (
+    WITH counted AS (
+      SELECT e.connection_id, 'accepted' AS outcome, '' AS reason, count(*) AS n
+        FROM wharf.provider_event e
+       WHERE e.received_at >= v_at AND e.received_at < v_at + interval '1 minute'
+       GROUP BY e.connection_id
+      UNION ALL
+      SELECT a.connection_id, wharf.admission_outcome(a.reason), a.reason, count(*)
+        FROM wharf.admission_log a
+       WHERE a.at >= v_at AND a.at < v_at + interval '1 minute'
+       GROUP BY a.connection_id, a.reason
+    ), top AS (
+      SELECT c.connection_id FROM counted c WHERE c.connection_id IS NOT NULL
+       GROUP BY c.connection_id ORDER BY sum(c.n) DESC, c.connection_id LIMIT p_top
+    )
+    SELECT jsonb_build_object('minute', v_at, 'deliveries', coalesce(jsonb_agg(jsonb_build_object(
+             'connection', g.connection, 'outcome', g.outcome, 'reason', g.reason, 'count', g.n)
+             ORDER BY g.connection, g.outcome, g.reason), '[]'))
+      FROM (SELECT CASE WHEN c.connection_id IS NULL THEN 'none'
+                        WHEN c.connection_id IN (SELECT t.connection_id FROM top t) THEN c.connection_id::text
+                        ELSE 'other' END AS connection,
+                   c.outcome, c.reason, sum(c.n) AS n
+              FROM counted c GROUP BY 1, 2, 3) g
+  );
+END $$;
+
+--
 -- Name: delivery_history(bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1629,9 +1679,13 @@ BEGIN
         FROM refused GROUP BY 1, 2, 4
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object('at', m.at, 'connection_id', m.connection_id, 'accepted', m.accepted,
-                                                 'refused', m.refused) ORDER BY m.at, m.connection_id NULLS FIRST), '[]')
+                                                 'refused', m.refused, 'dropped', m.dropped)
+                              ORDER BY m.at, m.connection_id NULLS FIRST), '[]')
       FROM (SELECT p.at, p.connection_id, sum(p.accepted) AS accepted,
-                   coalesce(jsonb_object_agg(p.reason, p.refused) FILTER (WHERE p.reason IS NOT NULL), '{}') AS refused
+                   coalesce(jsonb_object_agg(p.reason, p.refused)
+                              FILTER (WHERE p.reason IS NOT NULL AND wharf.admission_outcome(p.reason) = 'refused'), '{}') AS refused,
+                   coalesce(jsonb_object_agg(p.reason, p.refused)
+                              FILTER (WHERE p.reason IS NOT NULL AND wharf.admission_outcome(p.reason) = 'dropped'), '{}') AS dropped
               FROM per_minute p
              GROUP BY p.at, p.connection_id) m
   );
@@ -3055,7 +3109,7 @@ BEGIN
     WITH events AS (
       -- A replayed event waits from its replay, not from its arrival: it was
       -- DEAD in between.
-      SELECT e.received_at, e.state, greatest(e.received_at, e.replayed_at) AS waiting_since,
+      SELECT e.received_at, e.state, e.attempt, greatest(e.received_at, e.replayed_at) AS waiting_since,
              CASE e.state WHEN 'DONE' THEN e.handled_at WHEN 'DEAD' THEN e.dead_at END AS ended_at
         FROM wharf.provider_event e
        WHERE e.workspace_id = p_workspace_id
@@ -3078,6 +3132,7 @@ BEGIN
     endings AS (
       SELECT date_trunc('minute', ended_at) AS at,
              count(*) FILTER (WHERE state = 'DONE') AS handled,
+             coalesce(sum(attempt) FILTER (WHERE state = 'DONE'), 0) AS attempts,
              count(*) FILTER (WHERE state = 'DEAD') AS dead,
              min(waiting_since) AS earliest_waiting
         FROM events WHERE ended_at IS NOT NULL GROUP BY 1
@@ -3091,6 +3146,7 @@ BEGIN
     per_minute AS (
       SELECT m.at, m.ends,
              coalesce(a.admitted, 0) AS admitted, coalesce(x.handled, 0) AS handled,
+             coalesce(x.attempts, 0) AS attempts,
              coalesce(x.dead, 0) AS dead,
              -- Depth at the minute's end: every event waiting since before
              -- it (those before the window too) less every event ended before it.
@@ -3111,7 +3167,7 @@ BEGIN
         CROSS JOIN before_window b
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object(
-             'at', x.at, 'admitted', x.admitted, 'handled', x.handled, 'dead', x.dead,
+             'at', x.at, 'admitted', x.admitted, 'handled', x.handled, 'attempts', x.attempts, 'dead', x.dead,
              'depth', greatest(x.depth, 0),
              'oldest_age_seconds',
                CASE WHEN x.oldest < least(x.ends, v_now)
@@ -5493,6 +5549,12 @@ REVOKE ALL ON FUNCTION wharf.dead_letter_scope_head(p_workspace_id bigint, p_sco
 --
 
 REVOKE ALL ON FUNCTION wharf.delete_alert_rule(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION delivery_gauges(p_minute timestamp with time zone, p_top integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.delivery_gauges(p_minute timestamp with time zone, p_top integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION delivery_history(p_workspace_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -

@@ -200,7 +200,9 @@ export const bulkReplay = z.object({
 }).openapi('BulkReplay');
 
 export const queueMinute = z.object({
-  at: time, admitted: z.number(), handled: z.number(), dead: z.number(), depth: z.number(),
+  at: time, admitted: z.number(), handled: z.number(),
+  attempts: z.number().openapi({ description: 'attempts the events handled in the minute took, all told (attempts / handled: attempts per handled event)' }),
+  dead: z.number(), depth: z.number(),
   oldest_age_seconds: z.number(),
 }).openapi('QueueMinute');
 
@@ -344,5 +346,6 @@ export const failureMinute = z.object({ at: time, failed: z.number(), dead: z.nu
 
 export const deliveryMinute = z.object({
   at: time, connection_id: z.number().nullable(), accepted: z.number(),
-  refused: z.record(z.string(), z.number()).openapi({ description: 'refused or dropped, by reason' }),
+  refused: z.record(z.string(), z.number()).openapi({ description: 'refused by a recipient not ACTIVE (connection-inactive, workspace-inactive), by reason' }),
+  dropped: z.record(z.string(), z.number()).openapi({ description: 'dropped with no recipient (no-subscriber, unknown-source, source-inactive, …), by reason' }),
 }).openapi('DeliveryMinute');
