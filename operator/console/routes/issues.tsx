@@ -18,6 +18,7 @@ import { optionalCursor, optionalText } from '../filters.js';
 import { frameOf } from '../frame.js';
 import { Badge, Csrf, LiveUpdates, Notice, Page, Problem, Time } from '../layout.js';
 import { isIdText, rejectNul } from '../../api/params.js';
+import { rowFocus, rowKeysHint } from '../row-keys-script.js';
 import { workspaceScope, type WorkspaceScope } from '../scope.js';
 
 type Ctx = Context<ConsoleEnv>;
@@ -208,8 +209,8 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
 function IssueTable(props: { issues: Issue[]; scope: WorkspaceScope }) {
   if (props.issues.length === 0) return <p role="status">No issues: nothing has failed.</p>;
   return (
-    <table>
-      <caption class="visually-hidden">Issues, latest seen first</caption>
+    <table data-rows>
+      <caption class="visually-hidden">{`Issues, latest seen first. ${rowKeysHint}`}</caption>
       <thead>
         <tr>
           <th scope="col">Issue</th><th scope="col">Status</th><th scope="col">Provider</th><th scope="col">Event type</th>
@@ -218,8 +219,8 @@ function IssueTable(props: { issues: Issue[]; scope: WorkspaceScope }) {
         </tr>
       </thead>
       <tbody>
-        {props.issues.map((issue) => (
-          <tr>
+        {props.issues.map((issue, index) => (
+          <tr {...rowFocus(index)}>
             <th scope="row"><a href={`${props.scope.base}/issues/${issue.id}`}>{issue.error_class}</a></th>
             <td><Badge kind={issue.status} text={issue.status} />{issue.reopened > 0 ? ` (reopened ${issue.reopened}×)` : ''}</td>
             <td>{issue.provider}</td>
@@ -239,8 +240,8 @@ function IssueTable(props: { issues: Issue[]; scope: WorkspaceScope }) {
 function StuckTable(props: { scopes: StuckScope[]; scope: WorkspaceScope; csrfToken: string }) {
   if (props.scopes.length === 0) return <p role="status">No scope is stuck.</p>;
   return (
-    <table>
-      <caption class="visually-hidden">Stuck scopes, oldest head first</caption>
+    <table data-rows>
+      <caption class="visually-hidden">{`Stuck scopes, longest stuck first; Enter opens the head. ${rowKeysHint}`}</caption>
       <thead>
         <tr>
           <th scope="col">Scope</th><th scope="col">Why</th><th scope="col" class="num">Head</th><th scope="col">Event type</th>
@@ -248,8 +249,8 @@ function StuckTable(props: { scopes: StuckScope[]; scope: WorkspaceScope; csrfTo
         </tr>
       </thead>
       <tbody>
-        {props.scopes.map((stuck) => (
-          <tr>
+        {props.scopes.map((stuck, index) => (
+          <tr {...rowFocus(index)}>
             <th scope="row">{stuck.subject ?? stuck.scope_key}</th>
             <td><Badge kind={stuck.reason} text={stuck.reason} /></td>
             <td class="num"><a href={`${props.scope.base}/events/${stuck.head.id}`}>{String(stuck.head.id)}</a></td>
