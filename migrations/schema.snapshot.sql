@@ -1011,7 +1011,9 @@ CREATE TABLE wharf.bulk_replay (
     after_id bigint DEFAULT 0 NOT NULL,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    finished_at timestamp with time zone
+    finished_at timestamp with time zone,
+    cancelled_by text,
+    cancelled_at timestamp with time zone
 );
 
 --
@@ -1024,11 +1026,44 @@ CREATE FUNCTION wharf.bulk_replay_summary(r wharf.bulk_replay) RETURNS jsonb
   SELECT jsonb_build_object(
     'id', r.id, 'workspace_id', r.workspace_id, 'filter', r.filter, 'force', r.force,
     'requested_by', r.requested_by,
-    'state', CASE WHEN r.finished_at IS NULL THEN 'running' ELSE 'finished' END,
+    'state', CASE WHEN r.cancelled_at IS NOT NULL THEN 'cancelled'
+                  WHEN r.finished_at IS NULL THEN 'running' ELSE 'finished' END,
     'matched', r.matched, 'replayed', r.replayed,
-    'skipped', CASE WHEN r.finished_at IS NULL THEN 0 ELSE greatest(r.matched - r.replayed, 0) END,
-    'started_at', r.started_at, 'updated_at', r.updated_at, 'finished_at', r.finished_at)
+    'skipped', CASE WHEN r.finished_at IS NULL OR r.cancelled_at IS NOT NULL THEN 0
+                    ELSE greatest(r.matched - r.replayed, 0) END,
+    'started_at', r.started_at, 'updated_at', r.updated_at, 'finished_at', r.finished_at,
+    'cancelled_by', r.cancelled_by, 'cancelled_at', r.cancelled_at)
 $$;
+
+--
+-- Name: cancel_bulk_replay(bigint, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.cancel_bulk_replay(p_workspace_id bigint, p_id bigint, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_replay wharf.bulk_replay;
+  v_now    timestamptz;
+BEGIN
+  IF p_workspace_id IS NULL OR p_id IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf.cancel_bulk_replay: workspace, id and account are required' USING ERRCODE = '22004';
+  END IF;
+  SELECT * INTO v_replay FROM wharf.bulk_replay WHERE id = p_id AND workspace_id = p_workspace_id FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: workspace % has no bulk replay %', p_workspace_id, p_id USING ERRCODE = 'P0002';
+  END IF;
+  IF v_replay.finished_at IS NOT NULL THEN
+    RETURN wharf.bulk_replay_summary(v_replay) || '{"cancelled": false}';
+  END IF;
+  v_now := clock_timestamp();
+  UPDATE wharf.bulk_replay
+     SET finished_at = v_now, cancelled_at = v_now, cancelled_by = p_account, updated_at = v_now
+   WHERE id = p_id
+  RETURNING * INTO v_replay;
+  RETURN wharf.bulk_replay_summary(v_replay) || '{"cancelled": true}';
+END $$;
 
 --
 -- Name: change_issue_status(bigint, bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
@@ -5483,6 +5518,12 @@ REVOKE ALL ON FUNCTION wharf.advance_sweep(p_app_id bigint, p_source text, p_tok
 --
 
 REVOKE ALL ON FUNCTION wharf.begin_sweep(p_app_id bigint, p_source text, p_holder text, p_lease interval, p_since timestamp with time zone, p_overlap interval, p_first_lookback interval) FROM PUBLIC;
+
+--
+-- Name: FUNCTION cancel_bulk_replay(p_workspace_id bigint, p_id bigint, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.cancel_bulk_replay(p_workspace_id bigint, p_id bigint, p_account text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION claim(p_worker text, p_max integer, p_handles text[]); Type: ACL; Schema: wharf; Owner: -

@@ -194,10 +194,15 @@ export const admissionPage = z.object({
 
 export const bulkReplay = z.object({
   id: z.number(), workspace_id: z.number(), filter: z.record(z.string(), z.unknown()), force: z.boolean(),
-  requested_by: z.string(), state: z.enum(['running', 'finished']),
+  requested_by: z.string(), state: z.enum(['running', 'finished', 'cancelled']),
   matched: z.number(), replayed: z.number(), skipped: z.number(),
   started_at: time, updated_at: time, finished_at: time.nullable(),
+  cancelled_by: z.string().nullable(), cancelled_at: time.nullable(),
 }).openapi('BulkReplay');
+
+export const cancelledBulkReplay = bulkReplay.extend({
+  cancelled: z.boolean().openapi({ description: 'whether this request cancelled it (false: it had finished or been cancelled before)' }),
+}).openapi('CancelledBulkReplay');
 
 export const queueMinute = z.object({
   at: time, admitted: z.number(), handled: z.number(),
