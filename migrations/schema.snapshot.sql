@@ -1808,6 +1808,7 @@ END $$;
 CREATE FUNCTION wharf.evaluate_alert_rules(p_token uuid) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
     AS $$
 DECLARE
   v_now   timestamptz := now();
@@ -2653,6 +2654,7 @@ END $$;
 CREATE FUNCTION wharf.list_stuck_scopes(p_workspace_id bigint, p_older_than interval DEFAULT NULL::interval, p_limit integer DEFAULT 100) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
     AS $$
 BEGIN
   PERFORM wharf.require_workspace(p_workspace_id);
@@ -3220,6 +3222,7 @@ END $$;
 CREATE FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision, OUT depth_estimated boolean, OUT stuck_scopes bigint, OUT oldest_stuck_age double precision) RETURNS record
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
     AS $$
 DECLARE
   v_now         timestamptz := clock_timestamp();
@@ -3754,8 +3757,9 @@ CREATE FUNCTION wharf.scopes_stuck_since(p_before timestamp with time zone, p_wo
                      FROM wharf.scope s
                     WHERE s.failing_since < p_before
                       AND (p_workspace_id IS NULL OR s.workspace_id = p_workspace_id)
-                      AND NOT EXISTS (SELECT FROM wharf.provider_event h JOIN wharf.connection c ON c.id = h.connection_id
-                                       WHERE h.id = coalesce(s.leased_id, s.head_id) AND c.state = 'PAUSED')
+                      AND (NOT EXISTS (SELECT FROM wharf.connection p WHERE p.state = 'PAUSED')
+                           OR (SELECT c.state FROM wharf.provider_event h JOIN wharf.connection c ON c.id = h.connection_id
+                                WHERE h.id = coalesce(s.leased_id, s.head_id)) IS DISTINCT FROM 'PAUSED')
                     ORDER BY s.failing_since LIMIT p_limit)
                   UNION ALL
                   (SELECT w.scope_key, w.workspace_id, w.head_id, w.ready_at
@@ -3764,9 +3768,10 @@ CREATE FUNCTION wharf.scopes_stuck_since(p_before timestamp with time zone, p_wo
                                           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
                                             AND s.head_kind = k.kind AND s.ready_at < p_before
                                             AND (p_workspace_id IS NULL OR s.workspace_id = p_workspace_id)
-                                            AND NOT EXISTS (SELECT FROM wharf.provider_event h
-                                                              JOIN wharf.connection c ON c.id = h.connection_id
-                                                             WHERE h.id = s.head_id AND c.state = 'PAUSED')
+                                            AND (NOT EXISTS (SELECT FROM wharf.connection p WHERE p.state = 'PAUSED')
+                                                 OR (SELECT c.state FROM wharf.provider_event h
+                                                       JOIN wharf.connection c ON c.id = h.connection_id
+                                                      WHERE h.id = s.head_id) IS DISTINCT FROM 'PAUSED')
                                           ORDER BY s.ready_at LIMIT p_limit) w
                     ORDER BY w.ready_at LIMIT p_limit)) y
            ORDER BY y.scope_key, y.since) x

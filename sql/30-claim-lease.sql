@@ -479,7 +479,10 @@ $$;
 -- p_limit (NULL: all), each with its head (the leased event, else the
 -- queued one) and since when. Read through ix_scope_failing and, kind by
 -- kind, ix_scope_claim: the cost follows the stuck scopes read, not the
--- inbox. Internal.
+-- inbox. A head's connection is looked up (by primary keys) only while
+-- some connection is PAUSED, and as a scalar subquery, not NOT EXISTS: the
+-- planner keeps the index scans in order under their LIMIT instead of
+-- turning it into an anti join over the whole inbox. Internal.
 CREATE OR REPLACE FUNCTION wharf.scopes_stuck_since(p_before timestamptz, p_workspace_id bigint, p_limit integer)
 RETURNS TABLE (scope_key text, workspace_id bigint, head_id bigint, since timestamptz)
 LANGUAGE sql STABLE AS $$
@@ -489,8 +492,9 @@ LANGUAGE sql STABLE AS $$
                      FROM wharf.scope s
                     WHERE s.failing_since < p_before
                       AND (p_workspace_id IS NULL OR s.workspace_id = p_workspace_id)
-                      AND NOT EXISTS (SELECT FROM wharf.provider_event h JOIN wharf.connection c ON c.id = h.connection_id
-                                       WHERE h.id = coalesce(s.leased_id, s.head_id) AND c.state = 'PAUSED')
+                      AND (NOT EXISTS (SELECT FROM wharf.connection p WHERE p.state = 'PAUSED')
+                           OR (SELECT c.state FROM wharf.provider_event h JOIN wharf.connection c ON c.id = h.connection_id
+                                WHERE h.id = coalesce(s.leased_id, s.head_id)) IS DISTINCT FROM 'PAUSED')
                     ORDER BY s.failing_since LIMIT p_limit)
                   UNION ALL
                   (SELECT w.scope_key, w.workspace_id, w.head_id, w.ready_at
@@ -499,9 +503,10 @@ LANGUAGE sql STABLE AS $$
                                           WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
                                             AND s.head_kind = k.kind AND s.ready_at < p_before
                                             AND (p_workspace_id IS NULL OR s.workspace_id = p_workspace_id)
-                                            AND NOT EXISTS (SELECT FROM wharf.provider_event h
-                                                              JOIN wharf.connection c ON c.id = h.connection_id
-                                                             WHERE h.id = s.head_id AND c.state = 'PAUSED')
+                                            AND (NOT EXISTS (SELECT FROM wharf.connection p WHERE p.state = 'PAUSED')
+                                                 OR (SELECT c.state FROM wharf.provider_event h
+                                                       JOIN wharf.connection c ON c.id = h.connection_id
+                                                      WHERE h.id = s.head_id) IS DISTINCT FROM 'PAUSED')
                                           ORDER BY s.ready_at LIMIT p_limit) w
                     ORDER BY w.ready_at LIMIT p_limit)) y
            ORDER BY y.scope_key, y.since) x
@@ -522,10 +527,13 @@ $$;
 --                    (scopes_stuck_since, above: the stuck-scopes list's
 --                    rule), counted up to 10,000
 --   oldest_stuck_age seconds the longest-stuck of them has been so (0: none)
+-- JIT off: the planner prices the per-kind scans under their LIMIT as if
+-- every kind held 10,000 stuck heads, and compiling that plan costs
+-- hundreds of ms on every scrape, for a query that runs in a few.
 CREATE OR REPLACE FUNCTION wharf.queue_stats(
   OUT depth_by_state jsonb, OUT oldest_due_age float8, OUT depth_estimated boolean,
   OUT stuck_scopes bigint, OUT oldest_stuck_age float8)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 DECLARE
   v_now         timestamptz := clock_timestamp();
   v_stuck_since timestamptz := clock_timestamp() - wharf.setting_interval('stuck_after');

@@ -46,11 +46,11 @@ $$;
 -- The stuck scopes of workspace p_workspace_id (see stuck_scope_list),
 -- older than p_older_than or, when NULL, the setting stuck_after. P0002 for
 -- an unknown workspace, 22023 for a threshold below zero or a limit outside
--- 1..500.
+-- 1..500. JIT off, as queue_stats (sql/30).
 CREATE OR REPLACE FUNCTION wharf.list_stuck_scopes(
   p_workspace_id bigint, p_older_than interval DEFAULT NULL, p_limit integer DEFAULT 100)
 RETURNS jsonb
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 BEGIN
   PERFORM wharf.require_workspace(p_workspace_id);
   IF p_older_than < interval '0' THEN

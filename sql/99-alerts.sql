@@ -220,9 +220,10 @@ $$;
 --                     the stuck-scopes list's rule): one per head, at most
 --                     1000 per evaluation
 -- An instance rule covers every workspace and the installation rows. WH412
--- when p_token does not hold the sender's lease.
+-- when p_token does not hold the sender's lease. JIT off, as queue_stats
+-- (sql/30): the stuck scopes' scans are priced far above what they read.
 CREATE OR REPLACE FUNCTION wharf.evaluate_alert_rules(p_token uuid) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 DECLARE
   v_now   timestamptz := now();
   v_count integer;
