@@ -200,6 +200,16 @@ BEGIN
 END $_$;
 
 --
+-- Name: admission_outcome(text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.admission_outcome(p_reason text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT CASE WHEN p_reason IN ('connection-inactive', 'workspace-inactive') THEN 'refused' ELSE 'dropped' END
+$$;
+
+--
 -- Name: admission_page(bigint, boolean, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1001,7 +1011,9 @@ CREATE TABLE wharf.bulk_replay (
     after_id bigint DEFAULT 0 NOT NULL,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    finished_at timestamp with time zone
+    finished_at timestamp with time zone,
+    cancelled_by text,
+    cancelled_at timestamp with time zone
 );
 
 --
@@ -1014,11 +1026,44 @@ CREATE FUNCTION wharf.bulk_replay_summary(r wharf.bulk_replay) RETURNS jsonb
   SELECT jsonb_build_object(
     'id', r.id, 'workspace_id', r.workspace_id, 'filter', r.filter, 'force', r.force,
     'requested_by', r.requested_by,
-    'state', CASE WHEN r.finished_at IS NULL THEN 'running' ELSE 'finished' END,
+    'state', CASE WHEN r.cancelled_at IS NOT NULL THEN 'cancelled'
+                  WHEN r.finished_at IS NULL THEN 'running' ELSE 'finished' END,
     'matched', r.matched, 'replayed', r.replayed,
-    'skipped', CASE WHEN r.finished_at IS NULL THEN 0 ELSE greatest(r.matched - r.replayed, 0) END,
-    'started_at', r.started_at, 'updated_at', r.updated_at, 'finished_at', r.finished_at)
+    'skipped', CASE WHEN r.finished_at IS NULL OR r.cancelled_at IS NOT NULL THEN 0
+                    ELSE greatest(r.matched - r.replayed, 0) END,
+    'started_at', r.started_at, 'updated_at', r.updated_at, 'finished_at', r.finished_at,
+    'cancelled_by', r.cancelled_by, 'cancelled_at', r.cancelled_at)
 $$;
+
+--
+-- Name: cancel_bulk_replay(bigint, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.cancel_bulk_replay(p_workspace_id bigint, p_id bigint, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_replay wharf.bulk_replay;
+  v_now    timestamptz;
+BEGIN
+  IF p_workspace_id IS NULL OR p_id IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf.cancel_bulk_replay: workspace, id and account are required' USING ERRCODE = '22004';
+  END IF;
+  SELECT * INTO v_replay FROM wharf.bulk_replay WHERE id = p_id AND workspace_id = p_workspace_id FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: workspace % has no bulk replay %', p_workspace_id, p_id USING ERRCODE = 'P0002';
+  END IF;
+  IF v_replay.finished_at IS NOT NULL THEN
+    RETURN wharf.bulk_replay_summary(v_replay) || '{"cancelled": false}';
+  END IF;
+  v_now := clock_timestamp();
+  UPDATE wharf.bulk_replay
+     SET finished_at = v_now, cancelled_at = v_now, cancelled_by = p_account, updated_at = v_now
+   WHERE id = p_id
+  RETURNING * INTO v_replay;
+  RETURN wharf.bulk_replay_summary(v_replay) || '{"cancelled": true}';
+END $$;
 
 --
 -- Name: change_issue_status(bigint, bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1593,6 +1638,46 @@ BEGIN
 END $$;
 
 --
+-- Name: delivery_gauges(timestamp with time zone, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.delivery_gauges(p_minute timestamp with time zone, p_top integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_at timestamptz := date_trunc('minute', coalesce(p_minute, now() - interval '1 minute'));
+BEGIN
+  IF p_top IS NULL OR p_top < 1 OR p_top > 100 THEN
+    RAISE EXCEPTION 'wharf.delivery_gauges: top must be between 1 and 100' USING ERRCODE = '22023';
+  END IF;
+  RETURN (
+    WITH counted AS (
+      SELECT e.connection_id, 'accepted' AS outcome, '' AS reason, count(*) AS n
+        FROM wharf.provider_event e
+       WHERE e.received_at >= v_at AND e.received_at < v_at + interval '1 minute'
+       GROUP BY e.connection_id
+      UNION ALL
+      SELECT a.connection_id, wharf.admission_outcome(a.reason), a.reason, count(*)
+        FROM wharf.admission_log a
+       WHERE a.at >= v_at AND a.at < v_at + interval '1 minute'
+       GROUP BY a.connection_id, a.reason
+    ), top AS (
+      SELECT c.connection_id FROM counted c WHERE c.connection_id IS NOT NULL
+       GROUP BY c.connection_id ORDER BY sum(c.n) DESC, c.connection_id LIMIT p_top
+    )
+    SELECT jsonb_build_object('minute', v_at, 'deliveries', coalesce(jsonb_agg(jsonb_build_object(
+             'connection', g.connection, 'outcome', g.outcome, 'reason', g.reason, 'count', g.n)
+             ORDER BY g.connection, g.outcome, g.reason), '[]'))
+      FROM (SELECT CASE WHEN c.connection_id IS NULL THEN 'none'
+                        WHEN c.connection_id IN (SELECT t.connection_id FROM top t) THEN c.connection_id::text
+                        ELSE 'other' END AS connection,
+                   c.outcome, c.reason, sum(c.n) AS n
+              FROM counted c GROUP BY 1, 2, 3) g
+  );
+END $$;
+
+--
 -- Name: delivery_history(bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1629,9 +1714,13 @@ BEGIN
         FROM refused GROUP BY 1, 2, 4
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object('at', m.at, 'connection_id', m.connection_id, 'accepted', m.accepted,
-                                                 'refused', m.refused) ORDER BY m.at, m.connection_id NULLS FIRST), '[]')
+                                                 'refused', m.refused, 'dropped', m.dropped)
+                              ORDER BY m.at, m.connection_id NULLS FIRST), '[]')
       FROM (SELECT p.at, p.connection_id, sum(p.accepted) AS accepted,
-                   coalesce(jsonb_object_agg(p.reason, p.refused) FILTER (WHERE p.reason IS NOT NULL), '{}') AS refused
+                   coalesce(jsonb_object_agg(p.reason, p.refused)
+                              FILTER (WHERE p.reason IS NOT NULL AND wharf.admission_outcome(p.reason) = 'refused'), '{}') AS refused,
+                   coalesce(jsonb_object_agg(p.reason, p.refused)
+                              FILTER (WHERE p.reason IS NOT NULL AND wharf.admission_outcome(p.reason) = 'dropped'), '{}') AS dropped
               FROM per_minute p
              GROUP BY p.at, p.connection_id) m
   );
@@ -1719,6 +1808,7 @@ END $$;
 CREATE FUNCTION wharf.evaluate_alert_rules(p_token uuid) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
     AS $$
 DECLARE
   v_now   timestamptz := now();
@@ -1775,17 +1865,15 @@ BEGIN
   v_total := v_total + v_count;
 
   INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
-  SELECT r.id, s.workspace_id, 'stuck:' || s.scope_key || ':' || h.id, r.kind,
-         jsonb_build_object('scope_key', s.scope_key, 'subject', h.subject,
-                            'waiting_since', greatest(h.received_at, h.replayed_at),
+  SELECT r.id, t.workspace_id, 'stuck:' || t.scope_key || ':' || h.id, r.kind,
+         jsonb_build_object('scope_key', t.scope_key, 'subject', h.subject, 'waiting_since', t.since,
                             'head', jsonb_build_object('id', h.id, 'provider', h.provider, 'event_type', h.event_type,
                                                        'state', h.state, 'attempt', h.attempt,
                                                        'error_class', h.error_class))
     FROM wharf.alert_rule r
-    JOIN wharf.scope s ON (r.workspace_id IS NULL OR s.workspace_id = r.workspace_id)
-    JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
+    CROSS JOIN LATERAL wharf.scopes_stuck_since(v_now - make_interval(secs => r.window_seconds), r.workspace_id, 1000) t
+    JOIN wharf.provider_event h ON h.id = t.head_id
    WHERE r.kind = 'stuck_scope'
-     AND greatest(h.received_at, h.replayed_at) < v_now - make_interval(secs => r.window_seconds)
    LIMIT 1000
   ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
   GET DIAGNOSTICS v_count = ROW_COUNT;
@@ -2566,6 +2654,7 @@ END $$;
 CREATE FUNCTION wharf.list_stuck_scopes(p_workspace_id bigint, p_older_than interval DEFAULT NULL::interval, p_limit integer DEFAULT 100) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
     AS $$
 BEGIN
   PERFORM wharf.require_workspace(p_workspace_id);
@@ -3057,7 +3146,7 @@ BEGIN
     WITH events AS (
       -- A replayed event waits from its replay, not from its arrival: it was
       -- DEAD in between.
-      SELECT e.received_at, e.state, greatest(e.received_at, e.replayed_at) AS waiting_since,
+      SELECT e.received_at, e.state, e.attempt, greatest(e.received_at, e.replayed_at) AS waiting_since,
              CASE e.state WHEN 'DONE' THEN e.handled_at WHEN 'DEAD' THEN e.dead_at END AS ended_at
         FROM wharf.provider_event e
        WHERE e.workspace_id = p_workspace_id
@@ -3080,6 +3169,7 @@ BEGIN
     endings AS (
       SELECT date_trunc('minute', ended_at) AS at,
              count(*) FILTER (WHERE state = 'DONE') AS handled,
+             coalesce(sum(attempt) FILTER (WHERE state = 'DONE'), 0) AS attempts,
              count(*) FILTER (WHERE state = 'DEAD') AS dead,
              min(waiting_since) AS earliest_waiting
         FROM events WHERE ended_at IS NOT NULL GROUP BY 1
@@ -3093,6 +3183,7 @@ BEGIN
     per_minute AS (
       SELECT m.at, m.ends,
              coalesce(a.admitted, 0) AS admitted, coalesce(x.handled, 0) AS handled,
+             coalesce(x.attempts, 0) AS attempts,
              coalesce(x.dead, 0) AS dead,
              -- Depth at the minute's end: every event waiting since before
              -- it (those before the window too) less every event ended before it.
@@ -3113,7 +3204,7 @@ BEGIN
         CROSS JOIN before_window b
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object(
-             'at', x.at, 'admitted', x.admitted, 'handled', x.handled, 'dead', x.dead,
+             'at', x.at, 'admitted', x.admitted, 'handled', x.handled, 'attempts', x.attempts, 'dead', x.dead,
              'depth', greatest(x.depth, 0),
              'oldest_age_seconds',
                CASE WHEN x.oldest < least(x.ends, v_now)
@@ -3131,6 +3222,7 @@ END $$;
 CREATE FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_due_age double precision, OUT depth_estimated boolean, OUT stuck_scopes bigint, OUT oldest_stuck_age double precision) RETURNS record
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
     AS $$
 DECLARE
   v_now         timestamptz := clock_timestamp();
@@ -3160,20 +3252,7 @@ BEGIN
 
   SELECT count(*), coalesce(extract(epoch FROM v_now - min(x.since))::float8, 0)
     INTO stuck_scopes, oldest_stuck_age
-    FROM (SELECT DISTINCT ON (y.scope_key) y.scope_key, y.since
-            FROM ((SELECT s.scope_key, s.failing_since AS since FROM wharf.scope s
-                    WHERE s.failing_since < v_stuck_since
-                    ORDER BY s.failing_since LIMIT 10000)
-                  UNION ALL
-                  (SELECT w.scope_key, w.ready_at
-                     FROM wharf.claimable_kinds() k(kind)
-                     CROSS JOIN LATERAL (SELECT s.scope_key, s.ready_at FROM wharf.scope s
-                                          WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
-                                            AND s.head_kind = k.kind AND s.ready_at < v_stuck_since
-                                          ORDER BY s.ready_at LIMIT 10000) w
-                    LIMIT 10000)) y
-           ORDER BY y.scope_key, y.since
-           LIMIT 10000) x;
+    FROM wharf.scopes_stuck_since(v_stuck_since, NULL, 10000) x;
 END $$;
 
 --
@@ -3666,6 +3745,41 @@ CREATE FUNCTION wharf.scope_workspace_active(p_workspace_id bigint) RETURNS bool
 $$;
 
 --
+-- Name: scopes_stuck_since(timestamp with time zone, bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.scopes_stuck_since(p_before timestamp with time zone, p_workspace_id bigint, p_limit integer) RETURNS TABLE(scope_key text, workspace_id bigint, head_id bigint, since timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT x.scope_key, x.workspace_id, x.head_id, x.since
+    FROM (SELECT DISTINCT ON (y.scope_key) y.scope_key, y.workspace_id, y.head_id, y.since
+            FROM ((SELECT s.scope_key, s.workspace_id, coalesce(s.leased_id, s.head_id) AS head_id, s.failing_since AS since
+                     FROM wharf.scope s
+                    WHERE s.failing_since < p_before
+                      AND (p_workspace_id IS NULL OR s.workspace_id = p_workspace_id)
+                      AND (NOT EXISTS (SELECT FROM wharf.connection p WHERE p.state = 'PAUSED')
+                           OR (SELECT c.state FROM wharf.provider_event h JOIN wharf.connection c ON c.id = h.connection_id
+                                WHERE h.id = coalesce(s.leased_id, s.head_id)) IS DISTINCT FROM 'PAUSED')
+                    ORDER BY s.failing_since LIMIT p_limit)
+                  UNION ALL
+                  (SELECT w.scope_key, w.workspace_id, w.head_id, w.ready_at
+                     FROM wharf.claimable_kinds() k(kind)
+                     CROSS JOIN LATERAL (SELECT s.scope_key, s.workspace_id, s.head_id, s.ready_at FROM wharf.scope s
+                                          WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                                            AND s.head_kind = k.kind AND s.ready_at < p_before
+                                            AND (p_workspace_id IS NULL OR s.workspace_id = p_workspace_id)
+                                            AND (NOT EXISTS (SELECT FROM wharf.connection p WHERE p.state = 'PAUSED')
+                                                 OR (SELECT c.state FROM wharf.provider_event h
+                                                       JOIN wharf.connection c ON c.id = h.connection_id
+                                                      WHERE h.id = s.head_id) IS DISTINCT FROM 'PAUSED')
+                                          ORDER BY s.ready_at LIMIT p_limit) w
+                    ORDER BY w.ready_at LIMIT p_limit)) y
+           ORDER BY y.scope_key, y.since) x
+   ORDER BY x.since, x.scope_key
+   LIMIT p_limit
+$$;
+
+--
 -- Name: search_events(bigint, jsonb, jsonb, text, text, integer, bigint, text, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -4143,32 +4257,25 @@ $$;
 CREATE FUNCTION wharf.stuck_scope_list(p_workspace_id bigint, p_older_than interval, p_limit integer) RETURNS jsonb
     LANGUAGE sql STABLE
     AS $$
-  SELECT coalesce(jsonb_agg(x.scope ORDER BY x.since, x.scope_key), '[]')
-    FROM (SELECT s.scope_key, greatest(h.received_at, h.replayed_at) AS since,
-                 jsonb_build_object(
-                   'scope_key', s.scope_key, 'subject', h.subject,
-                   'reason', CASE WHEN h.state = 'LEASED' THEN 'leased'
-                                  WHEN c.state = 'PAUSED' THEN 'paused'
-                                  WHEN h.attempt > 0 OR h.error_class IS NOT NULL THEN 'failing'
-                                  ELSE 'waiting' END,
-                   'waiting_since', greatest(h.received_at, h.replayed_at),
-                   'waiting_seconds', floor(extract(epoch FROM now() - greatest(h.received_at, h.replayed_at))),
-                   'behind', b.n, 'behind_capped', b.n >= 10000,
-                   'head', wharf.event_summary(h) || jsonb_build_object('leased_by', h.leased_by,
-                                                                        'leased_until', h.leased_until),
-                   'connection', jsonb_build_object('id', c.id, 'state', c.state)) AS scope
-            FROM wharf.scope s
-            JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
-            LEFT JOIN wharf.connection c ON c.id = h.connection_id
-            CROSS JOIN LATERAL (SELECT count(*) AS n
-                                  FROM (SELECT FROM wharf.provider_event e
-                                         WHERE e.scope_key = s.scope_key AND e.id > h.id AND e.state = 'QUEUED'
-                                         LIMIT 10000) q) b
-           WHERE s.workspace_id = p_workspace_id
-             AND (s.leased_id IS NOT NULL OR s.head_id IS NOT NULL)
-             AND greatest(h.received_at, h.replayed_at) < now() - p_older_than
-           ORDER BY greatest(h.received_at, h.replayed_at), s.scope_key
-           LIMIT p_limit) x
+  SELECT coalesce(jsonb_agg(jsonb_build_object(
+           'scope_key', t.scope_key, 'subject', h.subject,
+           'reason', CASE WHEN h.state = 'LEASED' THEN 'leased'
+                          WHEN s.failing_since IS NOT NULL THEN 'failing'
+                          ELSE 'waiting' END,
+           'waiting_since', t.since,
+           'waiting_seconds', floor(extract(epoch FROM now() - t.since)),
+           'behind', b.n, 'behind_capped', b.n >= 10000,
+           'head', wharf.event_summary(h) || jsonb_build_object('leased_by', h.leased_by,
+                                                                'leased_until', h.leased_until),
+           'connection', jsonb_build_object('id', c.id, 'state', c.state)) ORDER BY t.since, t.scope_key), '[]')
+    FROM wharf.scopes_stuck_since(now() - p_older_than, p_workspace_id, p_limit) t
+    JOIN wharf.scope s ON s.scope_key = t.scope_key
+    JOIN wharf.provider_event h ON h.id = t.head_id
+    LEFT JOIN wharf.connection c ON c.id = h.connection_id
+    CROSS JOIN LATERAL (SELECT count(*) AS n
+                          FROM (SELECT FROM wharf.provider_event e
+                                 WHERE e.scope_key = t.scope_key AND e.id > h.id AND e.state = 'QUEUED'
+                                 LIMIT 10000) q) b
 $$;
 
 --
@@ -5418,6 +5525,12 @@ REVOKE ALL ON FUNCTION wharf.advance_sweep(p_app_id bigint, p_source text, p_tok
 REVOKE ALL ON FUNCTION wharf.begin_sweep(p_app_id bigint, p_source text, p_holder text, p_lease interval, p_since timestamp with time zone, p_overlap interval, p_first_lookback interval) FROM PUBLIC;
 
 --
+-- Name: FUNCTION cancel_bulk_replay(p_workspace_id bigint, p_id bigint, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.cancel_bulk_replay(p_workspace_id bigint, p_id bigint, p_account text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION claim(p_worker text, p_max integer, p_handles text[]); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -5482,6 +5595,12 @@ REVOKE ALL ON FUNCTION wharf.dead_letter_scope_head(p_workspace_id bigint, p_sco
 --
 
 REVOKE ALL ON FUNCTION wharf.delete_alert_rule(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION delivery_gauges(p_minute timestamp with time zone, p_top integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.delivery_gauges(p_minute timestamp with time zone, p_top integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION delivery_history(p_workspace_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -

@@ -36,7 +36,7 @@ async function nextBatch(db: Database, workspaceId: string, id: string, batchSiz
   }
 }
 
-/** Replays batch after batch until the bulk replay is finished (or another runner holds it: null). */
+/** Replays batch after batch until the bulk replay is finished or cancelled (or another runner holds it: null). */
 export async function runBulkReplay(
   db: Database, workspaceId: string, id: string, options: BulkReplayRunOptions = {},
 ): Promise<BulkReplay | null> {
@@ -45,7 +45,7 @@ export async function runBulkReplay(
     const replay = await nextBatch(db, workspaceId, id, batchSize);
     if (replay === null) return null;
     options.onProgress?.(replay);
-    if (replay.state === 'finished') return replay;
+    if (replay.state !== 'running') return replay; // finished, or cancelled
   }
 }
 

@@ -454,6 +454,66 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                          ORDER BY s.ready_at LIMIT 1) n
 $$;
 
+-- What a stuck scope is: the one definition that queue_stats' gauge below,
+-- the stuck-scopes list (stuck_scope_list, sql/98) and the stuck_scope alert
+-- rule (evaluate_alert_rules, sql/99) all read, so that the gauge counts
+-- exactly the scopes the list shows. A scope is stuck since the earlier of
+--   failing_since  when its head first failed (a lease of it failed or
+--                  expired) with no event of the scope handled since: kept
+--                  through the head's retries, leased or waiting out their
+--                  delay, cleared when a lease of the scope ends handled or
+--                  dead (sql/20);
+--   ready_at       when its head, due and unleased, joined the claim line
+--                  (ix_scope_claim): it waits there for a claimer, because
+--                  no host handles its kind or none keeps up;
+-- and stuck when that is before p_before (now minus stuck_after, or an
+-- alert rule's window). Neither clock starts at the head's arrival: a
+-- backlog served in order is not stuck, however old its rows. Not stuck:
+-- a head whose connection is PAUSED, failing or not (held on purpose; it is
+-- stuck again, from the same time, when the connection resumes), a scope
+-- whose lease is held and has not failed (a long handler is the reaper's
+-- business), a scope parked out of the claim line (active false), a head
+-- not yet due that never failed.
+-- Returns the stuck scopes of workspace p_workspace_id (NULL: every
+-- workspace and the installation scopes), longest stuck first, at most
+-- p_limit (NULL: all), each with its head (the leased event, else the
+-- queued one) and since when. Read through ix_scope_failing and, kind by
+-- kind, ix_scope_claim: the cost follows the stuck scopes read, not the
+-- inbox. A head's connection is looked up (by primary keys) only while
+-- some connection is PAUSED, and as a scalar subquery, not NOT EXISTS: the
+-- planner keeps the index scans in order under their LIMIT instead of
+-- turning it into an anti join over the whole inbox. Internal.
+CREATE OR REPLACE FUNCTION wharf.scopes_stuck_since(p_before timestamptz, p_workspace_id bigint, p_limit integer)
+RETURNS TABLE (scope_key text, workspace_id bigint, head_id bigint, since timestamptz)
+LANGUAGE sql STABLE AS $$
+  SELECT x.scope_key, x.workspace_id, x.head_id, x.since
+    FROM (SELECT DISTINCT ON (y.scope_key) y.scope_key, y.workspace_id, y.head_id, y.since
+            FROM ((SELECT s.scope_key, s.workspace_id, coalesce(s.leased_id, s.head_id) AS head_id, s.failing_since AS since
+                     FROM wharf.scope s
+                    WHERE s.failing_since < p_before
+                      AND (p_workspace_id IS NULL OR s.workspace_id = p_workspace_id)
+                      AND (NOT EXISTS (SELECT FROM wharf.connection p WHERE p.state = 'PAUSED')
+                           OR (SELECT c.state FROM wharf.provider_event h JOIN wharf.connection c ON c.id = h.connection_id
+                                WHERE h.id = coalesce(s.leased_id, s.head_id)) IS DISTINCT FROM 'PAUSED')
+                    ORDER BY s.failing_since LIMIT p_limit)
+                  UNION ALL
+                  (SELECT w.scope_key, w.workspace_id, w.head_id, w.ready_at
+                     FROM wharf.claimable_kinds() k(kind)
+                     CROSS JOIN LATERAL (SELECT s.scope_key, s.workspace_id, s.head_id, s.ready_at FROM wharf.scope s
+                                          WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+                                            AND s.head_kind = k.kind AND s.ready_at < p_before
+                                            AND (p_workspace_id IS NULL OR s.workspace_id = p_workspace_id)
+                                            AND (NOT EXISTS (SELECT FROM wharf.connection p WHERE p.state = 'PAUSED')
+                                                 OR (SELECT c.state FROM wharf.provider_event h
+                                                       JOIN wharf.connection c ON c.id = h.connection_id
+                                                      WHERE h.id = s.head_id) IS DISTINCT FROM 'PAUSED')
+                                          ORDER BY s.ready_at LIMIT p_limit) w
+                    ORDER BY w.ready_at LIMIT p_limit)) y
+           ORDER BY y.scope_key, y.since) x
+   ORDER BY x.since, x.scope_key
+   LIMIT p_limit
+$$;
+
 -- The worker's gauges, at a cost that does not grow with the inbox:
 --   depth_by_state   rows by state: counted while the inbox heap is at most
 --                    1,024 pages (8 MB), else estimated from the planner's
@@ -463,14 +523,17 @@ $$;
 --   oldest_due_age   seconds the scope first in the claim line has waited
 --                    since it became claimable (0 when none is): the first
 --                    entry of ix_scope_claim, the claims' own order
---   stuck_scopes     scopes whose head has been failing (ix_scope_failing)
---                    or due and unclaimed (ix_scope_claim) for longer than
---                    stuck_after, counted up to 10,000
+--   stuck_scopes     scopes stuck for longer than stuck_after
+--                    (scopes_stuck_since, above: the stuck-scopes list's
+--                    rule), counted up to 10,000
 --   oldest_stuck_age seconds the longest-stuck of them has been so (0: none)
+-- JIT off: the planner prices the per-kind scans under their LIMIT as if
+-- every kind held 10,000 stuck heads, and compiling that plan costs
+-- hundreds of ms on every scrape, for a query that runs in a few.
 CREATE OR REPLACE FUNCTION wharf.queue_stats(
   OUT depth_by_state jsonb, OUT oldest_due_age float8, OUT depth_estimated boolean,
   OUT stuck_scopes bigint, OUT oldest_stuck_age float8)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 DECLARE
   v_now         timestamptz := clock_timestamp();
   v_stuck_since timestamptz := clock_timestamp() - wharf.setting_interval('stuck_after');
@@ -499,20 +562,7 @@ BEGIN
 
   SELECT count(*), coalesce(extract(epoch FROM v_now - min(x.since))::float8, 0)
     INTO stuck_scopes, oldest_stuck_age
-    FROM (SELECT DISTINCT ON (y.scope_key) y.scope_key, y.since
-            FROM ((SELECT s.scope_key, s.failing_since AS since FROM wharf.scope s
-                    WHERE s.failing_since < v_stuck_since
-                    ORDER BY s.failing_since LIMIT 10000)
-                  UNION ALL
-                  (SELECT w.scope_key, w.ready_at
-                     FROM wharf.claimable_kinds() k(kind)
-                     CROSS JOIN LATERAL (SELECT s.scope_key, s.ready_at FROM wharf.scope s
-                                          WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
-                                            AND s.head_kind = k.kind AND s.ready_at < v_stuck_since
-                                          ORDER BY s.ready_at LIMIT 10000) w
-                    LIMIT 10000)) y
-           ORDER BY y.scope_key, y.since
-           LIMIT 10000) x;
+    FROM wharf.scopes_stuck_since(v_stuck_since, NULL, 10000) x;
 END $$;
 
 REVOKE ALL ON FUNCTION wharf.claim(text, integer, text[]), wharf.renew(bigint, bigint),

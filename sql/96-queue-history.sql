@@ -4,8 +4,10 @@
 -- waiting event.
 
 -- The last p_hours (1..24) hours of workspace p_workspace_id, one
--- {at, admitted, handled, dead, depth, oldest_age_seconds} per minute, oldest
--- first. depth counts events waiting at the minute's end (received, or
+-- {at, admitted, handled, attempts, dead, depth, oldest_age_seconds} per
+-- minute, oldest first. attempts: the attempts the events handled in the
+-- minute took, all told (attempts / handled is the attempts per handled
+-- event; an event replayed counts the attempts since its replay). depth counts events waiting at the minute's end (received, or
 -- replayed, and neither DONE nor DEAD then: retries not yet due and held
 -- events included); oldest_age_seconds is how long the oldest of them had
 -- waited (0 when none). It reads the workspace's own rows
@@ -29,7 +31,7 @@ BEGIN
     WITH events AS (
       -- A replayed event waits from its replay, not from its arrival: it was
       -- DEAD in between.
-      SELECT e.received_at, e.state, greatest(e.received_at, e.replayed_at) AS waiting_since,
+      SELECT e.received_at, e.state, e.attempt, greatest(e.received_at, e.replayed_at) AS waiting_since,
              CASE e.state WHEN 'DONE' THEN e.handled_at WHEN 'DEAD' THEN e.dead_at END AS ended_at
         FROM wharf.provider_event e
        WHERE e.workspace_id = p_workspace_id
@@ -52,6 +54,7 @@ BEGIN
     endings AS (
       SELECT date_trunc('minute', ended_at) AS at,
              count(*) FILTER (WHERE state = 'DONE') AS handled,
+             coalesce(sum(attempt) FILTER (WHERE state = 'DONE'), 0) AS attempts,
              count(*) FILTER (WHERE state = 'DEAD') AS dead,
              min(waiting_since) AS earliest_waiting
         FROM events WHERE ended_at IS NOT NULL GROUP BY 1
@@ -65,6 +68,7 @@ BEGIN
     per_minute AS (
       SELECT m.at, m.ends,
              coalesce(a.admitted, 0) AS admitted, coalesce(x.handled, 0) AS handled,
+             coalesce(x.attempts, 0) AS attempts,
              coalesce(x.dead, 0) AS dead,
              -- Depth at the minute's end: every event waiting since before
              -- it (those before the window too) less every event ended before it.
@@ -85,7 +89,7 @@ BEGIN
         CROSS JOIN before_window b
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object(
-             'at', x.at, 'admitted', x.admitted, 'handled', x.handled, 'dead', x.dead,
+             'at', x.at, 'admitted', x.admitted, 'handled', x.handled, 'attempts', x.attempts, 'dead', x.dead,
              'depth', greatest(x.depth, 0),
              'oldest_age_seconds',
                CASE WHEN x.oldest < least(x.ends, v_now)

@@ -1,59 +1,56 @@
--- Stuck scopes: an ordering scope whose head (its LEASED event, else its
--- oldest QUEUED one) has waited longer than a threshold holds every later
--- event of the scope behind it. The operator sees them from wharf.scope
--- (head_id, head_due_at, leased_id) and the head's event row, and unblocks
--- one by retrying its head now, moving its head to the dead letters (its
--- successors then run; the head can be replayed later) or pausing the
--- head's connection. Every action is recorded in wharf.scope_action, as a
--- replay is recorded: who, when, which scope, which head.
+-- Stuck scopes: an ordering scope whose head has been failing, or due and
+-- waiting for a claimer, longer than a threshold holds every later event of
+-- the scope behind it (what "stuck" means, and what it does not, is
+-- wharf.scopes_stuck_since in sql/30, which queue_stats' gauge and the
+-- stuck_scope alert rule read too). The operator sees them from wharf.scope
+-- and the head's event row, and unblocks one by retrying its head now,
+-- moving its head to the dead letters (its successors then run; the head
+-- can be replayed later) or pausing the head's connection (a paused
+-- connection's scopes are held on purpose, no longer stuck). Every action
+-- is recorded in wharf.scope_action, as a replay is recorded: who, when,
+-- which scope, which head.
 
--- The scopes of workspace p_workspace_id whose head arrived (or was last
--- replayed) more than p_older_than ago, oldest first, at most p_limit, each
--- as {scope_key, subject, reason, waiting_since, waiting_seconds, behind,
--- head: {...}, connection: {id, state}}. reason: 'leased' (a handler holds
--- it), 'paused' (its connection is paused), 'failing' (it failed before and
--- waits for its retry or its next claim), else 'waiting'. behind: the QUEUED
--- events after the head, counted up to 10000 (behind_capped says so).
--- Internal: callers use list_stuck_scopes.
+-- The scopes of workspace p_workspace_id stuck for more than p_older_than
+-- (scopes_stuck_since), longest stuck first, at most p_limit, each as
+-- {scope_key, subject, reason, waiting_since, waiting_seconds, behind,
+-- head: {...}, connection: {id, state}}. waiting_since: since when it is
+-- stuck. reason: 'leased' (it failed before and a handler retries it now),
+-- 'failing' (it failed before and waits for its retry or its next claim),
+-- else 'waiting' (due, never failed, unclaimed). behind: the QUEUED events
+-- after the head, counted up to 10000 (behind_capped says so). Internal:
+-- callers use list_stuck_scopes.
 CREATE OR REPLACE FUNCTION wharf.stuck_scope_list(p_workspace_id bigint, p_older_than interval, p_limit integer)
 RETURNS jsonb
 LANGUAGE sql STABLE AS $$
-  SELECT coalesce(jsonb_agg(x.scope ORDER BY x.since, x.scope_key), '[]')
-    FROM (SELECT s.scope_key, greatest(h.received_at, h.replayed_at) AS since,
-                 jsonb_build_object(
-                   'scope_key', s.scope_key, 'subject', h.subject,
-                   'reason', CASE WHEN h.state = 'LEASED' THEN 'leased'
-                                  WHEN c.state = 'PAUSED' THEN 'paused'
-                                  WHEN h.attempt > 0 OR h.error_class IS NOT NULL THEN 'failing'
-                                  ELSE 'waiting' END,
-                   'waiting_since', greatest(h.received_at, h.replayed_at),
-                   'waiting_seconds', floor(extract(epoch FROM now() - greatest(h.received_at, h.replayed_at))),
-                   'behind', b.n, 'behind_capped', b.n >= 10000,
-                   'head', wharf.event_summary(h) || jsonb_build_object('leased_by', h.leased_by,
-                                                                        'leased_until', h.leased_until),
-                   'connection', jsonb_build_object('id', c.id, 'state', c.state)) AS scope
-            FROM wharf.scope s
-            JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
-            LEFT JOIN wharf.connection c ON c.id = h.connection_id
-            CROSS JOIN LATERAL (SELECT count(*) AS n
-                                  FROM (SELECT FROM wharf.provider_event e
-                                         WHERE e.scope_key = s.scope_key AND e.id > h.id AND e.state = 'QUEUED'
-                                         LIMIT 10000) q) b
-           WHERE s.workspace_id = p_workspace_id
-             AND (s.leased_id IS NOT NULL OR s.head_id IS NOT NULL)
-             AND greatest(h.received_at, h.replayed_at) < now() - p_older_than
-           ORDER BY greatest(h.received_at, h.replayed_at), s.scope_key
-           LIMIT p_limit) x
+  SELECT coalesce(jsonb_agg(jsonb_build_object(
+           'scope_key', t.scope_key, 'subject', h.subject,
+           'reason', CASE WHEN h.state = 'LEASED' THEN 'leased'
+                          WHEN s.failing_since IS NOT NULL THEN 'failing'
+                          ELSE 'waiting' END,
+           'waiting_since', t.since,
+           'waiting_seconds', floor(extract(epoch FROM now() - t.since)),
+           'behind', b.n, 'behind_capped', b.n >= 10000,
+           'head', wharf.event_summary(h) || jsonb_build_object('leased_by', h.leased_by,
+                                                                'leased_until', h.leased_until),
+           'connection', jsonb_build_object('id', c.id, 'state', c.state)) ORDER BY t.since, t.scope_key), '[]')
+    FROM wharf.scopes_stuck_since(now() - p_older_than, p_workspace_id, p_limit) t
+    JOIN wharf.scope s ON s.scope_key = t.scope_key
+    JOIN wharf.provider_event h ON h.id = t.head_id
+    LEFT JOIN wharf.connection c ON c.id = h.connection_id
+    CROSS JOIN LATERAL (SELECT count(*) AS n
+                          FROM (SELECT FROM wharf.provider_event e
+                                 WHERE e.scope_key = t.scope_key AND e.id > h.id AND e.state = 'QUEUED'
+                                 LIMIT 10000) q) b
 $$;
 
 -- The stuck scopes of workspace p_workspace_id (see stuck_scope_list),
 -- older than p_older_than or, when NULL, the setting stuck_after. P0002 for
 -- an unknown workspace, 22023 for a threshold below zero or a limit outside
--- 1..500.
+-- 1..500. JIT off, as queue_stats (sql/30).
 CREATE OR REPLACE FUNCTION wharf.list_stuck_scopes(
   p_workspace_id bigint, p_older_than interval DEFAULT NULL, p_limit integer DEFAULT 100)
 RETURNS jsonb
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 BEGIN
   PERFORM wharf.require_workspace(p_workspace_id);
   IF p_older_than < interval '0' THEN

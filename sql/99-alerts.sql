@@ -216,12 +216,14 @@ $$;
 --                     window_seconds at least threshold: one per window
 --   oldest_due_age    a scope head due and unclaimed for window_seconds:
 --                     one per window while it lasts
---   stuck_scope       a scope head waiting window_seconds (stuck_scope_list's
---                     rule): one per head, at most 1000 per evaluation
+--   stuck_scope       a scope stuck for window_seconds (scopes_stuck_since,
+--                     the stuck-scopes list's rule): one per head, at most
+--                     1000 per evaluation
 -- An instance rule covers every workspace and the installation rows. WH412
--- when p_token does not hold the sender's lease.
+-- when p_token does not hold the sender's lease. JIT off, as queue_stats
+-- (sql/30): the stuck scopes' scans are priced far above what they read.
 CREATE OR REPLACE FUNCTION wharf.evaluate_alert_rules(p_token uuid) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 DECLARE
   v_now   timestamptz := now();
   v_count integer;
@@ -277,17 +279,15 @@ BEGIN
   v_total := v_total + v_count;
 
   INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts)
-  SELECT r.id, s.workspace_id, 'stuck:' || s.scope_key || ':' || h.id, r.kind,
-         jsonb_build_object('scope_key', s.scope_key, 'subject', h.subject,
-                            'waiting_since', greatest(h.received_at, h.replayed_at),
+  SELECT r.id, t.workspace_id, 'stuck:' || t.scope_key || ':' || h.id, r.kind,
+         jsonb_build_object('scope_key', t.scope_key, 'subject', h.subject, 'waiting_since', t.since,
                             'head', jsonb_build_object('id', h.id, 'provider', h.provider, 'event_type', h.event_type,
                                                        'state', h.state, 'attempt', h.attempt,
                                                        'error_class', h.error_class))
     FROM wharf.alert_rule r
-    JOIN wharf.scope s ON (r.workspace_id IS NULL OR s.workspace_id = r.workspace_id)
-    JOIN wharf.provider_event h ON h.id = coalesce(s.leased_id, s.head_id)
+    CROSS JOIN LATERAL wharf.scopes_stuck_since(v_now - make_interval(secs => r.window_seconds), r.workspace_id, 1000) t
+    JOIN wharf.provider_event h ON h.id = t.head_id
    WHERE r.kind = 'stuck_scope'
-     AND greatest(h.received_at, h.replayed_at) < v_now - make_interval(secs => r.window_seconds)
    LIMIT 1000
   ON CONFLICT (rule_id, dedupe_key) DO NOTHING;
   GET DIAGNOSTICS v_count = ROW_COUNT;

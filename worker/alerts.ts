@@ -21,7 +21,7 @@ import { workerRegistry } from './metrics.js';
 import { spread } from '../db/backoff.js';
 import { runPeriodically, type Periodic } from './periodic.js';
 import {
-  dueAlerts, evaluateAlertRules, issueGauges, recordAlertAttempt, releaseAlertSender, takeAlertSender, type DueAlert,
+  deliveryGauges, dueAlerts, evaluateAlertRules, issueGauges, recordAlertAttempt, releaseAlertSender, takeAlertSender, type DueAlert,
 } from './sql/alerts.js';
 
 const registers = [workerRegistry];
@@ -37,6 +37,17 @@ export const issuesGauge = new Gauge({
   name: 'integration_consumer_issues',
   help: "The instance's issues by status (reported by the host holding the alert sender's lease)",
   labelNames: ['status'] as const,
+  registers,
+});
+
+/** Connections named in the delivery gauge's `connection` label; the rest are 'other'. */
+export const deliveryGaugeTop = 20;
+
+export const deliveriesGauge = new Gauge({
+  name: 'integration_consumer_deliveries_last_minute',
+  help: "The instance's deliveries in the last complete minute, from the database, by connection (the 20 busiest by id, "
+    + "'other', 'none'), outcome (accepted, refused, dropped) and reason (reported by the host holding the alert sender's lease)",
+  labelNames: ['connection', 'outcome', 'reason'] as const,
   registers,
 });
 
@@ -171,12 +182,22 @@ export function startAlertSender(options: AlertSenderOptions): AlertSender {
   async function run(): Promise<AlertTurn> {
     const result: AlertTurn = { held: false, created: 0, delivered: 0, failed: 0 };
     token = await takeAlertSender(options.pool, options.holder, leaseMs, token);
-    if (!token) return result;
+    if (!token) {
+      deliveriesGauge.reset(); // the holder reports them; a host that lost the lease stops
+      return result;
+    }
     result.held = true;
     try {
       result.created = await evaluateAlertRules(options.pool, token);
       const gauges = await issueGauges(options.pool);
       for (const [status, count] of Object.entries(gauges.issues)) issuesGauge.set({ status }, count);
+      // A series per label set of the last minute only: those of an earlier
+      // minute that saw none go, rather than repeat a stale count.
+      const deliveries = await deliveryGauges(options.pool, deliveryGaugeTop);
+      deliveriesGauge.reset();
+      for (const { connection, outcome, reason, count } of deliveries.deliveries) {
+        deliveriesGauge.set({ connection, outcome, reason }, count);
+      }
       for (const alert of await dueAlerts(options.pool, token, batch)) {
         const outcome = await deliver(alert);
         const state = await recordAlertAttempt(options.pool, token, alert.id, outcome, retryBaseMs);

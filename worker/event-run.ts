@@ -15,6 +15,7 @@ import { LazyAbort } from './lazy-abort.js';
 import {
   abandonedHandlers,
   completedTotal,
+  handledAttemptsTotal,
   deadTotal,
   droppedTotal,
   handlerDuration,
@@ -229,6 +230,7 @@ export class EventRun {
   private async complete(outcome: 'handled' | 'ignored'): Promise<RunOutcome> {
     if (this.leaseLost || !(await this.options.completions.complete(this.options.row, outcome))) return this.lost();
     completedTotal.inc({ outcome });
+    if (outcome === 'handled') handledAttemptsTotal.inc(this.options.row.attempt);
     return outcome;
   }
 

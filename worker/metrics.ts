@@ -20,6 +20,12 @@ export const completedTotal = new Counter({
   registers,
 });
 
+export const handledAttemptsTotal = new Counter({
+  name: 'integration_consumer_handled_attempts_total',
+  help: 'Attempts the events handled by this host took, all told: divided by completed_total{outcome="handled"}, the attempts per handled event',
+  registers,
+});
+
 export const retryTotal = new Counter({
   name: 'integration_consumer_retry_total',
   help: 'Retries, by outcome: retried (a busy fenced transaction run again in order), transient, unknown (a failed row queued again)',

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { admissionsCommand } from './admissions.js';
+import { alertsCommand } from './alerts.js';
 import { connectionsCommand } from './connections.js';
 import { deadCommand } from './dead.js';
 import { eventsCommand } from './events.js';
@@ -12,7 +13,7 @@ import { subscriptionCommands } from './subscriptions.js';
 import { tokensCommand } from './tokens.js';
 import { workspacesCommand } from './workspaces.js';
 
-/** Commands for operators: workspaces, connections, subscriptions, pause/resume, events, dead letters, admissions, issues, stuck scopes, replay, tokens, secrets. */
+/** Commands for operators: workspaces, connections, subscriptions, pause/resume, events, dead letters, admissions, issues, stuck scopes, alerts, replay, tokens, secrets. */
 export function operatorCommands(): Command[] {
   return [
     workspacesCommand(),
@@ -24,6 +25,7 @@ export function operatorCommands(): Command[] {
     admissionsCommand(),
     issuesCommand(),
     stuckCommand(),
+    alertsCommand(),
     replayCommand(),
     recoverCommand(),
     tokensCommand(),

@@ -81,7 +81,7 @@ async function replayMany(api: OperatorApiClient, options: ReplayOptions): Promi
   // On stderr, so that stdout holds only the result (a table or --json).
   const show = (step: BulkReplay) => printProgress(step.replayed, step.matched, 'replayed');
   show(replay);
-  while (replay.state !== 'finished') {
+  while (replay.state === 'running') {
     await new Promise((resolve) => setTimeout(resolve, followEveryMs));
     replay = await answerOf(api.workspaces[':ws'].replays[':id'].$get({ param: { ...param, id: String(replay.id) } }));
     show(replay);
@@ -89,7 +89,8 @@ async function replayMany(api: OperatorApiClient, options: ReplayOptions): Promi
   if (options.json) printJson(replay);
   else {
     process.stdout.write(`bulk replay ${replay.id}: replayed ${replay.replayed} of ${replay.matched}`
-      + `${replay.skipped > 0 ? ` (${replay.skipped} replayed or purged meanwhile)` : ''}\n`);
+      + `${replay.skipped > 0 ? ` (${replay.skipped} replayed or purged meanwhile)` : ''}`
+      + `${replay.state === 'cancelled' ? `, cancelled by ${replay.cancelled_by}` : ''}\n`);
   }
 }
 

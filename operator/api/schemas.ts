@@ -194,13 +194,20 @@ export const admissionPage = z.object({
 
 export const bulkReplay = z.object({
   id: z.number(), workspace_id: z.number(), filter: z.record(z.string(), z.unknown()), force: z.boolean(),
-  requested_by: z.string(), state: z.enum(['running', 'finished']),
+  requested_by: z.string(), state: z.enum(['running', 'finished', 'cancelled']),
   matched: z.number(), replayed: z.number(), skipped: z.number(),
   started_at: time, updated_at: time, finished_at: time.nullable(),
+  cancelled_by: z.string().nullable(), cancelled_at: time.nullable(),
 }).openapi('BulkReplay');
 
+export const cancelledBulkReplay = bulkReplay.extend({
+  cancelled: z.boolean().openapi({ description: 'whether this request cancelled it (false: it had finished or been cancelled before)' }),
+}).openapi('CancelledBulkReplay');
+
 export const queueMinute = z.object({
-  at: time, admitted: z.number(), handled: z.number(), dead: z.number(), depth: z.number(),
+  at: time, admitted: z.number(), handled: z.number(),
+  attempts: z.number().openapi({ description: 'attempts the events handled in the minute took, all told (attempts / handled: attempts per handled event)' }),
+  dead: z.number(), depth: z.number(),
   oldest_age_seconds: z.number(),
 }).openapi('QueueMinute');
 
@@ -274,7 +281,7 @@ export const stuckScopeQuery = z.object({
 
 export const stuckScope = z.object({
   scope_key: z.string(), subject: z.string().nullable(),
-  reason: z.enum(['leased', 'paused', 'failing', 'waiting']),
+  reason: z.enum(['leased', 'failing', 'waiting']),
   waiting_since: time, waiting_seconds: z.number(),
   behind: z.number().openapi({ description: 'QUEUED events after the head, counted up to 10000' }),
   behind_capped: z.boolean(),
@@ -344,5 +351,6 @@ export const failureMinute = z.object({ at: time, failed: z.number(), dead: z.nu
 
 export const deliveryMinute = z.object({
   at: time, connection_id: z.number().nullable(), accepted: z.number(),
-  refused: z.record(z.string(), z.number()).openapi({ description: 'refused or dropped, by reason' }),
+  refused: z.record(z.string(), z.number()).openapi({ description: 'refused by a recipient not ACTIVE (connection-inactive, workspace-inactive), by reason' }),
+  dropped: z.record(z.string(), z.number()).openapi({ description: 'dropped with no recipient (no-subscriber, unknown-source, source-inactive, …), by reason' }),
 }).openapi('DeliveryMinute');

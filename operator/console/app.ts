@@ -13,6 +13,7 @@ import { errorResponse } from './error-page.js';
 import { ConsoleError, toConsoleError, type ConsoleStatus } from './errors.js';
 import { formBodyLimit, noStore, requireCsrfToken, sameOriginPosts, securityHeaders } from './protection.js';
 import { registerAdmissionPages } from './routes/admissions.js';
+import { registerAlertPages } from './routes/alerts.js';
 import { registerBulkReplayPages } from './routes/bulk-replay.js';
 import { registerConnectionPages } from './routes/connections.js';
 import { registerDashboard } from './routes/dashboard.js';
@@ -45,6 +46,7 @@ export function consoleApp(deps: ConsoleDeps): Hono<ConsoleEnv> {
   registerDashboard(app, routeDeps);
   registerEventPages(app, routeDeps);
   registerIssuePages(app, routeDeps);
+  registerAlertPages(app, routeDeps);
   registerBulkReplayPages(app, routeDeps);
   registerAdmissionPages(app, routeDeps);
   registerConnectionPages(app, routeDeps);

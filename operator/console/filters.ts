@@ -13,6 +13,12 @@ export type FormValues = Record<string, string>;
 
 type Query = (name: string) => string | undefined;
 
+/** A posted form's text field, trimmed; '' when absent or a file. */
+export function formField(body: Record<string, unknown>, name: string): string {
+  const value = body[name];
+  return typeof value === 'string' ? value.trim() : '';
+}
+
 /** Optional short text (provider, event type, error class): at most 200 characters, no NUL. */
 export function optionalText(value: string | undefined, name: string): string | undefined {
   const text = value?.trim();

@@ -9,6 +9,7 @@ export function frameOf(c: Context<ConsoleEnv>, basePath: string, scope?: Scope,
     basePath,
     principal: c.get('principal'),
     csrfToken: c.get('csrfToken'),
+    nonce: c.get('secureHeadersNonce'),
     ...(scope ? { scope } : {}),
     ...(section ? { section } : {}),
   };

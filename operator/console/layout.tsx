@@ -3,6 +3,7 @@
 import type { Child } from 'hono/jsx';
 import type { Principal } from '../api/auth.js';
 import { liveScript } from './live-script.js';
+import { rowKeysScript } from './row-keys-script.js';
 import type { Scope } from './scope.js';
 
 export type Section = 'dashboard' | 'events' | 'dead' | 'bulk' | 'admissions' | 'connections' | 'workspaces' | 'issues' | 'stuck' | 'alerts';
@@ -11,6 +12,8 @@ export interface PageFrame {
   basePath: string;
   principal: Principal;
   csrfToken: string;
+  /** The page's CSP nonce: its scripts (the tables' keys) run only under it. */
+  nonce?: string | undefined;
   scope?: Scope;
   section?: Section;
 }
@@ -76,6 +79,7 @@ export function Page(props: PageFrame & { title: string; head?: Child; children?
         <h1>{props.title}</h1>
         {props.children}
       </main>
+      {props.nonce && <script nonce={props.nonce} dangerouslySetInnerHTML={{ __html: rowKeysScript }} />}
     </Document>
   );
 }

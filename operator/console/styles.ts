@@ -37,6 +37,7 @@ input, select { background: var(--bg); color: var(--fg); border: 1px solid var(-
 button { cursor: pointer; border: 1px solid var(--line); background: var(--bg-soft); color: var(--fg); border-radius: 4px; }
 button:focus-visible, a:focus-visible, summary:focus-visible, .json:focus-visible, input:focus-visible, select:focus-visible { outline: 2px solid var(--accent); outline-offset: 2px; }
 tbody tr:hover, tbody tr:focus-within { background: var(--bg-soft); }
+tbody tr[tabindex]:focus-visible { outline: 2px solid var(--accent); outline-offset: -2px; }
 button.primary { background: var(--accent); color: #fff; border-color: var(--accent); }
 form.inline { display: inline; }
 .notice { padding: 8px 12px; border-left: 4px solid var(--ok); background: var(--ok-soft); }

@@ -30,7 +30,8 @@ export interface BulkReplay {
   filter: BulkReplayFilter;
   force: boolean;
   requested_by: string;
-  state: 'running' | 'finished';
+  /** cancelled: stopped by cancelled_by at cancelled_at; what it replayed before stays replayed. */
+  state: 'running' | 'finished' | 'cancelled';
   /** DEAD events that matched when it started: the progress bar's 100 %. */
   matched: number;
   replayed: number;
@@ -39,6 +40,8 @@ export interface BulkReplay {
   started_at: string;
   updated_at: string;
   finished_at: string | null;
+  cancelled_by: string | null;
+  cancelled_at: string | null;
 }
 
 /** Records a bulk replay (wharf.start_bulk_replay); nothing is replayed yet. */
@@ -63,6 +66,18 @@ export function continueBulkReplay(
 /** How many DEAD events a bulk replay with this filter would take now (wharf.count_bulk_replay); replays nothing. */
 export async function countBulkReplay(db: Database, workspaceId: string, filter: BulkReplayFilter, force = false): Promise<number> {
   return Number(await callWharf<string>(db, 'wharf.count_bulk_replay($1, $2, $3)', [workspaceId, JSON.stringify(filter), force]));
+}
+
+/**
+ * Cancels a running bulk replay as `account` (wharf.cancel_bulk_replay): no
+ * batch runs after the one running now. `cancelled` is false when it had
+ * finished, or was cancelled, before. A 404 when the workspace has no such
+ * bulk replay.
+ */
+export function cancelBulkReplay(
+  db: Database, workspaceId: string, id: string, account: string,
+): Promise<BulkReplay & { cancelled: boolean }> {
+  return callWharf(db, 'wharf.cancel_bulk_replay($1, $2, $3)', [workspaceId, id, account]);
 }
 
 export function showBulkReplay(db: Database, workspaceId: string, id: string): Promise<BulkReplay | null> {

@@ -10,8 +10,10 @@ export interface DeliveryMinute {
   connection_id: number | null;
   /** Deliveries stored as events. */
   accepted: number;
-  /** Deliveries refused or dropped, by reason. */
+  /** Deliveries refused by a recipient not ACTIVE (its connection or workspace), by reason. */
   refused: Record<string, number>;
+  /** Deliveries dropped with no recipient (unknown or inactive source, no subscriber, …), by reason. */
+  dropped: Record<string, number>;
 }
 
 /** The last `hours` hours (1–24) of the workspace: a row per minute and connection that saw a delivery, oldest first. */

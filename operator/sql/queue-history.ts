@@ -11,6 +11,8 @@ export interface QueueMinute {
   admitted: number;
   /** Events that became DONE in that minute. */
   handled: number;
+  /** The attempts those events took, all told: attempts / handled is the attempts per handled event. */
+  attempts: number;
   /** Events that became DEAD in that minute. */
   dead: number;
   /** Events received by the minute's end and neither DONE nor DEAD then. */

@@ -5,7 +5,7 @@ import { callWharf } from './call-wharf.js';
 import type { Connection, EventSummary } from './operator.js';
 
 /** Why a stuck scope's head has not run. */
-export type StuckReason = 'leased' | 'paused' | 'failing' | 'waiting';
+export type StuckReason = 'leased' | 'failing' | 'waiting';
 
 export interface StuckScope {
   scope_key: string;

@@ -1,13 +1,14 @@
-// `wharf issues`, `wharf stuck`, `wharf events list --payload` and `wharf
-// replay --bulk --payload` through the real binary against a real database:
-// a dead letter's issue listed and resolved (recorded as the CLI's user), a
-// stuck scope listed and unblocked by moving its head to the dead letters, a
-// JSON search and a bulk replay by it (its count first), and mistakes
+// `wharf issues`, `wharf stuck`, `wharf alerts`, `wharf events list
+// --payload` and `wharf replay --bulk --payload` through the real binary
+// against a real database: a dead letter's issue listed and resolved
+// (recorded as the CLI's user), a stuck scope listed and unblocked by moving
+// its head to the dead letters, a JSON search and a bulk replay by it (its
+// count first), an alert rule made, listed and deleted, and mistakes
 // reported on stderr with exit code 1.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Issue } from '../../operator/sql/issues.js';
 import type { StuckScope } from '../../operator/sql/stuck-scopes.js';
-import { admitEvent, createConnection, createWorkspace, deadEvent, finishEvent } from '../support/api-fixtures.js';
+import { admitEvent, ageScope, createConnection, createWorkspace, deadEvent, finishEvent } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runWharf, type CliResult } from '../support/wharf-cli.js';
 
@@ -56,7 +57,7 @@ describe('wharf stuck', () => {
     const subject = 'repo:acme/cli-stuck';
     const head = await admitEvent(db.pool, connection, { subject });
     const next = await admitEvent(db.pool, connection, { subject });
-    await db.pool.query(`UPDATE wharf.provider_event SET received_at = now() - interval '1 hour' WHERE id = ANY($1)`, [[head, next]]);
+    await ageScope(db.pool, head, 3600);
 
     const [scope] = json<StuckScope[]>(await wharf('stuck', 'list', '-w', String(W), '--older-than', '10m', '--json'));
     expect(scope).toMatchObject({ subject, reason: 'waiting', behind: 1, head: { id: head } });
@@ -86,5 +87,36 @@ describe('wharf events list --payload and wharf replay --bulk --payload', () => 
     const bad = await wharf('replay', '--bulk', '-w', String(W), '--payload', 'acme');
     expect(bad).toMatchObject({ code: 1, stdout: '' });
     expect(bad.stderr).toMatch(/--payload must be a JSON object/);
+  });
+});
+
+describe('wharf alerts', () => {
+  it('makes a rule (printing a generated secret once), lists it, lists what it sent, and deletes it', async () => {
+    const created = await wharf('alerts', 'create', '-w', String(W), '--name', 'cli-pager', '--kind', 'stuck_scope',
+      '--window', '15m', '--url', 'https://alerts.example.test/wharf', '--account', 'cli:alice');
+    expect(created.code, created.stderr).toBe(0);
+    const [line, secretLine] = created.stdout.trim().split('\n');
+    expect(line).toMatch(/^alert rule (\d+): cli-pager \(stuck_scope to webhook alerts\.example\.test\)$/);
+    const id = /^alert rule (\d+)/.exec(line!)![1]!;
+    const secret = /^secret \(shown once, give it to the receiver\): (whsec_\S+)$/.exec(secretLine ?? '')?.[1];
+    const { rows } = await db.pool.query('SELECT secret, window_seconds, created_by FROM wharf.alert_rule WHERE id = $1', [id]);
+    expect(rows[0]).toEqual({ secret, window_seconds: 900, created_by: 'cli:alice' });
+
+    const rules = json<{ id: number; name: string; destination_host: string }[]>(await wharf('alerts', 'rules', '-w', String(W), '--json'));
+    expect(rules.map((r) => [r.id, r.name, r.destination_host])).toEqual([[Number(id), 'cli-pager', 'alerts.example.test']]);
+    expect(JSON.stringify(rules), 'never the secret again').not.toContain('whsec_');
+    expect(json<unknown[]>(await wharf('alerts', 'sent', '-w', String(W), '--json'))).toEqual([]);
+
+    const incomplete = await wharf('alerts', 'create', '-w', String(W), '--name', 'no-window', '--kind', 'stuck_scope',
+      '--url', 'https://alerts.example.test/wharf');
+    expect(incomplete.code).toBe(1);
+    expect(incomplete.stderr).toMatch(/window_seconds/);
+    expect((await wharf('alerts', 'create', '--name', 'x', '--kind', 'never', '--url', 'https://a.example')).stderr)
+      .toMatch(/kind must be one of issue_opened, issue_reopened, dead_letter_rate, oldest_due_age, stuck_scope/);
+
+    expect(await wharf('alerts', 'delete', id, '-w', String(W))).toMatchObject({ code: 0, stdout: `alert rule ${id}: deleted\n` });
+    const again = await wharf('alerts', 'delete', id, '-w', String(W));
+    expect(again.code).toBe(1);
+    expect(again.stderr).toBe(`wharf: no alert rule ${id} in workspace ${W}\n`);
   });
 });

@@ -2,7 +2,8 @@
 // workspace that matches the filter goes back to the queue once, in batches
 // whose progress can be followed; a misspelt filter is refused; uncertain
 // events wait for force; two runners racing on one bulk replay replay each
-// event once; another workspace neither sees nor runs it.
+// event once; a cancel stops one after the batch in flight; another
+// workspace neither sees, runs nor cancels it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runBulkReplay } from '../../operator/bulk-replay-runner.js';
 import { startBulkReplay, type BulkReplay } from '../../operator/sql/bulk-replay.js';
@@ -120,6 +121,40 @@ describe('runBulkReplay', () => {
     expect(progress).toEqual([5, 10, 12]);
     expect(finished).toMatchObject({ state: 'finished', replayed: 12 });
     expect(await states(dead)).toEqual({ QUEUED: 12 });
+  });
+
+  it('is cancelled after the batch in flight, which counts; what it replayed stays; its runner stops; another workspace cannot', async () => {
+    const { ws, connection } = await freshConnection();
+    const dead = await deadEvents(12, connection);
+    const replay = await startBulkReplay(db.pool, ws, {}, 'test');
+    const token = (await createApiToken(db.pool, ws, 'oncall')).token;
+    const cancelPath = `/workspaces/${ws}/replays/${replay.id}/cancel`;
+    expect((await api('POST', cancelPath, { token: tokenB })).status, 'another workspace').toBe(403);
+
+    // A batch in flight (its transaction open) holds the bulk replay: the
+    // cancel waits for it, then counts what it replayed.
+    const batch = await db.pool.connect();
+    try {
+      await batch.query('BEGIN');
+      await batch.query('SELECT wharf.continue_bulk_replay($1, $2, 5)', [ws, replay.id]);
+      const cancelling = api('POST', cancelPath, { token });
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%cancel_bulk_replay%'`);
+        return rows.length > 0;
+      }, 10_000, 'the cancel to wait for the batch');
+      await batch.query('COMMIT');
+      const cancelled = await cancelling;
+      expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+      expect(cancelled.body).toMatchObject({ cancelled: true, state: 'cancelled', cancelled_by: 'token:oncall', replayed: 5, skipped: 0 });
+    } finally {
+      batch.release();
+    }
+
+    const after = await runBulkReplay(db.pool, ws, String(replay.id), { batchSize: 5 });
+    expect(after, 'the runner stops at once').toMatchObject({ state: 'cancelled', replayed: 5 });
+    expect(await states(dead)).toEqual({ QUEUED: 5, DEAD: 7 });
+    expect((await api('POST', cancelPath, { token })).body).toMatchObject({ cancelled: false, state: 'cancelled' });
+    expect((await api('POST', `/workspaces/${ws}/replays/999999/cancel`, { token })).status).toBe(404);
   });
 
   it('runs two bulk replays whose events share scopes at once, without a deadlock', async () => {

@@ -98,6 +98,7 @@ const routes: Route[] = [
   { name: 'count bulk replay', method: 'POST', path: async () => `/workspaces/${A}/replays/count`, body: () => ({ payload: { n: 1 } }), success: 200, workspaceToken: true },
   { name: 'list bulk replays', method: 'GET', path: async () => `/workspaces/${A}/replays`, success: 200, workspaceToken: true },
   { name: 'show bulk replay', method: 'GET', path: async () => `/workspaces/${A}/replays/${(await startBulkReplay(db.pool, String(A), {}, 'test')).id}`, success: 200, workspaceToken: true },
+  { name: 'cancel bulk replay', method: 'POST', path: async () => `/workspaces/${A}/replays/${(await startBulkReplay(db.pool, String(A), {}, 'test')).id}/cancel`, success: 200, workspaceToken: true },
   { name: 'queue history', method: 'GET', path: async () => `/workspaces/${A}/queue-history?hours=1`, success: 200, workspaceToken: true },
   { name: 'list issues', method: 'GET', path: async () => `/workspaces/${A}/issues`, success: 200, workspaceToken: true },
   { name: 'show issue', method: 'GET', path: async () => `/workspaces/${A}/issues/${await issueOfA()}`, success: 200, workspaceToken: true },

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiToken } from '../../operator/sql/operator.js';
 import type { ScopeAction, StuckScope } from '../../operator/sql/stuck-scopes.js';
 import { adminToken, apiClient, type ApiCall } from '../support/api-client.js';
-import { admitEvent, createConnection, createWorkspace } from '../support/api-fixtures.js';
+import { admitEvent, ageScope, createConnection, createWorkspace } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 let db: TestDatabase;
@@ -19,7 +19,7 @@ const A = 501;
 const B = 502;
 let connectionA: number;
 
-/** A scope of three events whose head failed and waits an hour for its retry, arrived an hour ago. */
+/** A scope of three events whose head failed and waits an hour for its retry, failing for an hour. */
 async function stuckScope(subject: string): Promise<{ scopeKey: string; ids: number[] }> {
   const ids = [];
   for (let i = 0; i < 3; i += 1) ids.push(await admitEvent(db.pool, connectionA, { subject }));
@@ -30,7 +30,7 @@ async function stuckScope(subject: string): Promise<{ scopeKey: string; ids: num
     else await db.pool.query('SELECT wharf.release($1, $2)', [row.id, row.lease_epoch]);
   }
   await db.pool.query(`UPDATE wharf.provider_event SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`, [ids[0]]);
-  await db.pool.query(`UPDATE wharf.provider_event SET received_at = now() - interval '1 hour' WHERE id = ANY($1)`, [ids]);
+  await ageScope(db.pool, ids[0]!, 3600);
   const scopeKey = (await db.pool.query<{ scope_key: string }>('SELECT scope_key FROM wharf.provider_event WHERE id = $1', [ids[0]])).rows[0]!.scope_key;
   return { scopeKey, ids };
 }

@@ -105,10 +105,11 @@ SELECT is((SELECT count(*)::int FROM wharf.alert WHERE rule_id = (SELECT reopene
 SELECT ok(wharf.evaluate_alert_rules((SELECT token FROM lease)) >= 1, 'the reopening fires');
 SELECT is((SELECT count(*)::int FROM wharf.alert WHERE rule_id = (SELECT reopened FROM r)), 1, 'once');
 
--- Oldest due and stuck: an event due for two minutes, arrived two minutes ago.
+-- Oldest due and stuck: an event due and waiting for a claimer for two minutes.
 SELECT pg_temp.admit_event('repo:e', 'e1');
 UPDATE wharf.provider_event SET received_at = now() - interval '2 minutes', next_attempt_at = now() - interval '2 minutes'
  WHERE delivery_key = 'e1';
+UPDATE wharf.scope SET ready_at = ready_at - interval '2 minutes' WHERE head_id = pg_temp.id('e1');
 SELECT ok(wharf.evaluate_alert_rules((SELECT token FROM lease)) >= 2, 'the oldest due age and the stuck scope fire');
 SELECT is((SELECT facts -> 'head' ->> 'id' FROM wharf.alert WHERE rule_id = (SELECT stuck FROM r) AND facts ->> 'scope_key' = '1:generic:repo:e'),
           pg_temp.id('e1')::text, 'the stuck alert names the head');

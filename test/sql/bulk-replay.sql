@@ -1,9 +1,10 @@
 -- Bulk replay: every DEAD event of a workspace matching a filter goes back to
 -- the queue as replay sends it, in id order, in batches; the progress is
 -- recorded, events that died after the start are not taken, uncertain ones
--- only with force, and a workspace reaches only its own bulk replays.
+-- only with force, a running one can be cancelled, and a workspace reaches
+-- only its own bulk replays.
 BEGIN;
-SELECT plan(42);
+SELECT plan(51);
 
 SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
@@ -121,6 +122,28 @@ SELECT throws_ok($$SELECT wharf.count_bulk_replay(404, '{}')$$, 'P0002', NULL, '
 CREATE TEMP TABLE job4 AS SELECT (wharf.start_bulk_replay(1, '{"payload": {"repository": {"full_name": "acme/api"}}}', 'ops') ->> 'id')::bigint AS id;
 SELECT is((wharf.continue_bulk_replay(1, (SELECT id FROM job4), 10) ->> 'replayed')::int, 1, 'a bulk replay by payload replays it');
 SELECT is(pg_temp.states('p1', 'p2'), ARRAY['QUEUED', 'DEAD'], 'and only it');
+
+-- Cancel: a running bulk replay stops after the batch it is in; what it
+-- replayed stays replayed.
+SELECT pg_temp.admit_event(1, 'repo:' || k, k) FROM unnest(ARRAY['c1', 'c2', 'c3']) k;
+CREATE TEMP TABLE cancel_lease AS SELECT id, lease_epoch, delivery_key FROM wharf.claim('w', 100);
+SELECT wharf.fail(id, lease_epoch, 'permanent', 'CancelMe') FROM cancel_lease WHERE delivery_key IN ('c1', 'c2', 'c3');
+SELECT wharf.release(id, lease_epoch) FROM cancel_lease WHERE delivery_key NOT IN ('c1', 'c2', 'c3');
+CREATE TEMP TABLE job5 AS SELECT pg_temp.start('{"error_class": "CancelMe"}') AS id;
+SELECT is((wharf.continue_bulk_replay(1, (SELECT id FROM job5), 1) ->> 'replayed')::int, 1, 'one batch of one');
+SELECT throws_ok(format($$SELECT wharf.cancel_bulk_replay(2, %s, 'intruder')$$, (SELECT id FROM job5)), 'P0002', NULL,
+                 'another workspace cannot cancel it');
+SELECT throws_ok(format($$SELECT wharf.cancel_bulk_replay(1, %s, '')$$, (SELECT id FROM job5)), '22004', NULL,
+                 'an empty account is 22004');
+SELECT results_eq(format($$SELECT r ->> 'cancelled', r ->> 'state', r ->> 'cancelled_by', (r ->> 'skipped')::int
+                             FROM wharf.cancel_bulk_replay(1, %s, 'alice') r$$, (SELECT id FROM job5)),
+                  $$VALUES ('true', 'cancelled', 'alice', 0)$$, 'cancelled by alice, nothing counted as skipped');
+SELECT is(wharf.continue_bulk_replay(1, (SELECT id FROM job5), 10) ->> 'state', 'cancelled', 'a runner''s next batch replays nothing');
+SELECT is(pg_temp.states('c1', 'c2', 'c3'), ARRAY['QUEUED', 'DEAD', 'DEAD'], 'the first stays replayed, the rest stay dead');
+SELECT is((wharf.show_bulk_replay(1, (SELECT id FROM job5)) ->> 'replayed')::int, 1, 'its progress kept');
+SELECT is(wharf.cancel_bulk_replay(1, (SELECT id FROM job5), 'bob') ->> 'cancelled', 'false', 'cancelled once');
+SELECT results_eq(format($$SELECT r ->> 'cancelled', r ->> 'state' FROM wharf.cancel_bulk_replay(1, %s, 'bob') r$$, (SELECT id FROM job4)),
+                  $$VALUES ('false', 'finished')$$, 'a finished one is not cancelled');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -2,26 +2,29 @@
 -- handled and dead, the depth and the oldest waiting event's age, computed
 -- from the inbox of one workspace only.
 BEGIN;
-SELECT plan(17);
+SELECT plan(18);
 
 SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
 SELECT wharf.upsert_connection(2, 'generic', 'https://hooks.example/2', 'webhook', 'two');
 
 -- Workspace 1: 'old' has waited two hours (its arrival moved back: a fixture,
--- not a product path); a, b and c arrive now: a is handled, b dies, c waits.
+-- not a product path); a, b and c arrive now: a fails once and is handled
+-- at its second attempt, b dies, c waits.
 SELECT pg_temp.admit_event(1, 'repo:' || k, k) FROM unnest(ARRAY['old', 'a', 'b', 'c']) k;
 UPDATE wharf.provider_event SET received_at = now() - interval '2 hours' WHERE delivery_key = 'old';
 SELECT pg_temp.admit_event(2, 'repo:x', 'x');
 CREATE TEMP TABLE lease AS SELECT id, lease_epoch, delivery_key FROM wharf.claim('w', 100)
  WHERE delivery_key IN ('a', 'b');
-SELECT wharf.complete(id, lease_epoch) FROM lease WHERE delivery_key = 'a';
+SELECT wharf.fail(id, lease_epoch, 'transient', 'TimeoutError') FROM lease WHERE delivery_key = 'a';
+UPDATE wharf.provider_event SET next_attempt_at = clock_timestamp() WHERE delivery_key = 'a';
+SELECT wharf.complete(id, lease_epoch) FROM wharf.claim('w', 100) WHERE delivery_key = 'a';
 SELECT wharf.fail(id, lease_epoch, 'permanent', 'TypeError') FROM lease WHERE delivery_key = 'b';
 
 CREATE TEMP TABLE clock AS SELECT date_trunc('minute', clock_timestamp()) AS minute_before;
 CREATE TEMP TABLE history AS
   SELECT m.ordinality AS n, (m.value ->> 'at')::timestamptz AS at, (m.value ->> 'admitted')::int AS admitted,
-         (m.value ->> 'handled')::int AS handled, (m.value ->> 'dead')::int AS dead,
+         (m.value ->> 'handled')::int AS handled, (m.value ->> 'attempts')::int AS attempts, (m.value ->> 'dead')::int AS dead,
          (m.value ->> 'depth')::int AS depth, (m.value ->> 'oldest_age_seconds')::numeric AS oldest_age
     FROM jsonb_array_elements(wharf.queue_history(1, 1)) WITH ORDINALITY m;
 ALTER TABLE clock ADD COLUMN minute_after timestamptz;
@@ -35,6 +38,7 @@ SELECT ok((SELECT bool_and(at = lag_at + interval '1 minute')
           'oldest first, one row per minute');
 SELECT is((SELECT sum(admitted) FROM history), 3::bigint, 'three admitted in the window (old arrived before it)');
 SELECT is((SELECT sum(handled) FROM history), 1::bigint, 'one handled');
+SELECT is((SELECT sum(attempts) FROM history), 2::bigint, 'in two attempts: two attempts per handled event');
 SELECT is((SELECT sum(dead) FROM history), 1::bigint, 'one dead');
 SELECT is((SELECT depth FROM history ORDER BY n DESC LIMIT 1), 2, 'now old and c wait');
 SELECT is((SELECT depth FROM history ORDER BY n LIMIT 1), 1, 'at the start of the window only old waited');

@@ -168,7 +168,9 @@ SELECT is((SELECT delivery_key FROM wharf.claim('rr')), 'rr-y1',
 -- once per session instead of on every call; the scope trigger's and
 -- free_scopes' lookups; the reaper's lookups of the leases its scope rows
 -- name; admission's read of its recipients by subject
--- (sql/80-admission.sql), planned once per session too.
+-- (sql/80-admission.sql), planned once per session too. The readers of
+-- scopes_stuck_since (sql/30) run without JIT: their plans are priced far
+-- above what they read, and compiling one costs more than running it.
 SELECT set_eq($$SELECT p.proname::text, c.setting
                  FROM pg_proc p, unnest(p.proconfig) AS c(setting)
                 WHERE p.pronamespace = 'wharf'::regnamespace
@@ -184,8 +186,9 @@ SELECT set_eq($$SELECT p.proname::text, c.setting
                        ('admission_recipients', 'plan_cache_mode=force_generic_plan'), ('admission_recipients', 'jit=off'),
                        ('admit_items', 'enable_seqscan=off'), ('admit_items', 'enable_mergejoin=off'),
                        ('admit_items', 'enable_hashjoin=off'), ('admit_items', 'plan_cache_mode=force_generic_plan'),
-                       ('admit_items', 'jit=off')$$,
-              'the scope lookups, claim and admission''s recipients run with their plans pinned to the indexes, claim''s and admission''s kept generic');
+                       ('admit_items', 'jit=off'),
+                       ('queue_stats', 'jit=off'), ('list_stuck_scopes', 'jit=off'), ('evaluate_alert_rules', 'jit=off')$$,
+              'the scope lookups, claim and admission''s recipients run with their plans pinned to the indexes, claim''s and admission''s kept generic; the stuck scopes'' readers never JIT-compile');
 
 -- One row trigger for every write the lease path does not make itself:
 -- deletes only of QUEUED or LEASED rows, so that purge, deleting DONE and

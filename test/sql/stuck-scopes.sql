@@ -1,37 +1,63 @@
--- Stuck scopes: a scope whose head has waited past a threshold is listed
--- with why, since when and how many wait behind it; retrying its head makes
--- it due now, moving it to the dead letters lets its successor be claimed,
--- pausing its connection pauses it; each action is recorded, refused on a
--- stale or leased head, and out of reach of another workspace.
+-- Stuck scopes: a scope whose head has been failing, or due and waiting,
+-- past a threshold is listed with why, since when and how many wait behind
+-- it, and the list counts exactly what queue_stats' gauge counts; retrying
+-- its head makes it due now, moving it to the dead letters lets its
+-- successor be claimed, pausing its connection pauses it; each action is
+-- recorded, refused on a stale or leased head, and out of reach of another
+-- workspace.
 BEGIN;
-SELECT plan(27);
+SELECT plan(33);
 
-SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
+SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2), wharf.upsert_workspace(3);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
 SELECT wharf.upsert_connection(2, 'generic', 'https://hooks.example/2', 'webhook', 'two');
+SELECT wharf.upsert_connection(3, 'generic', 'https://hooks.example/3', 'webhook', 'three');
 
--- Scope repo:s: s1 fails (its retry not due for a while), s2 and s3 wait
--- behind it. Scope repo:t: t1 waits, never claimed (its workspace's claimer
--- is elsewhere). Both arrived an hour ago.
+-- Every kind of head, all arrived an hour ago:
+--   repo:s      s1 failing for an hour (its retry not due for another), s2
+--               and s3 behind it;
+--   repo:t, u1  due and waiting for a claimer for an hour (workspaces 1, 2);
+--   repo:p      due for an hour, but its connection is PAUSED;
+--   repo:fresh  f1 just became claimable: an old arrival is not stuck.
 SELECT pg_temp.admit_event('repo:s', k) FROM unnest(ARRAY['s1', 's2', 's3']) k;
 SELECT wharf.fail(id, lease_epoch, 'transient', 'TimeoutError') FROM wharf.claim('w', 1) WHERE delivery_key = 's1';
 UPDATE wharf.provider_event SET next_attempt_at = now() + interval '1 hour' WHERE delivery_key = 's1';
 SELECT pg_temp.admit_event('repo:t', 't1');
 SELECT pg_temp.admit_event(2, 'repo:u', 'u1');
-UPDATE wharf.provider_event SET received_at = now() - interval '1 hour';
+SELECT pg_temp.admit_event(3, 'repo:p', 'p1');
+SELECT wharf.set_connection_state((SELECT id FROM wharf.connection WHERE workspace_id = 3), 'PAUSED');
+UPDATE wharf.scope SET ready_at = CASE WHEN ready_at <= clock_timestamp() THEN ready_at - interval '61 minutes' ELSE ready_at END,
+                       failing_since = failing_since - interval '61 minutes';
 SELECT pg_temp.admit_event('repo:fresh', 'f1');
+UPDATE wharf.provider_event SET received_at = now() - interval '1 hour';
 
 CREATE FUNCTION pg_temp.stuck(p_key text) RETURNS jsonb
 LANGUAGE sql AS $$
   SELECT s FROM jsonb_array_elements(wharf.list_stuck_scopes(1, '10 minutes')) s WHERE s ->> 'scope_key' = p_key
 $$;
+-- Every workspace's list, under stuck_after, against the gauge.
+CREATE FUNCTION pg_temp.listed() RETURNS integer
+LANGUAGE sql AS $$
+  SELECT sum(jsonb_array_length(wharf.list_stuck_scopes(w)))::integer FROM generate_series(1, 3) w
+$$;
 
 SELECT is((SELECT array_agg(s ->> 'subject' ORDER BY s ->> 'subject') FROM jsonb_array_elements(wharf.list_stuck_scopes(1, '10 minutes')) s),
-          ARRAY['repo:s', 'repo:t'], 'the scopes whose head waited past the threshold, of this workspace only');
+          ARRAY['repo:s', 'repo:t'], 'the failing and the waiting scopes past the threshold, of this workspace only, not the fresh one');
+SELECT is(jsonb_array_length(wharf.list_stuck_scopes(3, '10 minutes')), 0, 'a head of a paused connection is held on purpose, not stuck');
 SELECT wharf.set_setting('stuck_after', '2 hours');
 SELECT is(jsonb_array_length(wharf.list_stuck_scopes(1)), 0, 'without a threshold, stuck_after: none past 2 hours');
+SELECT is((SELECT stuck_scopes FROM wharf.queue_stats()), 0::bigint, 'nor in the gauge');
 SELECT wharf.set_setting('stuck_after', '30 minutes');
 SELECT is(jsonb_array_length(wharf.list_stuck_scopes(1)), 2, 'two past 30 minutes');
+SELECT results_eq($$SELECT stuck_scopes::integer, pg_temp.listed() FROM wharf.queue_stats()$$, $$VALUES (3, 3)$$,
+                  'the gauge counts what the lists show: failing and waiting, not paused or fresh');
+SELECT ok((SELECT abs(q.oldest_stuck_age - 3660) < 60 FROM wharf.queue_stats() q), 'and its oldest is the longest stuck of them');
+SELECT wharf.set_connection_state((SELECT id FROM wharf.connection WHERE workspace_id = 3), 'ACTIVE');
+SELECT results_eq($$SELECT (s ->> 'subject', s ->> 'reason', (s ->> 'waiting_seconds')::int >= 3600)::text
+                      FROM jsonb_array_elements(wharf.list_stuck_scopes(3)) s$$,
+                  $$VALUES (('repo:p', 'waiting', true)::text)$$, 'resumed, the paused scope is stuck again, since when it was');
+SELECT results_eq($$SELECT stuck_scopes::integer, pg_temp.listed() FROM wharf.queue_stats()$$, $$VALUES (4, 4)$$,
+                  'in the gauge as in the list');
 SELECT results_eq($$SELECT s ->> 'reason', (s ->> 'behind')::int, (s -> 'head' ->> 'id')::bigint, s -> 'head' ->> 'error_class',
                            (s ->> 'waiting_seconds')::int >= 3600
                       FROM pg_temp.stuck('1:generic:repo:s') s$$,

@@ -4,7 +4,7 @@
 // defaults (numeric ids, a generic webhook per connection).
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { admitDelivery, buildConnection, subscribe } from './inbox-fixtures.js';
+import { admitDelivery, buildConnection, subscribe, type Db } from './inbox-fixtures.js';
 
 export const fixtureSource = 'https://hooks.example.test';
 
@@ -94,4 +94,17 @@ export async function deadInstallationEvent(pool: pg.Pool): Promise<number> {
   const id = await admitInstallationEvent(pool);
   await finishEvent(pool, id, 'DEAD');
   return id;
+}
+
+/**
+ * Makes the scope of event `id` look stuck for `seconds` more than it is:
+ * its clocks of wharf.scopes_stuck_since (sql/30), failing_since and the
+ * ready_at of a due head, moved back (a head not yet due stays so). Arrival times do not count (an old backlog served in
+ * order is not stuck), so moving received_at back would change nothing.
+ */
+export async function ageScope(pool: Db, id: number | string, seconds: number): Promise<void> {
+  await pool.query(
+    `UPDATE wharf.scope s SET ready_at = CASE WHEN s.ready_at <= clock_timestamp() THEN s.ready_at - $2 * interval '1 second' ELSE s.ready_at END,
+                              failing_since = s.failing_since - $2 * interval '1 second'
+       FROM wharf.provider_event e WHERE e.id = $1 AND s.scope_key = e.scope_key`, [id, seconds]);
 }

@@ -170,3 +170,39 @@ describe('the alert sender', () => {
     expect((await other.runOnce()).held).toBe(true);
   });
 });
+
+describe('delivery gauges', () => {
+  it("report the last complete minute's deliveries by connection, outcome and reason; the host that loses the lease stops", async () => {
+    await Promise.all(senders.map((s) => s.stop()));
+    const host = sender('host-d');
+    const own = await createConnection(db.pool, W);
+    const gauge = async (labels: Record<string, string>) => {
+      const { values } = await workerRegistry.getSingleMetric('integration_consumer_deliveries_last_minute')!.get();
+      return values.find((v) => Object.entries(labels).every(([k, x]) => String(v.labels[k]) === x))?.value;
+    };
+    const ids = [await admitEvent(db.pool, own), await admitEvent(db.pool, own)];
+    // A delivery about a subject nobody subscribes to: dropped, naming the connection.
+    await db.pool.query(`SELECT wharf.admit('generic', s.source, 'gauge-drop', 'ping', jsonb_build_object('connection_id', s.id),
+                                           ARRAY['repo:nobody'], '{}', '{}')
+                           FROM wharf.connection s WHERE s.id = $1`, [own]);
+    // Pinned to the minute before the turn's: taken again should a minute end in between.
+    for (;;) {
+      const { rows: [pinned] } = await db.pool.query<{ minute: Date }>(
+        `SELECT date_trunc('minute', now()) - interval '1 minute' AS minute`);
+      await db.pool.query(`UPDATE wharf.provider_event SET received_at = $2::timestamptz + interval '10 seconds' WHERE id = ANY($1)`, [ids, pinned!.minute]);
+      await db.pool.query(`UPDATE wharf.admission_log SET at = $1::timestamptz + interval '20 seconds' WHERE delivery_key = 'gauge-drop'`, [pinned!.minute]);
+      expect((await host.runOnce()).held).toBe(true);
+      const { rows: [after] } = await db.pool.query<{ minute: Date }>(
+        `SELECT date_trunc('minute', now()) - interval '1 minute' AS minute`);
+      if (after!.minute.getTime() === pinned!.minute.getTime()) break;
+    }
+    expect(await gauge({ connection: String(own), outcome: 'accepted', reason: '' })).toBe(2);
+    expect(await gauge({ connection: String(own), outcome: 'dropped', reason: 'no-subscriber' })).toBe(1);
+    expect(await gauge({ connection: String(own), outcome: 'refused' })).toBeUndefined();
+
+    // Another host, without the lease, reports none (in its own process;
+    // here the registry is shared, so the series go).
+    expect((await sender('host-e').runOnce()).held).toBe(false);
+    expect(await gauge({ connection: String(own), outcome: 'accepted' })).toBeUndefined();
+  });
+});

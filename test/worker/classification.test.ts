@@ -64,6 +64,9 @@ const handlers: HandlerMap = {
       throw new Error('step failed', { cause: error });
     });
   },
+  'generic:fails-once': (ctx) => {
+    if (ctx.event.attempt === 1) throw new TransientError('upstream unavailable', { status: 503 });
+  },
   'generic:lease-stolen': async (ctx) => {
     // As if the lease expired and another worker claimed the row.
     await db.pool.query('UPDATE wharf.provider_event SET lease_epoch = lease_epoch + 1 WHERE id = $1', [ctx.event.id]);
@@ -125,6 +128,19 @@ describe('dispatch', () => {
     } finally {
       await sweeper.stop();
     }
+  });
+
+  it('counts the attempts a handled event took: attempts per handled event', async () => {
+    const handled = await metricValue('integration_consumer_completed_total', { outcome: 'handled' });
+    const attempts = await metricValue('integration_consumer_handled_attempts_total');
+    const { id, outcome } = await handle('fails-once');
+    expect(outcome).toBe('retried');
+    expect(await metricValue('integration_consumer_handled_attempts_total'), 'a failed attempt adds nothing').toBe(attempts);
+    outcomes.delete(id);
+    await db.pool.query('UPDATE wharf.provider_event SET next_attempt_at = now() WHERE id = $1', [id]);
+    expect(await waitFor(async () => outcomes.get(id), 10_000, 'the retry to settle')).toBe('handled');
+    expect(await metricValue('integration_consumer_completed_total', { outcome: 'handled' })).toBe(handled + 1);
+    expect(await metricValue('integration_consumer_handled_attempts_total'), 'handled at its second attempt').toBe(attempts + 2);
   });
 
   it('prefers provider:event_type and falls back to provider:*', async () => {

@@ -51,6 +51,18 @@ export async function recordAlertAttempt(
   return rows[0]?.state ?? null;
 }
 
+/** One minute's deliveries of the instance, by connection (top N, 'other', 'none'), outcome and reason (wharf.delivery_gauges). */
+export interface DeliveryGauges {
+  minute: string;
+  deliveries: Array<{ connection: string; outcome: 'accepted' | 'refused' | 'dropped'; reason: string; count: number }>;
+}
+
+/** The last complete minute's deliveries of the instance, the `top` busiest connections by name (wharf.delivery_gauges). */
+export async function deliveryGauges(db: pg.Pool, top: number): Promise<DeliveryGauges> {
+  const { rows } = await db.query<{ gauges: DeliveryGauges }>('SELECT wharf.delivery_gauges(NULL, $1) AS gauges', [top]);
+  return rows[0]!.gauges;
+}
+
 /** The instance's issues by status (wharf.issue_gauges). */
 export async function issueGauges(db: pg.Pool): Promise<{ issues: Record<string, number> }> {
   const { rows } = await db.query<{ gauges: { issues: Record<string, number> } }>(

@@ -3,11 +3,11 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Database } from '../../../db/database.js';
 import { followBulkReplay, startBulkReplayInBackground } from '../../bulk-replay-runner.js';
-import { countBulkReplay, listBulkReplays } from '../../sql/bulk-replay.js';
+import { cancelBulkReplay, countBulkReplay, listBulkReplays } from '../../sql/bulk-replay.js';
 import { requireWorkspace } from '../auth.js';
 import { ApiError } from '../errors.js';
 import { errors, json, jsonBody, routeGroup } from '../openapi.js';
-import { bulkReplay, bulkReplayBody, bulkReplayCount, bulkReplayParam, workspaceParam } from '../schemas.js';
+import { bulkReplay, bulkReplayBody, bulkReplayCount, bulkReplayParam, cancelledBulkReplay, workspaceParam } from '../schemas.js';
 
 const tags = ['replays'];
 
@@ -60,5 +60,16 @@ export function bulkReplayRoutes(db: Database, onUnexpectedError?: (error: unkno
       const found = await followBulkReplay(db, ws, id, { onError: onUnexpectedError });
       if (!found) throw new ApiError(404, 'not_found', `no bulk replay ${id} here`);
       return c.json(found, 200);
+    })
+    .openapi(createRoute({
+      method: 'post', path: '/workspaces/{ws}/replays/{id}/cancel', tags, summary: 'Cancel a running bulk replay',
+      description: 'No batch runs after the one running now, which finishes first; what was replayed stays replayed. '
+        + 'Recorded with who cancelled it. A bulk replay already finished is answered as it is, with cancelled false.',
+      request: { params: bulkReplayParam },
+      responses: { 200: json(cancelledBulkReplay, 'the bulk replay after'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      const { ws, id } = c.req.valid('param');
+      const principal = requireWorkspace(c, ws);
+      return c.json(await cancelBulkReplay(db, ws, id, principal.account), 200);
     });
 }

@@ -1,12 +1,14 @@
-// A page of events as a table: each row links to the event's own page.
+// A page of events as a table: each row links to the event's own page, and
+// the rows are reached and opened with the keyboard (row-keys-script.ts).
 import type { EventSummary } from '../../sql/operator.js';
 import { StateBadge, Time } from '../layout.js';
+import { rowFocus, rowKeysHint } from '../row-keys-script.js';
 
 export function EventTable(props: { events: EventSummary[]; base: string; caption: string }) {
   if (props.events.length === 0) return <p role="status">No events match.</p>;
   return (
-    <table>
-      <caption class="visually-hidden">{props.caption}</caption>
+    <table data-rows>
+      <caption class="visually-hidden">{`${props.caption}. ${rowKeysHint}`}</caption>
       <thead>
         <tr>
           <th scope="col" class="num">Id</th>
@@ -20,8 +22,8 @@ export function EventTable(props: { events: EventSummary[]; base: string; captio
         </tr>
       </thead>
       <tbody>
-        {props.events.map((event) => (
-          <tr>
+        {props.events.map((event, index) => (
+          <tr {...rowFocus(index)}>
             <th scope="row" class="num"><a href={`${props.base}/events/${event.id}`}>{String(event.id)}</a></th>
             <td><StateBadge state={event.state} />{event.outcome ? ` (${event.outcome})` : ''}</td>
             <td>{event.provider}</td>

@@ -4,7 +4,7 @@
 // a <progress> bar that follows the run until it is finished.
 import type { Context, Hono } from 'hono';
 import { followBulkReplay, startBulkReplayInBackground } from '../../bulk-replay-runner.js';
-import { listBulkReplays, type BulkReplay, type BulkReplayFilter } from '../../sql/bulk-replay.js';
+import { cancelBulkReplay, listBulkReplays, type BulkReplay, type BulkReplayFilter } from '../../sql/bulk-replay.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
 import { optionalText, optionalTime } from '../filters.js';
@@ -67,6 +67,15 @@ export function registerBulkReplayPages(app: Hono<ConsoleEnv>, deps: RouteDeps):
     return replay;
   };
 
+  // Stops a running bulk replay after the batch it is in (wharf.cancel_bulk_replay), as the signed-in account.
+  app.post('/workspaces/:ws/bulk-replays/:id/cancel', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    const id = c.req.param('id');
+    if (!isIdText(id)) throw new ConsoleError(404, 'There is no such bulk replay in this workspace.');
+    await cancelBulkReplay(db, scope.workspaceId, id, c.get('principal').account);
+    return c.redirect(`${scope.base}/bulk-replays/${id}`, 303);
+  });
+
   app.get('/workspaces/:ws/bulk-replays/:id/progress', async (c) => {
     const replay = await find(c, workspaceScope(c, basePath));
     const { state, matched, replayed, skipped } = replay;
@@ -89,7 +98,16 @@ export function registerBulkReplayPages(app: Hono<ConsoleEnv>, deps: RouteDeps):
           {`${done} of ${replay.matched}`}
         </progress>
         <p id="bulk-status" role="status" aria-live="polite">{statusText(replay)}</p>
-        {!running && <p>Finished <Time at={replay.finished_at} />. <a href={`${scope.base}/events`}>See the events</a>.</p>}
+        {running && (
+          <form method="post" action={`${scope.base}/bulk-replays/${replay.id}/cancel`} class="inline">
+            <Csrf token={c.get('csrfToken')} />
+            <button type="submit">Cancel bulk replay</button>
+          </form>
+        )}
+        {replay.state === 'finished' && <p>Finished <Time at={replay.finished_at} />. <a href={`${scope.base}/events`}>See the events</a>.</p>}
+        {replay.state === 'cancelled' && (
+          <p>Cancelled by {replay.cancelled_by} <Time at={replay.cancelled_at} />: the events replayed before stay replayed, the rest stay dead letters. <a href={`${scope.base}/events`}>See the events</a>.</p>
+        )}
         {running && nonce && <script nonce={nonce} dangerouslySetInnerHTML={{ __html: progressScript }} />}
       </Page>,
     );

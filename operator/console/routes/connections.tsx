@@ -6,6 +6,7 @@ import { createConnection, setConnectionState, setWorkspaceState } from '../../s
 import { listConnections, showConnection, showWorkspace } from '../../sql/operator.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
+import { formField } from '../filters.js';
 import { frameOf } from '../frame.js';
 import { Csrf, Notice, Page, StateBadge } from '../layout.js';
 import { isIdText } from '../../api/params.js';
@@ -43,11 +44,6 @@ function HmacSourceForm(props: { action: string; csrfToken: string }) {
 }
 
 /** A form field as text ('' when absent or a file). */
-function field(body: Record<string, unknown>, name: string): string {
-  const value = body[name];
-  return typeof value === 'string' ? value.trim() : '';
-}
-
 function switchTo(value: unknown): Switchable {
   if (value !== 'PAUSED' && value !== 'ACTIVE') throw new ConsoleError(400, 'The state must be PAUSED or ACTIVE.');
   return value;
@@ -133,15 +129,15 @@ export function registerConnectionPages(app: Hono<ConsoleEnv>, deps: RouteDeps):
     const body = await c.req.parseBody();
     let signature: unknown;
     try {
-      signature = JSON.parse(field(body, 'signature'));
+      signature = JSON.parse(formField(body, 'signature'));
     } catch {
       throw new ConsoleError(400, 'The signature scheme must be a JSON object, e.g. ' + exampleScheme);
     }
-    const pointers = field(body, 'subject_pointers').split(',').map((pointer) => pointer.trim()).filter((pointer) => pointer !== '');
+    const pointers = formField(body, 'subject_pointers').split(',').map((pointer) => pointer.trim()).filter((pointer) => pointer !== '');
     // createConnection validates the scheme (a 400 that says what is wrong) before anything is saved.
     await createConnection(db, {
-      workspaceId: scope.workspaceId, provider: 'hmac', source: field(body, 'source'), kind: 'hmac',
-      externalId: field(body, 'external_id') || null,
+      workspaceId: scope.workspaceId, provider: 'hmac', source: formField(body, 'source'), kind: 'hmac',
+      externalId: formField(body, 'external_id') || null,
       route: { signature, ...(pointers.length > 0 ? { subject_pointers: pointers } : {}) },
     });
     return c.redirect(`${scope.base}/connections?changed=hmac-added`, 303);

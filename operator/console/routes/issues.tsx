@@ -11,7 +11,6 @@ import {
   deadLetterScopeHead, listScopeActions, listStuckScopes, pauseScopeConnection, retryScopeHead, scopeActions,
   type ScopeActionName, type StuckScope,
 } from '../../sql/stuck-scopes.js';
-import { listAlertRules, listAlerts } from '../../sql/alerts.js';
 import { EventTable } from '../components/event-table.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
@@ -19,6 +18,7 @@ import { optionalCursor, optionalText } from '../filters.js';
 import { frameOf } from '../frame.js';
 import { Badge, Csrf, LiveUpdates, Notice, Page, Problem, Time } from '../layout.js';
 import { isIdText, rejectNul } from '../../api/params.js';
+import { rowFocus, rowKeysHint } from '../row-keys-script.js';
 import { workspaceScope, type WorkspaceScope } from '../scope.js';
 
 type Ctx = Context<ConsoleEnv>;
@@ -52,59 +52,6 @@ function statusFilter(value: string | undefined): IssueStatus | undefined {
 
 export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void {
   const { db, basePath } = deps;
-
-  // Who was told: the workspace's alert rules and the alerts they sent, with how each delivery went.
-  app.get('/workspaces/:ws/alerts', async (c) => {
-    const scope = workspaceScope(c, basePath);
-    const owner = { workspaceId: scope.workspaceId };
-    const [rules, alerts] = await Promise.all([listAlertRules(db, owner), listAlerts(db, owner, 100)]);
-    return c.html(
-      <Page {...frameOf(c, basePath, scope, 'alerts')} title={`Alerts · ${scope.label}`}>
-        <p>Rules say whom to tell, and when; a worker host sends the alerts and records how each delivery went. Rules are made through the API (<code>POST /api/workspaces/{scope.workspaceId}/alert-rules</code>).</p>
-        <h2 id="rules">Rules</h2>
-        {rules.length === 0 ? <p>No rule: nobody is told.</p> : (
-          <table aria-labelledby="rules">
-            <thead><tr><th scope="col">Name</th><th scope="col">When</th><th scope="col">To</th><th scope="col">By</th><th scope="col">Since</th></tr></thead>
-            <tbody>
-              {rules.map((rule) => (
-                <tr>
-                  <th scope="row">{rule.name}</th>
-                  <td>{rule.kind}{rule.threshold !== null ? ` ≥ ${rule.threshold}` : ''}{rule.window_seconds !== null ? ` in ${rule.window_seconds}s` : ''}</td>
-                  <td>{rule.destination} · {rule.destination_host}</td>
-                  <td>{rule.created_by}</td>
-                  <td><Time at={rule.created_at} /></td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        )}
-        <LiveUpdates nonce={c.get('secureHeadersNonce')} />
-        <div id="live-alerts" data-live>
-          <h2 id="sent">Alerts</h2>
-          {alerts.length === 0 ? <p role="status">No alert yet.</p> : (
-            <table aria-labelledby="sent">
-              <thead>
-                <tr><th scope="col">Raised</th><th scope="col">Rule</th><th scope="col">What</th><th scope="col">Delivery</th>
-                  <th scope="col" class="num">Attempts</th><th scope="col">Last answer</th></tr>
-              </thead>
-              <tbody>
-                {alerts.map((alert) => (
-                  <tr>
-                    <th scope="row"><Time at={alert.created_at} /></th>
-                    <td>{alert.rule_name}</td>
-                    <td>{alert.kind}</td>
-                    <td><Badge kind={alert.state} text={alert.state} />{alert.delivered_at ? <>{' '}<Time at={alert.delivered_at} /></> : ''}</td>
-                    <td class="num">{String(alert.attempts)}</td>
-                    <td>{alert.last_status !== null ? `HTTP ${alert.last_status}` : alert.last_error ?? '—'}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          )}
-        </div>
-      </Page>,
-    );
-  });
 
   app.get('/workspaces/:ws/issues', async (c) => {
     const scope = workspaceScope(c, basePath);
@@ -205,7 +152,7 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
         <Notice text={done ? actionNotices[done] : undefined} />
         <Problem text={problem === 'leased' ? 'A handler holds that head now: wait for its lease to end.'
           : problem === 'not_head' ? 'That event no longer heads its scope: the list below is the current one.' : undefined} />
-        <p>Scopes whose head has waited longer than the threshold: every later event of the scope waits behind it, in order.</p>
+        <p>Scopes whose head has been failing, or due and waiting for a claimer, longer than the threshold: every later event of the scope waits behind it, in order. A paused connection's scopes are held on purpose and not listed.</p>
         <form method="get" action={`${scope.base}/stuck`} class="filters" role="search" aria-label="Threshold">
           <label>Waiting at least (minutes; empty: the setting stuck_after)
             <input name="minutes" inputmode="numeric" value={minutesText ?? ''} size={6} />
@@ -262,8 +209,8 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
 function IssueTable(props: { issues: Issue[]; scope: WorkspaceScope }) {
   if (props.issues.length === 0) return <p role="status">No issues: nothing has failed.</p>;
   return (
-    <table>
-      <caption class="visually-hidden">Issues, latest seen first</caption>
+    <table data-rows>
+      <caption class="visually-hidden">{`Issues, latest seen first. ${rowKeysHint}`}</caption>
       <thead>
         <tr>
           <th scope="col">Issue</th><th scope="col">Status</th><th scope="col">Provider</th><th scope="col">Event type</th>
@@ -272,8 +219,8 @@ function IssueTable(props: { issues: Issue[]; scope: WorkspaceScope }) {
         </tr>
       </thead>
       <tbody>
-        {props.issues.map((issue) => (
-          <tr>
+        {props.issues.map((issue, index) => (
+          <tr {...rowFocus(index)}>
             <th scope="row"><a href={`${props.scope.base}/issues/${issue.id}`}>{issue.error_class}</a></th>
             <td><Badge kind={issue.status} text={issue.status} />{issue.reopened > 0 ? ` (reopened ${issue.reopened}×)` : ''}</td>
             <td>{issue.provider}</td>
@@ -293,8 +240,8 @@ function IssueTable(props: { issues: Issue[]; scope: WorkspaceScope }) {
 function StuckTable(props: { scopes: StuckScope[]; scope: WorkspaceScope; csrfToken: string }) {
   if (props.scopes.length === 0) return <p role="status">No scope is stuck.</p>;
   return (
-    <table>
-      <caption class="visually-hidden">Stuck scopes, oldest head first</caption>
+    <table data-rows>
+      <caption class="visually-hidden">{`Stuck scopes, longest stuck first; Enter opens the head. ${rowKeysHint}`}</caption>
       <thead>
         <tr>
           <th scope="col">Scope</th><th scope="col">Why</th><th scope="col" class="num">Head</th><th scope="col">Event type</th>
@@ -302,8 +249,8 @@ function StuckTable(props: { scopes: StuckScope[]; scope: WorkspaceScope; csrfTo
         </tr>
       </thead>
       <tbody>
-        {props.scopes.map((stuck) => (
-          <tr>
+        {props.scopes.map((stuck, index) => (
+          <tr {...rowFocus(index)}>
             <th scope="row">{stuck.subject ?? stuck.scope_key}</th>
             <td><Badge kind={stuck.reason} text={stuck.reason} /></td>
             <td class="num"><a href={`${props.scope.base}/events/${stuck.head.id}`}>{String(stuck.head.id)}</a></td>

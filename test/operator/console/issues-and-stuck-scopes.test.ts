@@ -23,6 +23,7 @@ import { createApiToken } from '../../../operator/sql/operator.js';
 import { createWorker, startAlertSender, type HandlerContext, type Worker } from '../../../worker/index.js';
 import { browserTimeout } from '../../support/browser.js';
 import { admit, adminToken, connection, signedIn, startConsoleRig, stateOf, type ConsoleRig } from '../../support/console-rig.js';
+import { ageScope } from '../../support/api-fixtures.js';
 import { waitFor } from '../../support/worker-inbox.js';
 
 vi.setConfig({ testTimeout: 180_000 });
@@ -85,7 +86,7 @@ beforeAll(async () => {
   otherToken = (await createApiToken(db, String(OTHER), 'other')).token;
 
   // A scope held behind its head: the head failed and waits an hour for its
-  // retry; two events wait behind it. All arrived an hour ago.
+  // retry; two events wait behind it. It has been failing for an hour.
   stuck.head = (await admit(db, conn, { subject: 'repo:acme/stuck' })).id;
   for (let i = 0; i < 2; i++) stuck.behind.push((await admit(db, conn, { subject: 'repo:acme/stuck' })).id);
   const { rows } = await db.query<{ id: string; lease_epoch: string; scope_key: string }>(`SELECT id, lease_epoch, scope_key FROM wharf.claim('setup', 100)`);
@@ -96,7 +97,7 @@ beforeAll(async () => {
     } else await db.query('SELECT wharf.release($1, $2)', [row.id, row.lease_epoch]);
   }
   await db.query(`UPDATE wharf.provider_event SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`, [stuck.head]);
-  await db.query(`UPDATE wharf.provider_event SET received_at = now() - interval '1 hour' WHERE id = ANY($1)`, [[stuck.head, ...stuck.behind]]);
+  await ageScope(db, stuck.head, 3600);
 
   worker = createWorker({
     connectionString: rig.db.url, handlers: { 'generic:ping': handle }, concurrency: 2,
