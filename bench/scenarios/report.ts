@@ -15,6 +15,8 @@ const titles: Record<ScenarioName, string> = {
   kills: 'Killed backends',
   slots: 'Connection slots full',
   lock: 'A long lock',
+  switchover: 'Planned switchover',
+  crash: 'Crash failover',
 };
 
 const num = (value: number | undefined | null, digits = 0): string =>
@@ -214,6 +216,11 @@ function figureRows(cells: Cell[], settings: ScenarioSettings, naptimeS: number)
     ['acknowledged / lost (no row) / not handled', (_f, cell) => `${num(cell.run.checks.acknowledged)} / ${cell.run.checks.missingRows ?? 'n/a (rows leave when done)'} / ${cell.run.checks.unhandled}`],
     ['steps applied twice / order violations', (_f, cell) => `${cell.run.checks.duplicateSteps} / ${cell.run.checks.orderViolations}`],
     ['worker processes running at the end / stopped cleanly', (_f, cell) => `${cell.run.checks.workersAlive}/${cell.run.checks.workers} / ${cell.run.checks.workersStoppedCleanly}`],
+    ['worker log lines naming LISTEN or the listener (warnings and errors)', (_f, cell) => {
+      const lines = Object.entries(cell.run.checks.listenErrors ?? {});
+      const total = lines.reduce((sum, [, n]) => sum + n, 0);
+      return total === 0 ? '0' : `${num(total)}: ${lines.map(([message, n]) => `${num(n)} × "${message.replace(/\|/g, '\\|')}"`).join(', ')}`;
+    }],
   ];
   const out = [`| figure | ${systems.map((cell) => cell.run.systemLabel).join(' | ')} |`, `|---|${systems.map(() => '---').join('|')}|`];
   for (const [name, value] of rows) out.push(`| ${name} | ${systems.map((cell) => value(cell.figures, cell)).join(' | ')} |`);
@@ -223,7 +230,7 @@ function figureRows(cells: Cell[], settings: ScenarioSettings, naptimeS: number)
 function describeScale(settings: ScenarioSettings): string {
   return `snapshot held ${seconds(settings.snapshotHoldMs)} (${settings.snapshotKinds.join(', ')}), ` +
     `kills every ${seconds(settings.killEveryMs)} for ${seconds(settings.killForMs)}, slots full ${seconds(settings.slotsForMs)}, ` +
-    `lock held ${seconds(settings.lockForMs)}; warm-up ${seconds(settings.warmupMs)}, baseline ${seconds(settings.baselineMs)}, ` +
+    `lock held ${seconds(settings.lockForMs)}, load after a failover ${seconds(settings.failoverForMs)}; warm-up ${seconds(settings.warmupMs)}, baseline ${seconds(settings.baselineMs)}, ` +
     `recovery ${seconds(settings.afterMs)} (after a snapshot: until dead tuples are back, at most ${seconds(Math.max(settings.afterMs, settings.snapshotAfterMs))})`;
 }
 
@@ -295,6 +302,7 @@ export function renderMarkdown(
   out.push('npm run scenarios -- --scale reduced       # the same faults, shorter (about 30 minutes)');
   out.push('npm run scenarios -- --scale short         # seconds each: what the CI test runs');
   out.push('npm run scenarios -- --only snapshot --snapshot-hold 10m --systems wharf');
+  out.push('npm run scenarios -- --only switchover,crash   # each cell on a primary and synchronous standby of its own');
   out.push('npm run scenarios -- --server-url postgres://…   # run on that server (its every free slot gets taken)');
   out.push('```');
   out.push('');

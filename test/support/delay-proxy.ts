@@ -38,6 +38,12 @@ export interface DelayProxy {
    * Resolves when it has cut.
    */
   cutAfterReplyTo(marker: string): Promise<void>;
+  /**
+   * Sends the connections accepted from now on to `target` (the open ones
+   * stay where they are): a proxy that follows a primary that moved, as
+   * HAProxy with a primary check does.
+   */
+  retarget(target: { host: string; port: number }): void;
   /** Stops listening and cuts every connection: the port refuses. */
   stop(): Promise<void>;
   /** Listens again on the same port. */
@@ -91,6 +97,7 @@ export async function startDelayProxy(options: {
 }): Promise<DelayProxy> {
   let server: Server | undefined;
   let port = options.port ?? 0;
+  let target = options.target;
 
   const links = new Set<() => void>();
   let trap: { marker: Buffer; sprung: () => void } | undefined;
@@ -101,7 +108,7 @@ export async function startDelayProxy(options: {
     proxy.accepted += 1;
     const delay = proxy.delayMs;
     const handshakeDone = performance.now() + 2 * delay;
-    const upstream = connect(options.target.port, options.target.host);
+    const upstream = connect(target.port, target.host);
     upstream.setNoDelay(true);
     client.setNoDelay(true);
     let closed = false;
@@ -196,6 +203,9 @@ export async function startDelayProxy(options: {
     cutAfterReplyTo: (marker) => new Promise<void>((resolve) => {
       trap = { marker: Buffer.from(marker), sprung: resolve };
     }),
+    retarget: (next) => {
+      target = next;
+    },
     stop,
     start: async () => { if (!server) await listen(); },
     close: stop,
