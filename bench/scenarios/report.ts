@@ -266,6 +266,18 @@ export function renderMarkdown(
   out.push(`- graphile-worker: ${settings.workers} processes of \`run()\`, concurrency ${settings.concurrency}, ` +
     `\`preset: ${JSON.stringify(graphileLocalQueuePreset)}\`; the producer calls \`graphile_worker.add_job\` with a \`queue_name\` per scope ` +
     '(its per-key order) from a pool of 16; the task writes the same two rows, one after the other (it has no steps).');
+  if (run.cells.some((cell) => cell.run.scenario === 'switchover' || cell.run.scenario === 'crash')) {
+    out.push('- Failover cells (planned switchover, crash failover): each on a pair of its own, not on the server above: a primary ' +
+      'and a streaming standby made with `pg_basebackup -R` (Debian\'s PostgreSQL 15, stock settings), synchronous ' +
+      '(`synchronous_standby_names = \'*\'`, `synchronous_commit = on`). Wharf\'s receiver and workers get libpq\'s multi-host URL, ' +
+      'both hosts, the old primary first, `target_session_attrs=read-write`. graphile-worker takes one host (node-postgres reads one): ' +
+      'its workers and producer connect through a TCP proxy that the scenario points at the new primary the moment the promotion ' +
+      'ends, as HAProxy with a primary check does at its best; the rig\'s own sessions go through the same proxy. graphile-worker ' +
+      'has no receiver: its "answers" are its producer\'s `add_job` calls, a failed call counted under "other" (as status 0) and retried. ' +
+      '"Lost" for graphile-worker: acknowledged, and neither its business row nor its job row exists at the end. ' +
+      'The time to the first event handled on the new primary is from the fault to the first last-step row written after the old ' +
+      'primary was down; the promotion\'s own time is in it, and is shown beside it.');
+  }
   out.push('- Claim time: each worker process times its system\'s claim statement from the call to the answer ' +
     '(`wharf.claim`; graphile-worker\'s `get_job` batch, `FOR UPDATE SKIP LOCKED`), lock waits included. ' +
     'Dead tuples and sizes: `pg_stat_user_tables.n_dead_tup` and `pg_total_relation_size` of the system\'s schema, once a second.');
