@@ -108,8 +108,8 @@ export function failover(kind: 'planned' | 'crash'): Fault {
   return {
     id: kind === 'planned' ? 'switchover' : 'crash-failover',
     title: kind === 'planned'
-      ? 'planned switchover: the primary stopped cleanly, the synchronous standby promoted, the old primary back as a standby'
-      : 'crash failover: kill -9 of the primary\'s postmaster, the synchronous standby promoted',
+      ? 'the primary stopped cleanly, the synchronous standby promoted, the old primary back as a standby'
+      : 'kill -9 of the primary\'s postmaster, the synchronous standby promoted',
     needsPair: true,
     async prepare(context) {
       const pair = context.pair;
