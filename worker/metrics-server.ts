@@ -1,6 +1,7 @@
 // Serves a prom-client registry on GET /metrics, with /healthz (the process
-// answers) and /readyz (its database does, as a writable primary) beside it. Binds 127.0.0.1 unless
-// told otherwise: metrics name event types and queue depths.
+// answers) and /readyz (its database does, as a writable primary) beside it.
+// Binds 127.0.0.1 unless told otherwise: metrics name event types and queue
+// depths.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
@@ -15,6 +16,8 @@ export interface MetricsServerOptions {
   host?: string;
   /** What /readyz says: 200 when 'ready', else 503 with the word ('standby', 'unavailable'). */
   readiness?: () => Promise<Readiness>;
+  /** The older form, still read when `readiness` is not given: true is 'ready', false 'unavailable'. */
+  ready?: () => Promise<boolean>;
 }
 
 /** A port already taken: a clean start failure, named, instead of a half-started process. */
@@ -38,7 +41,9 @@ export async function startMetricsServer(
     } else if (path === '/healthz') {
       response.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
     } else if (path === '/readyz') {
-      (options.readiness?.() ?? Promise.resolve<Readiness>('ready')).catch((): Readiness => 'unavailable').then((status) => {
+      const readiness = options.readiness
+        ?? (options.ready ? async (): Promise<Readiness> => ((await options.ready!()) ? 'ready' : 'unavailable') : undefined);
+      (readiness?.() ?? Promise.resolve<Readiness>('ready')).catch((): Readiness => 'unavailable').then((status) => {
         response.writeHead(status === 'ready' ? 200 : 503, { 'content-type': 'application/json' })
           .end(JSON.stringify({ status }));
       });
