@@ -5,6 +5,7 @@ import { Hono } from 'hono';
 import type { Admit } from './coalesced-admission.js';
 import { createConnectionCache } from './connection-cache.js';
 import type { Database } from '../db/database.js';
+import { readReadiness } from '../db/readiness.js';
 import { createWebhookReceiver } from './receive-webhook.js';
 import { createReject } from './rejection.js';
 import { readEdgeSettings, type EdgeEnv } from './settings.js';
@@ -40,16 +41,13 @@ export function createEdgeApp(options: EdgeAppOptions): Hono {
   });
 
   const app = new Hono();
-  // Liveness (the process answers) and readiness (its database does), for
-  // load balancers and orchestrators; no secret, no body.
+  // Liveness (the process answers) and readiness (its database does, as a
+  // writable primary: a standby cannot admit), for load balancers and
+  // orchestrators; no secret, no body.
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
-    try {
-      await database.query('SELECT 1');
-      return c.json({ status: 'ready' });
-    } catch {
-      return c.json({ status: 'unavailable' }, 503, { 'Retry-After': '5' });
-    }
+    const status = await readReadiness(database);
+    return status === 'ready' ? c.json({ status }) : c.json({ status }, 503, { 'Retry-After': '5' });
   });
   app.post('/hooks/:provider/:endpoint', receiveWebhook);
   app.all('/hooks/:provider/:endpoint', (c) =>

@@ -1324,7 +1324,9 @@ BEGIN
   RETURNING scope_key INTO v_scope_key;
   PERFORM set_config('wharf.keeping_scopes', 'off', true);
   IF v_scope_key IS NULL THEN
-    RETURN false;
+    -- Read after the row lock: a first try still in flight has committed or rolled back.
+    RETURN EXISTS (SELECT FROM wharf.provider_event
+                    WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'DONE' AND outcome = p_outcome);
   END IF;
   PERFORM wharf.free_scopes(ARRAY[p_id], ARRAY[v_scope_key]);
   RETURN true;
@@ -1345,6 +1347,7 @@ CREATE FUNCTION wharf.complete_many(p_ids bigint[], p_epochs bigint[], p_outcome
 DECLARE
   v_ids    bigint[];
   v_scopes text[];
+  v_taken  bigint[];
 BEGIN
   IF p_ids IS NULL OR p_epochs IS NULL OR p_outcomes IS NULL THEN
     RAISE EXCEPTION 'wharf.complete_many: ids, epochs and outcomes are required' USING ERRCODE = '22004';
@@ -1358,6 +1361,13 @@ BEGIN
     RAISE EXCEPTION 'wharf.complete_many: every id, epoch and outcome is required' USING ERRCODE = '22004';
   END IF;
   PERFORM FROM wharf.provider_event WHERE id = ANY (p_ids) ORDER BY id FOR UPDATE;  -- top of sql/30
+  -- Completed under their epoch by an earlier try of this batch (read after
+  -- the row locks, so a try still in flight has committed or rolled back).
+  SELECT array_agg(e.id) INTO v_taken
+    FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
+    JOIN wharf.provider_event e ON e.id = c.id
+   WHERE e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'DONE' AND e.outcome = c.outcome;  -- by primary key
+  RETURN QUERY SELECT unnest(v_taken);
   PERFORM set_config('wharf.keeping_scopes', 'on', true);
   WITH done AS (
     UPDATE wharf.provider_event e

@@ -249,6 +249,15 @@ END $$;
 -- Ends a lease with success: DONE with p_outcome ('handled', 'ignored', ...).
 -- False when the row is not LEASED under p_epoch. The update is HOT (no
 -- index names a column it writes); the scope is freed by free_scopes (sql/20).
+--
+-- Idempotent under its epoch: also true, writing nothing, when the row is
+-- already DONE under p_epoch with p_outcome. Only complete and complete_many
+-- write DONE, each only under the epoch that holds the lease, and an epoch
+-- is drawn by one claim: such a row is this lease's own completion, which
+-- committed while its reply was lost (a connection cut after COMMIT, a
+-- failover), and the worker's retry learns that it took. A row finished by
+-- anyone else (reaped and leased again, failed, released, erased, DONE
+-- under another epoch) still answers false.
 CREATE OR REPLACE FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text DEFAULT 'handled')
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
@@ -266,14 +275,18 @@ BEGIN
   RETURNING scope_key INTO v_scope_key;
   PERFORM set_config('wharf.keeping_scopes', 'off', true);
   IF v_scope_key IS NULL THEN
-    RETURN false;
+    -- Read after the row lock: a first try still in flight has committed or rolled back.
+    RETURN EXISTS (SELECT FROM wharf.provider_event
+                    WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'DONE' AND outcome = p_outcome);
   END IF;
   PERFORM wharf.free_scopes(ARRAY[p_id], ARRAY[v_scope_key]);
   RETURN true;
 END $$;
 
 -- Ends many leases with success, as complete does each: the ids of the rows
--- that were LEASED under their epoch and are now DONE with their outcome. One
+-- that were LEASED under their epoch and are now DONE with their outcome, and
+-- of those already DONE under their epoch with their outcome (a retry of a
+-- batch whose commit was not confirmed: see complete). One
 -- update of the events and one of their scopes: a busy host pays one commit
 -- and one scope write per scope for a batch, its scope rows locked in the
 -- one lock order (free_scopes, lock_scopes in sql/20), whatever order the
@@ -289,6 +302,7 @@ SET enable_seqscan = off SET enable_mergejoin = off SET enable_hashjoin = off SE
 DECLARE
   v_ids    bigint[];
   v_scopes text[];
+  v_taken  bigint[];
 BEGIN
   IF p_ids IS NULL OR p_epochs IS NULL OR p_outcomes IS NULL THEN
     RAISE EXCEPTION 'wharf.complete_many: ids, epochs and outcomes are required' USING ERRCODE = '22004';
@@ -302,6 +316,13 @@ BEGIN
     RAISE EXCEPTION 'wharf.complete_many: every id, epoch and outcome is required' USING ERRCODE = '22004';
   END IF;
   PERFORM FROM wharf.provider_event WHERE id = ANY (p_ids) ORDER BY id FOR UPDATE;  -- top of sql/30
+  -- Completed under their epoch by an earlier try of this batch (read after
+  -- the row locks, so a try still in flight has committed or rolled back).
+  SELECT array_agg(e.id) INTO v_taken
+    FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
+    JOIN wharf.provider_event e ON e.id = c.id
+   WHERE e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'DONE' AND e.outcome = c.outcome;  -- by primary key
+  RETURN QUERY SELECT unnest(v_taken);
   PERFORM set_config('wharf.keeping_scopes', 'on', true);
   WITH done AS (
     UPDATE wharf.provider_event e

@@ -9,6 +9,7 @@ import type { Registry } from 'prom-client';
 import { createPool, describeDatabase } from '../db/pool.js';
 import { runClaimLoop } from './claim-loop.js';
 import { classOf } from './classify.js';
+import { readReadiness, type Readiness } from '../db/readiness.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { EventRun, type RunOutcome } from './event-run.js';
 import { findHandler, handledKeys, type HandlerMap } from './handlers.js';
@@ -84,8 +85,10 @@ export interface Worker extends EventEmitter<WorkerEvents> {
   start(): Promise<void>;
   /** Stops claiming, aborts handlers, drains up to drainTimeout, releases the rest, closes. */
   stop(): Promise<void>;
-  /** True when the database answers now (a readiness probe). */
+  /** True when the database answers now as a writable primary (a readiness probe). */
   ready(): Promise<boolean>;
+  /** The same, said in a word for /readyz: 'standby' when the server is in recovery or read-only. */
+  readiness(): Promise<Readiness>;
 }
 
 export function createWorker(options: WorkerOptions): Worker {
@@ -221,14 +224,13 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   }
 
   async ready(): Promise<boolean> {
+    return (await this.readiness()) === 'ready';
+  }
+
+  async readiness(): Promise<Readiness> {
     // Every slot's handler hung past its timeout: this host is wedged, whatever the database says.
-    if (this.abandoned >= this.concurrency) return false;
-    try {
-      await this.pool.query('SELECT 1');
-      return true;
-    } catch {
-      return false;
-    }
+    if (this.abandoned >= this.concurrency) return 'unavailable';
+    return readReadiness(this.pool);
   }
 
   stop(): Promise<void> {

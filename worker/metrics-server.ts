@@ -1,9 +1,11 @@
 // Serves a prom-client registry on GET /metrics, with /healthz (the process
-// answers) and /readyz (its database does) beside it. Binds 127.0.0.1 unless
-// told otherwise: metrics name event types and queue depths.
+// answers) and /readyz (its database does, as a writable primary) beside it.
+// Binds 127.0.0.1 unless told otherwise: metrics name event types and queue
+// depths.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import type { Readiness } from '../db/readiness.js';
 
 export interface MetricsServer {
   port: number;
@@ -12,7 +14,9 @@ export interface MetricsServer {
 
 export interface MetricsServerOptions {
   host?: string;
-  /** Resolves true when the database answers; /readyz says 503 otherwise. */
+  /** What /readyz says: 200 when 'ready', else 503 with the word ('standby', 'unavailable'). */
+  readiness?: () => Promise<Readiness>;
+  /** The older form, still read when `readiness` is not given: true is 'ready', false 'unavailable'. */
   ready?: () => Promise<boolean>;
 }
 
@@ -37,9 +41,11 @@ export async function startMetricsServer(
     } else if (path === '/healthz') {
       response.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
     } else if (path === '/readyz') {
-      (options.ready?.() ?? Promise.resolve(true)).catch(() => false).then((ready) => {
-        response.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' })
-          .end(ready ? '{"status":"ready"}' : '{"status":"unavailable"}');
+      const readiness = options.readiness
+        ?? (options.ready ? async (): Promise<Readiness> => ((await options.ready!()) ? 'ready' : 'unavailable') : undefined);
+      (readiness?.() ?? Promise.resolve<Readiness>('ready')).catch((): Readiness => 'unavailable').then((status) => {
+        response.writeHead(status === 'ready' ? 200 : 503, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ status }));
       });
     } else {
       response.writeHead(404).end();

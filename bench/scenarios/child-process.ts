@@ -15,6 +15,12 @@ export interface ScenarioProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** The last lines it wrote to stderr. */
   stderrTail(): string;
+  /**
+   * Lines of stderr, over its whole life, that name LISTEN or a listener (the
+   * failover scenarios count them), by message (a JSON line's `msg`, else the
+   * line's first 120 characters).
+   */
+  listenLines(): Map<string, number>;
   /** SIGTERM, then SIGKILL if it has not exited within `graceMs`; resolves with its exit. */
   stop(graceMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
@@ -38,8 +44,22 @@ export async function startScript<Line>(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
+  const listenLines = new Map<string, number>();
+  let partial = '';
   child.stderr!.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-keptStderr);
+    const lines = (partial + chunk.toString()).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines.filter((text) => /listen/i.test(text))) {
+      let message = line.slice(0, 120);
+      try {
+        const parsed = JSON.parse(line) as { msg?: unknown };
+        if (typeof parsed.msg === 'string') message = parsed.msg.slice(0, 120);
+      } catch {
+        // Not a JSON line: its start.
+      }
+      listenLines.set(message, (listenLines.get(message) ?? 0) + 1);
+    }
   });
   let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
@@ -63,6 +83,7 @@ export async function startScript<Line>(
     alive: () => exit === undefined,
     exited,
     stderrTail: () => stderr,
+    listenLines: () => listenLines,
     async stop(graceMs = 20_000) {
       if (exit) return exit;
       child.kill('SIGTERM');

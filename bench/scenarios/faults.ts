@@ -4,6 +4,7 @@
 // connection slot taken, and an ACCESS EXCLUSIVE lock held as a careless
 // migration would.
 import pg from 'pg';
+import type { FailoverPair } from './failover.js';
 import { sleep } from './load.js';
 
 /** What a system's sessions look like to the injector. */
@@ -26,6 +27,10 @@ export const appNames = {
 } as const;
 
 export function withApplicationName(url: string, name: string): string {
+  if (/^[a-z]+:\/\/[^/?#]*,/i.test(url)) {
+    // libpq's multi-host form, which URL cannot parse: the parameter appended.
+    return `${url}${url.includes('?') ? '&' : '?'}application_name=${encodeURIComponent(name)}`;
+  }
   const parsed = new URL(url);
   parsed.searchParams.set('application_name', name);
   return parsed.toString();
@@ -39,6 +44,8 @@ export interface FaultContext {
   /** The system's database name. */
   database: string;
   surface: SystemSurface;
+  /** The primary and its standby of a failover cell (Fault.needsPair). */
+  pair?: FailoverPair;
   /** Puts a labelled mark on the timeline. */
   mark(label: string): void;
 }
@@ -52,6 +59,8 @@ export interface Fault {
   /** Short id, e.g. `snapshot-idle`. */
   id: string;
   title: string;
+  /** Runs on a primary and synchronous standby of the cell's own (bench/scenarios/failover.ts), not on the shared server. */
+  needsPair?: boolean;
   /** Opens its sessions; nothing happens to the system yet. */
   prepare(context: FaultContext): Promise<{ begin(): Promise<RunningFault> }>;
 }

@@ -26,18 +26,32 @@ export class Monitor {
   private timer: NodeJS.Timeout | undefined;
   private busy = false;
 
-  private constructor(private readonly client: pg.Client, private readonly schemas: string[]) {}
+  private constructor(private client: pg.Client, private readonly databaseUrl: string, private readonly schemas: string[]) {}
 
-  static async open(databaseUrl: string, schemas: string[]): Promise<Monitor> {
+  private static async connect(databaseUrl: string): Promise<pg.Client> {
     const client = new pg.Client({ connectionString: withApplicationName(databaseUrl, appNames.monitor) });
     client.on('error', () => {});
     await client.connect();
     await client.query(`SET lock_timeout = '200ms'`);
-    return new Monitor(client, schemas);
+    return client;
   }
 
-  /** One sample now. */
+  static async open(databaseUrl: string, schemas: string[]): Promise<Monitor> {
+    return new Monitor(await Monitor.connect(databaseUrl), databaseUrl, schemas);
+  }
+
+  /** One sample now; after a failed one (its server went: a failover), on a new session. */
   async sample(t0: number): Promise<MonitorSample> {
+    try {
+      return await this.sampleOnce(t0);
+    } catch (error) {
+      await this.client.end().catch(() => {});
+      this.client = await Monitor.connect(this.databaseUrl);
+      throw error;
+    }
+  }
+
+  private async sampleOnce(t0: number): Promise<MonitorSample> {
     const at = Date.now() - t0;
     const { rows } = await this.client.query<{ relation: string; dead: string; live: string; autovacuums: string }>(`
       SELECT schemaname || '.' || relname AS relation, n_dead_tup AS dead, n_live_tup AS live, autovacuum_count AS autovacuums

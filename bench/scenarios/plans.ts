@@ -1,5 +1,6 @@
 // Which cells a scenario is: its fault (one per snapshot kind for the held
 // snapshot), how long the fault lasts and how long the recovery runs.
+import { failover } from './failover.js';
 import { fullSlots, heldSnapshot, killedBackends, longLock } from './faults.js';
 import type { CellPlan } from './rig.js';
 import type { ScenarioName, ScenarioSettings } from './settings.js';
@@ -18,5 +19,9 @@ export function plansOf(scenario: ScenarioName, settings: ScenarioSettings): Cel
       return [{ scenario, fault: fullSlots(), faultMs: settings.slotsForMs, ...plain }];
     case 'lock':
       return [{ scenario, fault: longLock(), faultMs: settings.lockForMs, ...plain }];
+    case 'switchover':
+      return [{ scenario, fault: failover('planned'), faultMs: settings.failoverForMs, ...plain }];
+    case 'crash':
+      return [{ scenario, fault: failover('crash'), faultMs: settings.failoverForMs, ...plain }];
   }
 }

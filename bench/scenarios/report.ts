@@ -15,6 +15,8 @@ const titles: Record<ScenarioName, string> = {
   kills: 'Killed backends',
   slots: 'Connection slots full',
   lock: 'A long lock',
+  switchover: 'Planned switchover',
+  crash: 'Crash failover',
 };
 
 const num = (value: number | undefined | null, digits = 0): string =>
@@ -214,6 +216,11 @@ function figureRows(cells: Cell[], settings: ScenarioSettings, naptimeS: number)
     ['acknowledged / lost (no row) / not handled', (_f, cell) => `${num(cell.run.checks.acknowledged)} / ${cell.run.checks.missingRows ?? 'n/a (rows leave when done)'} / ${cell.run.checks.unhandled}`],
     ['steps applied twice / order violations', (_f, cell) => `${cell.run.checks.duplicateSteps} / ${cell.run.checks.orderViolations}`],
     ['worker processes running at the end / stopped cleanly', (_f, cell) => `${cell.run.checks.workersAlive}/${cell.run.checks.workers} / ${cell.run.checks.workersStoppedCleanly}`],
+    ['worker log lines naming LISTEN or the listener (warnings and errors)', (_f, cell) => {
+      const lines = Object.entries(cell.run.checks.listenErrors ?? {});
+      const total = lines.reduce((sum, [, n]) => sum + n, 0);
+      return total === 0 ? '0' : `${num(total)}: ${lines.map(([message, n]) => `${num(n)} × "${message.replace(/\|/g, '\\|')}"`).join(', ')}`;
+    }],
   ];
   const out = [`| figure | ${systems.map((cell) => cell.run.systemLabel).join(' | ')} |`, `|---|${systems.map(() => '---').join('|')}|`];
   for (const [name, value] of rows) out.push(`| ${name} | ${systems.map((cell) => value(cell.figures, cell)).join(' | ')} |`);
@@ -223,7 +230,7 @@ function figureRows(cells: Cell[], settings: ScenarioSettings, naptimeS: number)
 function describeScale(settings: ScenarioSettings): string {
   return `snapshot held ${seconds(settings.snapshotHoldMs)} (${settings.snapshotKinds.join(', ')}), ` +
     `kills every ${seconds(settings.killEveryMs)} for ${seconds(settings.killForMs)}, slots full ${seconds(settings.slotsForMs)}, ` +
-    `lock held ${seconds(settings.lockForMs)}; warm-up ${seconds(settings.warmupMs)}, baseline ${seconds(settings.baselineMs)}, ` +
+    `lock held ${seconds(settings.lockForMs)}, load after a failover ${seconds(settings.failoverForMs)}; warm-up ${seconds(settings.warmupMs)}, baseline ${seconds(settings.baselineMs)}, ` +
     `recovery ${seconds(settings.afterMs)} (after a snapshot: until dead tuples are back, at most ${seconds(Math.max(settings.afterMs, settings.snapshotAfterMs))})`;
 }
 
@@ -259,6 +266,18 @@ export function renderMarkdown(
   out.push(`- graphile-worker: ${settings.workers} processes of \`run()\`, concurrency ${settings.concurrency}, ` +
     `\`preset: ${JSON.stringify(graphileLocalQueuePreset)}\`; the producer calls \`graphile_worker.add_job\` with a \`queue_name\` per scope ` +
     '(its per-key order) from a pool of 16; the task writes the same two rows, one after the other (it has no steps).');
+  if (run.cells.some((cell) => cell.run.scenario === 'switchover' || cell.run.scenario === 'crash')) {
+    out.push('- Failover cells (planned switchover, crash failover): each on a pair of its own, not on the server above: a primary ' +
+      'and a streaming standby made with `pg_basebackup -R` (Debian\'s PostgreSQL 15, stock settings), synchronous ' +
+      '(`synchronous_standby_names = \'*\'`, `synchronous_commit = on`). Wharf\'s receiver and workers get libpq\'s multi-host URL, ' +
+      'both hosts, the old primary first, `target_session_attrs=read-write`. graphile-worker takes one host (node-postgres reads one): ' +
+      'its workers and producer connect through a TCP proxy that the scenario points at the new primary the moment the promotion ' +
+      'ends, as HAProxy with a primary check does at its best; the rig\'s own sessions go through the same proxy. graphile-worker ' +
+      'has no receiver: its "answers" are its producer\'s `add_job` calls, a failed call counted under "other" (as status 0) and retried. ' +
+      '"Lost" for graphile-worker: acknowledged, and neither its business row nor its job row exists at the end. ' +
+      'The time to the first event handled on the new primary is from the fault to the first last-step row written after the old ' +
+      'primary was down; the promotion\'s own time is in it, and is shown beside it.');
+  }
   out.push('- Claim time: each worker process times its system\'s claim statement from the call to the answer ' +
     '(`wharf.claim`; graphile-worker\'s `get_job` batch, `FOR UPDATE SKIP LOCKED`), lock waits included. ' +
     'Dead tuples and sizes: `pg_stat_user_tables.n_dead_tup` and `pg_total_relation_size` of the system\'s schema, once a second.');
@@ -295,6 +314,7 @@ export function renderMarkdown(
   out.push('npm run scenarios -- --scale reduced       # the same faults, shorter (about 30 minutes)');
   out.push('npm run scenarios -- --scale short         # seconds each: what the CI test runs');
   out.push('npm run scenarios -- --only snapshot --snapshot-hold 10m --systems wharf');
+  out.push('npm run scenarios -- --only switchover,crash   # each cell on a primary and synchronous standby of its own');
   out.push('npm run scenarios -- --server-url postgres://…   # run on that server (its every free slot gets taken)');
   out.push('```');
   out.push('');

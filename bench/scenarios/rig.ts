@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { createScratchDatabase } from '../../cli/scratch-database.js';
 import { startScript, type ScenarioProcess } from './child-process.js';
 import { countEffects, createEffectTable, handledPerSecond, unhandledOf } from './effects.js';
+import { startFailoverPair } from './failover.js';
 import { appNames, withApplicationName, type Fault } from './faults.js';
 import { FixedRateLoad, sleep, type Answer } from './load.js';
 import { Monitor, totalDead, type MonitorSample } from './monitor.js';
@@ -41,6 +42,8 @@ export interface Checks {
   /** Of those, the ones that exited 0 on SIGTERM. */
   workersStoppedCleanly: number;
   receiverAlive?: boolean;
+  /** Lines the worker processes logged (warnings and worse) that name LISTEN or the listener, by message. */
+  listenErrors: Record<string, number>;
   /** Deliveries offered but never acknowledged when the load stopped (not lost: never acknowledged). */
   unacknowledgedAtEnd: number;
 }
@@ -80,9 +83,17 @@ export async function runCell(
   serverUrl: string,
   log: (line: string) => void,
 ): Promise<CellRun> {
-  const db = await createScratchDatabase(serverUrl, {
-    prefix: `scenario_${system.name}_${plan.fault.id}`, migrate: system.name === 'wharf', poolSize: 4,
+  // A failover cell runs on a pair of its own, reached through the proxy that follows its primary.
+  const pair = plan.fault.needsPair ? await startFailoverPair() : undefined;
+  const server = pair?.serverUrl ?? serverUrl;
+  const db = await createScratchDatabase(server, {
+    prefix: `scenario_${system.name}_${plan.fault.id}`.replace(/-/g, '_'), migrate: system.name === 'wharf', poolSize: 4,
+  }).catch(async (error: unknown) => {
+    await pair?.stop();
+    throw error;
   });
+  // What the system is given: the multi-host URL where it reads one (Wharf), else the rig's.
+  const systemDb = pair && system.multiHost ? { ...db, url: pair.multiHostUrl(db.name) } : db;
   const cleanups: Array<() => Promise<unknown>> = [];
   try {
     await createEffectTable(db.pool);
@@ -94,7 +105,7 @@ export async function runCell(
     const workers: ScenarioProcess[] = await Promise.all(Array.from({ length: settings.workers }, () =>
       startScript<{ ready?: boolean; claims?: Array<[number, number]> }>(workerScript, {
         SCENARIO_SYSTEM: system.name,
-        DATABASE_URL: withApplicationName(db.url, appNames.worker),
+        DATABASE_URL: withApplicationName(systemDb.url, appNames.worker),
         SCENARIO_CONCURRENCY: String(settings.concurrency),
         SCENARIO_LOCAL_QUEUE: String(settings.localQueue),
         SCENARIO_STEP_PAUSE_MS: String(settings.stepPauseMs),
@@ -102,7 +113,7 @@ export async function runCell(
         for (const [at, ms] of line.claims ?? []) if (at >= t0) claims.push([at - t0, ms]);
       }, (line) => line.ready === true)));
     cleanups.push(() => Promise.all(workers.map((worker) => worker.stop(5_000))));
-    const admission = await system.startAdmission(db, settings);
+    const admission = await system.startAdmission(systemDb, settings);
     cleanups.push(() => admission.close());
 
     const marks: Array<{ at: number; label: string }> = [];
@@ -110,9 +121,10 @@ export async function runCell(
     cleanups.push(() => monitor.stop());
     const prepared = await plan.fault.prepare({
       databaseUrl: db.url,
-      serverUrl,
+      serverUrl: server,
       database: db.name,
       surface: system.surface,
+      ...(pair ? { pair } : {}),
       mark: (label) => marks.push({ at: Date.now() - t0, label }),
     });
     const load = new FixedRateLoad({ rate: settings.rate, scopes: settings.scopes, retryCapMs: settings.retryCapMs, send: admission.send });
@@ -156,9 +168,10 @@ export async function runCell(
     const acknowledged = load.acknowledged.map((a) => ({ scope: subjectOf(a.scope), seq: a.seq }));
     // Until every acknowledged event is handled, or no worker is left to handle it.
     while (Date.now() < drainDeadline && workers.some((worker) => worker.alive())) {
-      const { rows } = await db.pool.query<{ n: string }>(
-        `SELECT count(DISTINCT (scope, seq)) AS n FROM public.scenario_effect WHERE step = 'second'`);
-      if (Number(rows[0]!.n) >= acknowledged.length) break;
+      // A pooled connection to a server that went (a failover) fails once: asked again.
+      const rows = await db.pool.query<{ n: string }>(
+        `SELECT count(DISTINCT (scope, seq)) AS n FROM public.scenario_effect WHERE step = 'second'`).then((r) => r.rows, () => []);
+      if (Number(rows[0]?.n ?? 0) >= acknowledged.length) break;
       await sleep(500);
     }
     await monitor.sample(t0).catch(() => undefined);
@@ -189,6 +202,10 @@ export async function runCell(
       workersAlive,
       workersStoppedCleanly: exits.filter((exit) => exit.code === 0).length,
       ...(receiverAlive !== undefined ? { receiverAlive } : {}),
+      listenErrors: workers.reduce<Record<string, number>>((all, worker) => {
+        for (const [message, n] of worker.listenLines()) all[message] = (all[message] ?? 0) + n;
+        return all;
+      }, {}),
       unacknowledgedAtEnd,
     };
     const perSecond = await handledPerSecond(db.pool, t0);
@@ -219,6 +236,11 @@ export async function runCell(
     };
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-    await db.drop();
+    if (pair) {
+      await db.drop().catch(() => undefined);
+      await pair.stop();
+    } else {
+      await db.drop();
+    }
   }
 }

@@ -33,13 +33,15 @@ type DurationKey = { [K in keyof ScenarioSettings]: K extends `${string}Ms` ? K 
 const durations: Record<string, DurationKey> = {
   warmup: 'warmupMs', baseline: 'baselineMs', after: 'afterMs', 'snapshot-hold': 'snapshotHoldMs', 'snapshot-after': 'snapshotAfterMs',
   'kill-every': 'killEveryMs', 'kill-for': 'killForMs', 'slots-for': 'slotsForMs', 'lock-for': 'lockForMs',
+  'failover-for': 'failoverForMs',
   'receiver-deadline': 'receiverDeadlineMs', 'retry-cap': 'retryCapMs', 'drain-timeout': 'drainTimeoutMs', hang: 'hangMs',
 };
 const integers = { rate: 'rate', scopes: 'scopes', workers: 'workers', concurrency: 'concurrency', 'local-queue': 'localQueue' } as const;
 const snapshotKinds: readonly SnapshotKind[] = ['idle-in-transaction', 'repeatable-read'];
 
 const program = new Command('scenarios')
-  .description('Wharf beside graphile-worker under database faults: a held snapshot, killed backends, full connection slots, a long lock')
+  .description('Wharf beside graphile-worker under database faults: a held snapshot, killed backends, full connection slots, a long lock, ' +
+    'a planned switchover and a crash failover to a synchronous standby')
   .addOption(new Option('--scale <scale>', 'sizes to start from').choices(Object.keys(scales)).default('full'))
   .option('--only <scenarios>', `comma-separated subset of ${scenarioNames.join(',')}`, listOf(scenarioNames, 'scenario'))
   .option('--systems <systems>', `comma-separated subset of ${systemNames.join(',')}`, listOf(systemNames, 'system'))

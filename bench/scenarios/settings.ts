@@ -5,7 +5,7 @@
 // `npm run scenarios` override any of them (bench/scenarios/run.ts).
 import type { SnapshotKind } from './faults.js';
 
-export const scenarioNames = ['snapshot', 'kills', 'slots', 'lock'] as const;
+export const scenarioNames = ['snapshot', 'kills', 'slots', 'lock', 'switchover', 'crash'] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
 export const systemNames = ['wharf', 'graphile'] as const;
 export type SystemName = (typeof systemNames)[number];
@@ -38,6 +38,8 @@ export interface ScenarioSettings {
   killForMs: number;
   slotsForMs: number;
   lockForMs: number;
+  /** A failover (switchover, crash): how long the load runs from the fault on before the recovery is counted. */
+  failoverForMs: number;
   /** The receiver's database deadline (WHARF_DATABASE_TIMEOUT_MS). */
   receiverDeadlineMs: number;
   /** A request unanswered after this long is a hang. */
@@ -76,6 +78,7 @@ export const fullScale: ScenarioSettings = {
   killForMs: 5 * minute,
   slotsForMs: minute,
   lockForMs: 30_000,
+  failoverForMs: 60_000,
   receiverDeadlineMs: 5_000,
   hangMs: 30_000,
   retryCapMs: 1_000,
@@ -93,6 +96,7 @@ export const reducedScale: ScenarioSettings = {
   killForMs: minute,
   slotsForMs: 30_000,
   lockForMs: 30_000,
+  failoverForMs: 30_000,
 };
 
 /** The CI test's: seconds each, on a server of its own with a 1 s autovacuum nap. */
@@ -113,6 +117,7 @@ export const shortScale: ScenarioSettings = {
   killForMs: 5_000,
   slotsForMs: 3_000,
   lockForMs: 3_000,
+  failoverForMs: 10_000,
   receiverDeadlineMs: 1_000,
   hangMs: 15_000,
   retryCapMs: 500,

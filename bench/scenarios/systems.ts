@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { ScratchDatabase } from '../../cli/scratch-database.js';
 import { migrateGraphile } from '../systems/graphile.js';
-import { setupWharfInstallation } from '../systems/wharf-inbox.js';
+import { setupWharfInstallation, subjectOf } from '../systems/wharf-inbox.js';
 import { startScript, type ScenarioProcess } from './child-process.js';
 import { appNames, withApplicationName, type SystemSurface } from './faults.js';
 import { graphileSender, receiverSender, type Acknowledged, type Send } from './load.js';
@@ -24,12 +24,14 @@ export interface Admission {
 export interface ScenarioSystem {
   name: SystemName;
   label: string;
+  /** Reads libpq's multi-host URL (a failover cell gives it both hosts; otherwise the proxy that follows the primary). */
+  multiHost: boolean;
   /** Schemas whose tables the monitor samples. */
   schemas: string[];
   surface: SystemSurface;
   setup(db: ScratchDatabase, settings: ScenarioSettings): Promise<void>;
   startAdmission(db: ScratchDatabase, settings: ScenarioSettings): Promise<Admission>;
-  /** Acknowledged deliveries without their row; undefined where rows leave when handled. */
+  /** Acknowledged deliveries without their row (graphile-worker: without their job or their business row). */
   missingRows(db: ScratchDatabase, acknowledged: readonly Acknowledged[]): Promise<number | undefined>;
 }
 
@@ -39,6 +41,7 @@ const benchApp = 'bench';
 export const wharfSystem: ScenarioSystem = {
   name: 'wharf',
   label: 'Wharf',
+  multiHost: true,
   schemas: ['wharf'],
   surface: {
     mainTable: 'wharf.provider_event',
@@ -83,6 +86,8 @@ export const wharfSystem: ScenarioSystem = {
 export const graphileSystem: ScenarioSystem = {
   name: 'graphile',
   label: 'graphile-worker 0.18 (local queue)',
+  // node-postgres takes one host (brianc/node-postgres #1470).
+  multiHost: false,
   schemas: ['graphile_worker'],
   surface: {
     mainTable: 'graphile_worker._private_jobs',
@@ -103,8 +108,16 @@ export const graphileSystem: ScenarioSystem = {
       },
     };
   },
-  async missingRows() {
-    return undefined;
+  // A job leaves its table when done: an acknowledged delivery is lost when
+  // it has neither its business row nor its job.
+  async missingRows(db, acknowledged) {
+    const { rows } = await db.pool.query<{ n: string }>(`
+      SELECT count(*) AS n FROM unnest($1::text[], $2::int[]) AS a(scope, seq)
+       WHERE NOT EXISTS (SELECT FROM public.scenario_effect e WHERE e.scope = a.scope AND e.seq = a.seq)
+         AND NOT EXISTS (SELECT FROM graphile_worker._private_jobs j
+                          WHERE j.payload -> 'bench' ->> 'key' = a.scope AND (j.payload -> 'bench' ->> 'seq')::int = a.seq)`,
+    [acknowledged.map((a) => subjectOf(a.scope)), acknowledged.map((a) => a.seq)]);
+    return Number(rows[0]!.n);
   },
 };
 

@@ -273,7 +273,7 @@ async function startEverything(
     logger,
   });
   const metrics = await startMetricsServer(Registry.merge([register, workerRegistry]), options.metricsPort, {
-    ready: () => worker.ready(),
+    readiness: () => worker.readiness(),
   });
   started.push(() => metrics.close());
   await worker.start();

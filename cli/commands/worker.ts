@@ -103,7 +103,7 @@ export function workerCommand(): Command {
         // The metrics port first: a busy port is a clean start failure, before
         // anything is claimed.
         if (options.metricsPort !== undefined) {
-          metrics = await startMetricsServer(workerRegistry, options.metricsPort, { host: options.metricsHost, ready: () => worker.ready() });
+          metrics = await startMetricsServer(workerRegistry, options.metricsPort, { host: options.metricsHost, readiness: () => worker.readiness() });
           logger.info({ port: metrics.port }, 'metrics on /metrics, health on /healthz and /readyz');
         }
         stopOnSignals(logger, stopAll);

@@ -94,6 +94,21 @@ describe('database fault scenarios, short scale, Wharf', () => {
     expectCorrect(run);
   }, 120_000);
 
+  // Each on a primary and synchronous standby of the cell's own (bench/scenarios/failover.ts), not on this file's server.
+  it('a planned switchover: the primary stopped, the synchronous standby promoted, the old primary back as a standby', async () => {
+    const run = await runWharf('switchover');
+    expectCorrect(run);
+    expect(run.faultReport['old primary']).toBe('back as a standby (read-only)');
+    // Events were handled on the new primary while the load ran, by the same worker processes.
+    expect(run.faultReport['ms from the fault to the first event handled on the new primary']).toEqual(expect.any(Number));
+  }, 180_000);
+
+  it('a crash failover: kill -9 of the primary\'s postmaster, the synchronous standby promoted', async () => {
+    const run = await runWharf('crash');
+    expectCorrect(run);
+    expect(run.faultReport['ms from the fault to the first event handled on the new primary']).toEqual(expect.any(Number));
+  }, 180_000);
+
   it('a migration holds the inbox in ACCESS EXCLUSIVE mode: the receiver answers 503 with Retry-After, not a hang', async () => {
     const run = await runWharf('lock');
     expectCorrect(run);

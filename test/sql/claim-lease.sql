@@ -1,7 +1,7 @@
 -- wharf.claim, renew, complete, release and reap: who gets which row, and
 -- every later write acting only under the epoch of the claim.
 BEGIN;
-SELECT plan(72);
+SELECT plan(78);
 
 -- Fixture: workspace 1 (scopes repo:a, repo:b, repo:c, repo:d, repo:e),
 -- workspace 2 (repo:z), each with its own generic connection, and one
@@ -80,7 +80,15 @@ SELECT results_eq(
       FROM wharf.provider_event WHERE delivery_key = 'a2'$$,
   $$VALUES ('DONE', 'handled', true, true)$$,
   'a completed row is DONE, outcome handled, handled at the clock time');
-SELECT is(wharf.complete((pg_temp.event('a2')).id, 1), false, 'completing a DONE row again returns false');
+-- A retry of a completion whose reply was lost: the row is DONE under its epoch.
+UPDATE wharf.provider_event SET handled_at = now() - interval '1 minute' WHERE delivery_key = 'a2';
+SELECT ok(wharf.complete((pg_temp.event('a2')).id, 1),
+          'completing it again under its epoch, with its outcome, returns true (the first try committed)');
+SELECT results_eq($$SELECT state, outcome, handled_at < now() FROM wharf.provider_event WHERE delivery_key = 'a2'$$,
+                  $$VALUES ('DONE', 'handled', true)$$, '... and writes nothing');
+SELECT is(wharf.complete((pg_temp.event('a2')).id, 1, 'ignored'), false,
+          'completing it again with another outcome returns false');
+SELECT is(wharf.complete((pg_temp.event('a2')).id, 2), false, 'completing the DONE row under another epoch returns false');
 SELECT ok(wharf.complete((pg_temp.event('c2')).id, 1, 'ignored'), 'complete takes an outcome');
 SELECT is((pg_temp.event('c2')).outcome, 'ignored', '... and records it');
 
@@ -197,6 +205,23 @@ SELECT results_eq($$SELECT delivery_key, state, outcome, handled_at IS NOT NULL,
                   'each completed row is DONE with its own outcome; the other lease is untouched');
 SELECT results_eq($$SELECT delivery_key FROM wharf.claim('many', 10) WHERE delivery_key LIKE 'm%'$$, ARRAY['m1-b'],
                   'the scopes it freed are claimable again, and the one still leased is not');
+-- The same batch again, as after a commit that could not be confirmed: the
+-- rows it completed are reported completed again and nothing is written; the
+-- lease under another epoch is still not completed, and a third outcome is not
+-- what the first try wrote.
+UPDATE wharf.provider_event SET handled_at = now() - interval '1 minute' WHERE delivery_key IN ('m1-a', 'm2-a');
+SELECT set_eq(format('SELECT * FROM wharf.complete_many(%L, %L, %L)',
+                     ARRAY[pg_temp.id('m1-a'), pg_temp.id('m2-a'), pg_temp.id('m3-a'), pg_temp.id('due-1')],
+                     ARRAY[1, 1, 2, 1], ARRAY['handled', 'ignored', 'handled', 'handled']),
+              ARRAY[pg_temp.id('m1-a'), pg_temp.id('m2-a')],
+              'complete_many retried under the same epochs returns the ids its first try completed');
+SELECT results_eq($$SELECT delivery_key, state, handled_at < now() FROM wharf.provider_event
+                     WHERE delivery_key IN ('m1-a', 'm2-a', 'm3-a') ORDER BY delivery_key$$,
+                  $$VALUES ('m1-a', 'DONE', true), ('m2-a', 'DONE', true), ('m3-a', 'LEASED', NULL::boolean)$$,
+                  '... writing nothing');
+SELECT is_empty(format('SELECT * FROM wharf.complete_many(%L, %L, %L)',
+                       ARRAY[pg_temp.id('m1-a'), pg_temp.id('m2-a')], ARRAY[2, 1], ARRAY['handled', 'handled']),
+                'a DONE row under another epoch, or with another outcome, is not reported completed');
 
 -- A claim's transaction commits without waiting for its WAL flush; a crash
 -- can only forget a claim nothing durable depends on (sql/30, claim).

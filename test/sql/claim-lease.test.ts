@@ -1,11 +1,13 @@
 // Claimers on separate connections racing over one inbox: order per scope,
 // one lease per scope, no double handling, every row ends DONE or DEAD; and a
 // row waiting for its retry holds back its own scope only.
+// A completion retried under its epoch while its first try is still open waits for it, then reports it.
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { fileSeed, Rng } from '../support/random.js';
 import { admitEvents, setSettings } from '../support/worker-inbox.js';
+import { backendPid, blockedOnLock } from '../support/sessions.js';
 import { sleep } from '../support/sleep.js';
 
 const scopes = 50;
@@ -280,5 +282,48 @@ describe('a row waiting for its retry', () => {
       'after',
     ]);
     expect(next.map((row) => row.id)).toEqual([waiting]);
+  });
+});
+
+describe('a completion retried while its first try is still open', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  /** One leased row; the first try of its completion runs in `first`, open, and the retry on another session. */
+  async function racedRetry(scope: string, firstEnds: 'COMMIT' | 'ROLLBACK'): Promise<{ retried: string[]; state: unknown }> {
+    const [id] = await admitEvents(db.pool, [{ scope }]);
+    const { rows } = await db.pool.query<{ lease_epoch: string }>(
+      'SELECT lease_epoch FROM wharf.claim($1, 10) WHERE id = $2', ['racer', id]);
+    const epoch = rows[0]!.lease_epoch;
+    const first = await db.connect();
+    const retry = await db.connect();
+    const retryPid = await backendPid(retry);
+    try {
+      await first.query('BEGIN');
+      await first.query(`SELECT * FROM wharf.complete_many($1, $2, '{handled}')`, [[id], [epoch]]);
+      const retried = retry.query<{ id: string }>(`SELECT id::text FROM wharf.complete_many($1, $2, '{handled}') AS id`, [[id], [epoch]]);
+      // The retry waits on the row lock the first try holds (pinned, not timed).
+      await blockedOnLock(db.pool, retryPid, { timeout: 10_000, what: 'the retry to wait for the first try' });
+      await first.query(firstEnds);
+      const answer = (await retried).rows.map((row) => row.id);
+      const { rows: state } = await db.pool.query('SELECT state, lease_epoch::text FROM wharf.provider_event WHERE id = $1', [id]);
+      return { retried: answer.map((got) => (got === id ? 'the row' : got)), state: state[0] };
+    } finally {
+      await first.end();
+      await retry.end();
+    }
+  }
+
+  it('reports the row completed once the first try commits, writing nothing more', async () => {
+    expect(await racedRetry('retry-commit', 'COMMIT')).toEqual({ retried: ['the row'], state: { state: 'DONE', lease_epoch: '1' } });
+  });
+
+  it('completes the row itself when the first try rolled back', async () => {
+    expect(await racedRetry('retry-rollback', 'ROLLBACK')).toEqual({ retried: ['the row'], state: { state: 'DONE', lease_epoch: '1' } });
   });
 });

@@ -1,6 +1,6 @@
 // A fake network link for tests and bench/: a loopback TCP proxy that can
 // delay every chunk by a fixed time each way, stop listening, hang or cut its
-// connections. It stands for the distance (and the failures) between a Worker
+// connections, or cut one once the server has answered a given request. It stands for the distance (and the failures) between a Worker
 // and the database's region; it is not a production component.
 //
 // Delay model: every chunk is delivered `delayMs` after it arrived, in order,
@@ -29,6 +29,21 @@ export interface DelayProxy {
    * Hyperdrive proxy has no handler for a reset and would throw.
    */
   cut(): void;
+  /**
+   * Arms a one-shot trap: the next request whose bytes contain `marker` (a
+   * statement's text or its prepared name) reaches the server, and the
+   * connection is cut once the server has answered it and is idle again
+   * (ReadyForQuery 'I': its transaction committed or rolled back), the answer
+   * never forwarded. What a client sees when the link fails after COMMIT.
+   * Resolves when it has cut.
+   */
+  cutAfterReplyTo(marker: string): Promise<void>;
+  /**
+   * Sends the connections accepted from now on to `target` (the open ones
+   * stay where they are): a proxy that follows a primary that moved, as
+   * HAProxy with a primary check does.
+   */
+  retarget(target: { host: string; port: number }): void;
   /** Stops listening and cuts every connection: the port refuses. */
   stop(): Promise<void>;
   /** Listens again on the same port. */
@@ -82,14 +97,18 @@ export async function startDelayProxy(options: {
 }): Promise<DelayProxy> {
   let server: Server | undefined;
   let port = options.port ?? 0;
+  let target = options.target;
 
   const links = new Set<() => void>();
+  let trap: { marker: Buffer; sprung: () => void } | undefined;
+  /** ReadyForQuery, transaction idle: the last message of an answer in autocommit. */
+  const readyIdle = Buffer.from([0x5a, 0, 0, 0, 5, 0x49]);
 
   const handle = (client: Socket) => {
     proxy.accepted += 1;
     const delay = proxy.delayMs;
     const handshakeDone = performance.now() + 2 * delay;
-    const upstream = connect(options.target.port, options.target.host);
+    const upstream = connect(target.port, target.host);
     upstream.setNoDelay(true);
     client.setNoDelay(true);
     let closed = false;
@@ -101,12 +120,26 @@ export async function startDelayProxy(options: {
     };
     const toUpstream = delayedWriter((chunk) => upstream.write(chunk), () => upstream.end());
     const toClient = delayedWriter((chunk) => client.write(chunk), closeClient);
+    /** This link holds the trapped request: its answer is swallowed, then the link cut. */
+    let trapped: { answer: Buffer; sprung: () => void } | undefined;
     client.on('data', (chunk: Buffer) => {
       if (proxy.mode === 'hang') return;
+      if (trap && chunk.includes(trap.marker)) {
+        trapped = { answer: Buffer.alloc(0), sprung: trap.sprung };
+        trap = undefined;
+      }
       toUpstream.push(chunk, Math.max(performance.now(), handshakeDone) + delay);
     });
     upstream.on('data', (chunk: Buffer) => {
       if (proxy.mode === 'hang') return;
+      if (trapped) {
+        trapped.answer = Buffer.concat([trapped.answer, chunk]);
+        if (trapped.answer.subarray(-readyIdle.length).equals(readyIdle)) {
+          drop();
+          trapped.sprung();
+        }
+        return;
+      }
       toClient.push(chunk, performance.now() + delay);
     });
     // Failed (refused, reset) or cut: nothing more is forwarded either way.
@@ -167,6 +200,12 @@ export async function startDelayProxy(options: {
     mode: 'pass',
     accepted: 0,
     cut,
+    cutAfterReplyTo: (marker) => new Promise<void>((resolve) => {
+      trap = { marker: Buffer.from(marker), sprung: resolve };
+    }),
+    retarget: (next) => {
+      target = next;
+    },
     stop,
     start: async () => { if (!server) await listen(); },
     close: stop,

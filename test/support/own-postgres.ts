@@ -18,7 +18,7 @@
 // the test run stops it too, and stop() ends it and removes the directory.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { chmod, chown, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, cp, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -54,6 +54,11 @@ export interface OwnPostgres {
   latestCheckpoint(): string;
   /** Crashes it (SIGQUIT to the postmaster: `pg_ctl stop -m immediate`), then starts it again (crash recovery) and waits until it accepts queries. */
   restartImmediate(): Promise<void>;
+  /**
+   * kill -9 of the postmaster: no shutdown at all, not even an immediate one
+   * (its backends see it die and exit). Resolves once it has exited.
+   */
+  kill(): Promise<void>;
   /** Stops it (immediately when `immediate`), leaving the data directory for start(). */
   halt(options?: { immediate?: boolean }): Promise<void>;
   /** Stops it and removes its directory. */
@@ -278,6 +283,12 @@ export async function createOwnPostgres(options: {
     startInRecovery,
     promote,
     halt,
+    async kill() {
+      const current = child;
+      if (!current) return;
+      current.kill('SIGKILL');
+      await exited;
+    },
     latestCheckpoint() {
       const output = execFileSync(join(debianBinaries, 'pg_controldata'), ['-D', dataDirectory], { encoding: 'utf8', env: serverEnv() });
       const lsn = /^Latest checkpoint location:\s+(\S+)$/m.exec(output)?.[1];
@@ -452,9 +463,17 @@ async function addSystemExtensions(binaries: Binaries, names: string[]): Promise
 }
 
 /** An empty file the server (running as `runAs`) can remove. */
+/**
+ * An empty signal file owned by the server's user, appearing whole: written
+ * and chowned under another name, then renamed. A running server may read and
+ * remove it at once (the postmaster looks for `promote` on any signal from its
+ * children, e.g. when a walreceiver lost its primary).
+ */
 async function writeOwned(path: string, runAs: RunAs): Promise<void> {
-  await writeFile(path, '');
-  if (runAs.uid !== undefined) await chown(path, runAs.uid, runAs.gid!);
+  const staged = `${path}.staged`;
+  await writeFile(staged, '');
+  if (runAs.uid !== undefined) await chown(staged, runAs.uid, runAs.gid!);
+  await rename(staged, path);
 }
 
 function serverEnv(): NodeJS.ProcessEnv {

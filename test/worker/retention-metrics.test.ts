@@ -114,7 +114,7 @@ describe('/metrics', () => {
     const settled: string[] = [];
     worker.on('settled', ({ eventId }) => settled.push(eventId));
     await worker.start();
-    const server = await startMetricsServer(workerRegistry, 0, { ready: () => worker.ready() });
+    const server = await startMetricsServer(workerRegistry, 0, { readiness: () => worker.readiness() });
     try {
       const [blocking] = await admitEvents(db.pool, [{ scope: 'metrics-a', eventType: 'block' }]);
       await waitFor(async () => {
