@@ -14,6 +14,7 @@
 --   changed  function wharf.list_stuck_scopes(bigint,interval,integer)
 --   changed  function wharf.queue_history(bigint,integer)
 --   changed  function wharf.queue_stats()
+--   changed  function wharf.set_workspace_state(bigint,text)
 --   changed  function wharf.stuck_scope_list(bigint,interval,integer)
 
 -- ======== sql/30-claim-lease.sql ========
@@ -284,6 +285,40 @@ REVOKE ALL ON FUNCTION wharf.start_bulk_replay(bigint, jsonb, text, boolean),
   wharf.continue_bulk_replay(bigint, bigint, integer), wharf.cancel_bulk_replay(bigint, bigint, text),
   wharf.show_bulk_replay(bigint, bigint),
   wharf.list_bulk_replays(bigint) FROM PUBLIC;
+
+-- ======== sql/70-connections.sql ========
+
+-- Sets a workspace ACTIVE, PAUSED (deliveries stored, nothing claimed until
+-- ACTIVE again), SUSPENDED or DELETING (no admission, no claim). Back to
+-- ACTIVE, idle claimers are woken. P0002 for an unknown workspace, 22023 for
+-- an unknown state.
+CREATE OR REPLACE FUNCTION wharf.set_workspace_state(p_id bigint, p_state text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF p_id IS NULL OR p_state IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_workspace_state: id and state are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_state NOT IN ('ACTIVE', 'PAUSED', 'SUSPENDED', 'DELETING') THEN
+    RAISE EXCEPTION 'wharf: unknown workspace state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  PERFORM wharf.lock_lifecycle('workspace', p_id::text);
+  UPDATE wharf.workspace SET state = p_state WHERE id = p_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
+  END IF;
+  -- The workspace's scopes follow its state by the workspace trigger (sql/20).
+  IF p_state = 'ACTIVE' THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+END $$;
+
+REVOKE ALL ON FUNCTION wharf.upsert_workspace(bigint),
+  wharf.set_workspace_state(bigint, text),
+  wharf.upsert_connection(bigint, text, text, text, text, jsonb),
+  wharf.set_connection_state(bigint, text),
+  wharf.subscribe(bigint, text),
+  wharf.unsubscribe(bigint, text) FROM PUBLIC;
 
 -- ======== sql/92-delivery-history.sql ========
 
@@ -1043,6 +1078,39 @@ BEGIN
            LIMIT 10000) x;
 END $function$;
 REVOKE ALL ON FUNCTION wharf.queue_stats() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wharf.set_workspace_state(p_id bigint, p_state text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+  IF p_id IS NULL OR p_state IS NULL THEN
+    RAISE EXCEPTION 'wharf.set_workspace_state: id and state are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_state NOT IN ('ACTIVE', 'PAUSED', 'SUSPENDED', 'DELETING') THEN
+    RAISE EXCEPTION 'wharf: unknown workspace state %', quote_literal(p_state) USING ERRCODE = '22023';
+  END IF;
+  LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  PERFORM wharf.lock_lifecycle('workspace', p_id::text);
+  UPDATE wharf.workspace SET state = p_state WHERE id = p_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
+  END IF;
+  -- Out of PAUSED: the scopes a claim parked for this connection's heads
+  -- (sql/30) are claimable again, in their usual order.
+  IF p_state <> 'PAUSED' THEN
+    UPDATE wharf.scope s SET active = true
+      FROM wharf.provider_event e
+     WHERE NOT s.active AND e.id = s.head_id AND e.connection_id = p_id
+       AND wharf.scope_workspace_active(s.workspace_id);
+  END IF;
+  IF p_state = 'ACTIVE' THEN
+    PERFORM wharf.notify_idle_claimers();
+  END IF;
+END $function$;
+REVOKE ALL ON FUNCTION wharf.set_workspace_state(bigint,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION wharf.stuck_scope_list(p_workspace_id bigint, p_older_than interval, p_limit integer)
  RETURNS jsonb

@@ -3997,14 +3997,7 @@ BEGIN
   IF NOT FOUND THEN
     RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
   END IF;
-  -- Out of PAUSED: the scopes a claim parked for this connection's heads
-  -- (sql/30) are claimable again, in their usual order.
-  IF p_state <> 'PAUSED' THEN
-    UPDATE wharf.scope s SET active = true
-      FROM wharf.provider_event e
-     WHERE NOT s.active AND e.id = s.head_id AND e.connection_id = p_id
-       AND wharf.scope_workspace_active(s.workspace_id);
-  END IF;
+  -- The workspace's scopes follow its state by the workspace trigger (sql/20).
   IF p_state = 'ACTIVE' THEN
     PERFORM wharf.notify_idle_claimers();
   END IF;

@@ -2,7 +2,7 @@
 -- upsert_connection, set_connection_state, subscribe, unsubscribe, the
 -- exclusive lifecycle locks they take, and the cascade of a workspace delete.
 BEGIN;
-SELECT plan(61);
+SELECT plan(62);
 
 -- The lifecycle locks this transaction holds, as (mode, key) pairs. An
 -- advisory lock on a bigint key shows in pg_locks as classid (high 32 bits)
@@ -119,6 +119,17 @@ SELECT results_eq(
 SELECT wharf.set_connection_state((SELECT id FROM conn WHERE name = 'app'), 'PAUSED');
 SELECT is((SELECT state FROM wharf.connection WHERE id = (SELECT id FROM conn WHERE name = 'app')), 'PAUSED',
           'PAUSED is a connection state');
+-- A scope a claim parked for this paused connection's head stays parked when
+-- a workspace whose id happens to be the connection's id changes state (only
+-- the connection leaving PAUSED, or the scope's own workspace, unparks it).
+SELECT wharf.upsert_workspace((SELECT id FROM conn WHERE name = 'app'));
+INSERT INTO wharf.provider_event (workspace_id, provider, delivery_key, event_type, scope_key, source, connection_id, payload)
+SELECT c.workspace_id, c.provider, 'parked-1', 'push', 'parked:scope', c.source, c.id, '{}'
+  FROM wharf.connection c WHERE c.id = (SELECT id FROM conn WHERE name = 'app');
+UPDATE wharf.scope SET active = false WHERE scope_key = 'parked:scope';
+SELECT wharf.set_workspace_state((SELECT id FROM conn WHERE name = 'app'), 'ACTIVE');
+SELECT is((SELECT active FROM wharf.scope WHERE scope_key = 'parked:scope'), false,
+          'a workspace''s state change leaves a scope parked for a paused connection of the same id parked');
 SELECT throws_ok(format($$SELECT wharf.set_connection_state(%s, 'DELETING')$$, (SELECT id FROM conn WHERE name = 'app')),
                  '22023', NULL, 'set_connection_state rejects a state that is not a connection state');
 SELECT throws_ok(format($$SELECT wharf.set_connection_state(%s, NULL)$$, (SELECT id FROM conn WHERE name = 'app')),
