@@ -8,7 +8,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { flushStatistics } from '../support/statistics.js';
+import { readsOfOwnTransaction } from '../support/statistics.js';
 import { admitEvents, subscribedConnection, testSource } from '../support/worker-inbox.js';
 
 const scopes = Array.from({ length: 200 }, (_, n) => `repo:plan-${n}`);
@@ -21,14 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await db?.drop();
 });
-
-/** Index entries read from ix_provider_event_scope_order (scope, id), as the statistics hold them once `client`'s are flushed. */
-async function queueIndexReads(client: pg.Client): Promise<number> {
-  await flushStatistics(client);
-  const { rows } = await db.pool.query<{ reads: string }>(
-    `SELECT idx_tup_read AS reads FROM pg_stat_user_indexes WHERE indexrelname = 'ix_provider_event_scope_order'`);
-  return Number(rows[0]!.reads);
-}
 
 async function drain(): Promise<void> {
   for (;;) {
@@ -50,10 +42,10 @@ it('claims a few heads without reading the queue, after an analyze taken while i
   // A new session: claim's generic plan is made with the statistics above.
   const client = await db.connect();
   try {
-    const before = await queueIndexReads(client);
-    const { rows } = await client.query(`SELECT id FROM wharf.claim('plan', 8)`);
+    const { result: rows, reads: own } = await readsOfOwnTransaction(client, 'wharf.provider_event', async () =>
+      (await client.query(`SELECT id FROM wharf.claim('plan', 8)`)).rows);
     expect(rows).toHaveLength(8);
-    const reads = (await queueIndexReads(client)) - before;
+    const reads = own.indexes.get('ix_provider_event_scope_order')!.entriesRead;
     // The claim reads a few entries per claimed scope to find its
     // next head; driving from the index read all 600 queued rows.
     expect(reads).toBeLessThan(8 * perScope * 2);
