@@ -88,13 +88,18 @@ describe('the same delivery from 16 connections at once', () => {
  * Runs `count` admissions over `sessions` connections and fires `change` in its
  * own transaction once `after` of them returned. Inside that transaction, once
  * the change holds its lock, it reads which rows exist: a row committed later
- * was stored after the change committed.
+ * was stored after the change committed. Both sides of the race are pinned,
+ * not left to the machine's speed: the first `after` return before the change
+ * starts, the last `afterChange` start only once it committed, and those
+ * between race it.
  */
 async function raceChange(options: {
   source: string;
   count: number;
   sessions: number;
   after: number;
+  /** Admissions held until the change committed (default 10). */
+  afterChange?: number;
   admission: (index: number) => Admission;
   change: (client: pg.Client) => Promise<void>;
 }): Promise<{ results: (Receipt | 'WH409')[]; visibleToChange: Set<string>; storedKeys: Set<string> }> {
@@ -120,6 +125,8 @@ async function raceChange(options: {
     clients.map(async (client) => {
       while (next < options.count) {
         const index = next++;
+        // Taken once at least index - sessions admissions returned, past `after`: the change has begun.
+        if (index >= options.count - (options.afterChange ?? 10)) await changeDone;
         try {
           results[index] = await admit(client, options.admission(index));
         } catch (error) {
