@@ -26,6 +26,7 @@ import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { copyExtensionFiles, systemExtensionDirectory } from '../../cli/postgres-server.js';
+import { sleep } from '../../db/backoff.js';
 
 const debianBinaries = '/usr/lib/postgresql/15/bin';
 
@@ -265,9 +266,20 @@ export async function createOwnPostgres(options: {
     await waitUntilPrimary(url);
   };
 
-  const halt = async ({ immediate = false }: { immediate?: boolean } = {}): Promise<void> => {
+  const halt = async ({ immediate = false, sessionsGraceMs = 0 }: { immediate?: boolean; sessionsGraceMs?: number } = {}): Promise<void> => {
     const current = child;
     if (!current) return;
+    if (!immediate && sessionsGraceMs > 0) {
+      // SIGTERM: smart shutdown, which waits for the sessions to leave
+      // instead of ending them with 57P01. A pool's end() resolves before its
+      // sockets have closed, and a session ended under a client that is
+      // closing it is an 'error' event nobody listens to any more.
+      current.kill('SIGTERM');
+      const grace = new AbortController();
+      const left = await Promise.race([exited.then(() => true), sleep(sessionsGraceMs, grace.signal).then(() => false, () => true)]);
+      grace.abort();
+      if (left) return;
+    }
     // SIGQUIT: immediate shutdown, as after a crash. SIGINT: fast shutdown.
     current.kill(immediate ? 'SIGQUIT' : 'SIGINT');
     const killer = setTimeout(() => current.kill('SIGKILL'), 20_000);
@@ -311,7 +323,8 @@ export async function createOwnPostgres(options: {
       await start();
     },
     async stop() {
-      await halt();
+      // The test is over: its sessions are leaving; a leaked one is ended after 2 s.
+      await halt({ sessionsGraceMs: 2_000 });
       lastLog = readLog();
       await rm(base, { recursive: true, force: true });
       releasePort(port);
