@@ -934,7 +934,7 @@ CREATE TABLE wharf.provider_event (
     CONSTRAINT provider_event_dead_at_check CHECK (((state = 'DEAD'::text) = (dead_at IS NOT NULL))),
     CONSTRAINT provider_event_state_check CHECK ((state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text, 'DONE'::text, 'DEAD'::text])))
 )
-WITH (toast_tuple_target='128', autovacuum_vacuum_scale_factor='0.05', fillfactor='30');
+WITH (toast_tuple_target='128', autovacuum_vacuum_scale_factor='0.05', fillfactor='30', autovacuum_vacuum_insert_scale_factor='0.02');
 
 --
 -- Name: bulk_replay_candidates(bigint, jsonb, boolean, timestamp with time zone, bigint); Type: FUNCTION; Schema: wharf; Owner: -
