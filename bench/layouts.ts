@@ -26,6 +26,7 @@ import type pg from 'pg';
 import { createScratchDatabase } from '../cli/scratch-database.js';
 import { payloadTemplate } from './payload.js';
 import { processCpuMicros } from './process-cpu.js';
+import { summarize } from './stats.js';
 
 /** The record's columns as provider_event has them, less those that change after admission. */
 const recordColumns = `
@@ -365,13 +366,12 @@ async function measure(serverUrl: string, layout: Layout, options: MeasureOption
 const num = (value: number, digits = 0) => value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 function render(figures: Figures[][]): string {
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
   const lines = [
     '| layout | backend CPU µs/event | VACUUM CPU µs/event | WAL bytes/event (records, FPI) | HOT updates | heap bytes/row before → after | heap+indexes bytes/row before → after |',
     '|---|---:|---:|---:|---:|---:|---:|',
   ];
   for (const runs of figures) {
-    const m = (pick: (f: Figures) => number) => median(runs.map(pick));
+    const m = (pick: (f: Figures) => number) => summarize(runs.map(pick)).median;
     const heapBefore = m((f) => f.before.heap / f.before.rows);
     const heapAfter = m((f) => f.after.heap / f.after.rows);
     const totalBefore = m((f) => f.before.total / f.before.rows);

@@ -152,7 +152,8 @@ export async function stopLeftoverPostgres(dataDirectory: string, options: { rem
   return running !== undefined;
 }
 
-function alive(pid: number): boolean {
+/** Whether process `pid` is running (EPERM: it is, another user's). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

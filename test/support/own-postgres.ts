@@ -25,6 +25,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
+import { alive } from '../../cli/embedded-postgres.js';
 import { copyExtensionFiles, systemExtensionDirectory } from '../../cli/postgres-server.js';
 import { sleep } from '../../db/backoff.js';
 
@@ -379,7 +380,7 @@ function takeReservation(port: number): boolean {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     }
     const holder = Number(readFileSync(file, 'utf8').trim());
-    if (holder === process.pid || isAlive(holder)) return false;
+    if (holder === process.pid || (Number.isInteger(holder) && holder > 0 && alive(holder))) return false;
     rmSync(file, { force: true });
   }
   return false;
@@ -387,17 +388,6 @@ function takeReservation(port: number): boolean {
 
 function releasePort(port: number): void {
   rmSync(join(portReservations, String(port)), { force: true });
-}
-
-function isAlive(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: alive, another user's.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 function canListen(port: number): Promise<boolean> {
