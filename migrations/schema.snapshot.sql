@@ -147,10 +147,10 @@ BEGIN
 END $_$;
 
 --
--- Name: admission_item(text, text, text, text, jsonb, text[], jsonb, jsonb, text); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: admission_item(text, text, text, text, jsonb, text[], jsonb, jsonb, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.admission_item(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text) RETURNS wharf.admission_item
+CREATE FUNCTION wharf.admission_item(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text, p_provider_known boolean) RETURNS wharf.admission_item
     LANGUAGE sql STABLE
     AS $_$
   SELECT ROW(p_provider, p_source, p_delivery_key, p_event_type, coalesce(p_route, '{}'),
@@ -158,13 +158,15 @@ CREATE FUNCTION wharf.admission_item(p_provider text, p_source text, p_delivery_
              wharf.safe_headers(p_headers),
              CASE WHEN p_body_sha256 ~ '^[0-9a-f]{64}$' THEN decode(p_body_sha256, 'hex') END,
              (ARRAY['22004', '22023', '22023', '22023', '22023'])
-               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256)],
+               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256,
+                                            p_provider_known)],
              (ARRAY['wharf.admit: provider, source, delivery_key, event_type and payload are required',
                     format('wharf: unknown provider %s', quote_literal(p_provider)),
                     'wharf.admit: route must be a JSON object',
                     'wharf.admit: body_sha256 is a SHA-256 in lower-case hex',
                     'wharf.admit: delivery_key and event_type are at most 255 characters'])
-               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256)]
+               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256,
+                                            p_provider_known)]
              )::wharf.admission_item
 $_$;
 
@@ -194,9 +196,10 @@ BEGIN
                          ARRAY(SELECT jsonb_array_elements_text(CASE jsonb_typeof(d->'subjects') WHEN 'array'
                                                                      THEN d->'subjects' ELSE '[]' END)),
                          CASE WHEN d->'payload' <> 'null' THEN d->'payload' END,
-                         d->'headers', d->>'body_sha256')
+                         d->'headers', d->>'body_sha256', known.name IS NOT NULL)
              END ORDER BY n), '{}')
-      FROM jsonb_array_elements(p_deliveries) WITH ORDINALITY AS a(d, n));
+      FROM jsonb_array_elements(p_deliveries) WITH ORDINALITY AS a(d, n)
+      LEFT JOIN wharf.provider known ON known.name = d->>'provider');
 END $_$;
 
 --
@@ -278,16 +281,16 @@ BEGIN
 END $$;
 
 --
--- Name: admission_rule_broken(text, text, text, text, jsonb, jsonb, text); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: admission_rule_broken(text, text, text, text, jsonb, jsonb, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.admission_rule_broken(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_payload jsonb, p_body_sha256 text) RETURNS integer
+CREATE FUNCTION wharf.admission_rule_broken(p_provider text, p_source text, p_delivery_key text, p_event_type text, p_route jsonb, p_payload jsonb, p_body_sha256 text, p_provider_known boolean) RETURNS integer
     LANGUAGE sql STABLE
     AS $_$
   SELECT CASE
     WHEN p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL
          OR p_delivery_key = '' OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN 1
-    WHEN NOT EXISTS (SELECT FROM wharf.provider WHERE name = p_provider) THEN 2
+    WHEN NOT p_provider_known THEN 2
     WHEN jsonb_typeof(coalesce(p_route, '{}')) <> 'object' THEN 3
     WHEN p_body_sha256 !~ '^[0-9a-f]{64}$' THEN 4
     WHEN length(p_delivery_key) > 255 OR length(p_event_type) > 255 THEN 5
@@ -303,8 +306,12 @@ CREATE FUNCTION wharf.admit(p_provider text, p_source text, p_delivery_key text,
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
+  -- A variable, not an argument expression: admission_item is inlined only
+  -- while its arguments are cheap, and a call to provider_known is not.
+  v_known    boolean := wharf.provider_known(p_provider);
   v_item     wharf.admission_item := wharf.admission_item(p_provider, p_source, p_delivery_key, p_event_type,
-                                                           p_route, p_subjects, p_payload, p_headers, p_body_sha256);
+                                                           p_route, p_subjects, p_payload, p_headers, p_body_sha256,
+                                                           v_known);
   v_route    jsonb := v_item.route;
   v_subject  text := v_item.subjects[1];
   v_source   wharf.connection;
@@ -1128,7 +1135,7 @@ CREATE FUNCTION wharf.check_provider(p_provider text) RETURNS void
     LANGUAGE plpgsql STABLE
     AS $$
 BEGIN
-  IF p_provider IS NULL OR NOT EXISTS (SELECT FROM wharf.provider WHERE name = p_provider) THEN
+  IF NOT wharf.provider_known(p_provider) THEN
     RAISE EXCEPTION 'wharf: unknown provider %', coalesce(quote_literal(p_provider), 'NULL')
       USING ERRCODE = '22023';
   END IF;
@@ -2987,6 +2994,17 @@ CREATE FUNCTION wharf.person_paths(p_provider text) RETURNS TABLE(path jsonpath,
 $_$;
 
 --
+-- Name: provider_known(text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.provider_known(p_provider text) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+  RETURN EXISTS (SELECT FROM wharf.provider WHERE name = p_provider);
+END $$;
+
+--
 -- Name: purge(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3749,10 +3767,11 @@ END $$;
 --
 
 CREATE FUNCTION wharf.scope_workspace_active(p_workspace_id bigint) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$
-  SELECT coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true)
-$$;
+BEGIN
+  RETURN coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true);
+END $$;
 
 --
 -- Name: scopes_stuck_since(timestamp with time zone, bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -

@@ -46,11 +46,14 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Whether scopes of workspace p_workspace_id may be claimed from: it is
--- ACTIVE, or the scope is an installation scope (no workspace).
+-- ACTIVE, or the scope is an installation scope (no workspace). plpgsql
+-- for the plan it keeps per session (see wharf.provider_known): each
+-- admission calls it twice.
 CREATE OR REPLACE FUNCTION wharf.scope_workspace_active(p_workspace_id bigint) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-  SELECT coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true)
-$$;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true);
+END $$;
 
 -- The kinds (provider:event_type) of the heads of claimable scopes, in
 -- order, read by a skip scan of ix_scope_claim: one index descent per kind,

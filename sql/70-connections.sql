@@ -30,12 +30,23 @@ LANGUAGE sql AS $$
   SELECT pg_advisory_xact_lock(wharf.lifecycle_key(p_kind, p_id))
 $$;
 
--- Raises 22023 unless p_provider is one Wharf knows: a row of the registry
--- wharf.provider (its TypeScript twin is db/providers.ts).
+-- Whether p_provider is one Wharf knows: a row of the registry
+-- wharf.provider (its TypeScript twin is db/providers.ts); false for NULL.
+-- plpgsql, not sql: a sql function holding a sub-select is never inlined
+-- and is planned again in every transaction that calls it (with
+-- scope_workspace_active, a quarter of an admission's instructions:
+-- bench/RESULTS.md); a plpgsql one keeps its plan for the session.
+CREATE OR REPLACE FUNCTION wharf.provider_known(p_provider text) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN EXISTS (SELECT FROM wharf.provider WHERE name = p_provider);
+END $$;
+
+-- Raises 22023 unless p_provider is one Wharf knows (provider_known).
 CREATE OR REPLACE FUNCTION wharf.check_provider(p_provider text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  IF p_provider IS NULL OR NOT EXISTS (SELECT FROM wharf.provider WHERE name = p_provider) THEN
+  IF NOT wharf.provider_known(p_provider) THEN
     RAISE EXCEPTION 'wharf: unknown provider %', coalesce(quote_literal(p_provider), 'NULL')
       USING ERRCODE = '22023';
   END IF;

@@ -46,18 +46,19 @@ END $$;
 -- argument; 2, an unknown provider; 3, a route that is not an object; 4, a
 -- body digest that is not lower-case hex; 5, a delivery key or event type
 -- longer than 255 characters (the edge's bound, and an index entry's).
--- Expressions without FROM, so that the planner inlines them; the provider
--- is looked up in the registry (wharf.provider) by a sub-select, which keeps
--- that so, and only when the other arguments are present.
+-- p_provider_known: whether the registry holds the provider, looked up once
+-- per delivery by the caller (admit: provider_known; admit_many: a join),
+-- not here: admission_item asks for the rule twice. Expressions without FROM
+-- or sub-select, so that the planner inlines them into their callers.
 CREATE OR REPLACE FUNCTION wharf.admission_rule_broken(
   p_provider text, p_source text, p_delivery_key text, p_event_type text,
-  p_route jsonb, p_payload jsonb, p_body_sha256 text)
+  p_route jsonb, p_payload jsonb, p_body_sha256 text, p_provider_known boolean)
 RETURNS integer
 LANGUAGE sql STABLE AS $$
   SELECT CASE
     WHEN p_provider IS NULL OR p_source IS NULL OR p_source = '' OR p_delivery_key IS NULL
          OR p_delivery_key = '' OR p_event_type IS NULL OR p_event_type = '' OR p_payload IS NULL THEN 1
-    WHEN NOT EXISTS (SELECT FROM wharf.provider WHERE name = p_provider) THEN 2
+    WHEN NOT p_provider_known THEN 2
     WHEN jsonb_typeof(coalesce(p_route, '{}')) <> 'object' THEN 3
     WHEN p_body_sha256 !~ '^[0-9a-f]{64}$' THEN 4
     WHEN length(p_delivery_key) > 255 OR length(p_event_type) > 255 THEN 5
@@ -67,10 +68,12 @@ $$;
 -- The delivery of admit's arguments as an admission_item, with the error
 -- admit raises for it, if any (admission_rule_broken): 22004 for a missing
 -- argument, 22023 for the others. Subjects lose NULLs and empty strings;
--- headers are kept without credentials (safe_headers).
+-- headers are kept without credentials (safe_headers). p_provider_known as
+-- admission_rule_broken takes it.
 CREATE OR REPLACE FUNCTION wharf.admission_item(
   p_provider text, p_source text, p_delivery_key text, p_event_type text,
-  p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text)
+  p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text,
+  p_provider_known boolean)
 RETURNS wharf.admission_item
 LANGUAGE sql STABLE AS $$
   SELECT ROW(p_provider, p_source, p_delivery_key, p_event_type, coalesce(p_route, '{}'),
@@ -78,13 +81,15 @@ LANGUAGE sql STABLE AS $$
              wharf.safe_headers(p_headers),
              CASE WHEN p_body_sha256 ~ '^[0-9a-f]{64}$' THEN decode(p_body_sha256, 'hex') END,
              (ARRAY['22004', '22023', '22023', '22023', '22023'])
-               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256)],
+               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256,
+                                            p_provider_known)],
              (ARRAY['wharf.admit: provider, source, delivery_key, event_type and payload are required',
                     format('wharf: unknown provider %s', quote_literal(p_provider)),
                     'wharf.admit: route must be a JSON object',
                     'wharf.admit: body_sha256 is a SHA-256 in lower-case hex',
                     'wharf.admit: delivery_key and event_type are at most 255 characters'])
-               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256)]
+               [wharf.admission_rule_broken(p_provider, p_source, p_delivery_key, p_event_type, p_route, p_payload, p_body_sha256,
+                                            p_provider_known)]
              )::wharf.admission_item
 $$;
 
@@ -113,9 +118,10 @@ BEGIN
                          ARRAY(SELECT jsonb_array_elements_text(CASE jsonb_typeof(d->'subjects') WHEN 'array'
                                                                      THEN d->'subjects' ELSE '[]' END)),
                          CASE WHEN d->'payload' <> 'null' THEN d->'payload' END,
-                         d->'headers', d->>'body_sha256')
+                         d->'headers', d->>'body_sha256', known.name IS NOT NULL)
              END ORDER BY n), '{}')
-      FROM jsonb_array_elements(p_deliveries) WITH ORDINALITY AS a(d, n));
+      FROM jsonb_array_elements(p_deliveries) WITH ORDINALITY AS a(d, n)
+      LEFT JOIN wharf.provider known ON known.name = d->>'provider');
 END $$;
 
 -- The lifecycle objects of each routed item: its source connection
@@ -562,8 +568,12 @@ CREATE OR REPLACE FUNCTION wharf.admit(
 RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+  -- A variable, not an argument expression: admission_item is inlined only
+  -- while its arguments are cheap, and a call to provider_known is not.
+  v_known    boolean := wharf.provider_known(p_provider);
   v_item     wharf.admission_item := wharf.admission_item(p_provider, p_source, p_delivery_key, p_event_type,
-                                                           p_route, p_subjects, p_payload, p_headers, p_body_sha256);
+                                                           p_route, p_subjects, p_payload, p_headers, p_body_sha256,
+                                                           v_known);
   v_route    jsonb := v_item.route;
   v_subject  text := v_item.subjects[1];
   v_source   wharf.connection;
