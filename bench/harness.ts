@@ -3,6 +3,7 @@
 import { BenchResults, type Log } from './results.js';
 import type { BenchSettings, WorkloadName } from './settings.js';
 import { runAdmission } from './workloads/admission.js';
+import { runAdmissionCost } from './workloads/admission-cost.js';
 import { runGrowth } from './workloads/growth.js';
 import { runLatency } from './workloads/latency.js';
 import { runMonthTwo } from './workloads/month-two.js';
@@ -12,6 +13,7 @@ import { runUnorderedDrain } from './workloads/unordered-drain.js';
 
 const workloads: Record<WorkloadName, (settings: BenchSettings, results: BenchResults, log: Log) => Promise<void>> = {
   admission: runAdmission,
+  'admission-cost': runAdmissionCost,
   ordered: runOrderedDrain,
   unordered: runUnorderedDrain,
   latency: runLatency,

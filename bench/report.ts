@@ -11,6 +11,7 @@ import { wharfConsumerKind } from './systems/wharf-consumer.js';
 
 const titles: Record<WorkloadName, string> = {
   admission: '1. Admission',
+  'admission-cost': '1b. The cost of one admission, interleaved with a plain INSERT',
   ordered: '2. Ordered drain',
   unordered: '3. Unordered drain',
   latency: '4. Latency (admit commit → handler start)',
@@ -28,6 +29,7 @@ function referenceOf(run: BenchRun, workload: WorkloadName, series?: Series): Se
   const { results } = run;
   switch (workload) {
     case 'admission': return results.get('admission.plain');
+    case 'admission-cost': return results.get('admission_cost.insert');
     case 'unordered': return results.get('unordered.graphile_lq');
     case 'growth': return results.get('growth.small');
     case 'ordered': {

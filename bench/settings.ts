@@ -2,7 +2,7 @@
 // `smokeSettings` is the few-hundred-event run that `npm test` makes so the
 // harness cannot rot. Flags and BENCH_* variables override either (bench/run.ts).
 
-export const workloadNames = ['admission', 'ordered', 'unordered', 'latency', 'growth', 'queue-history', 'month-two'] as const;
+export const workloadNames = ['admission', 'admission-cost', 'ordered', 'unordered', 'latency', 'growth', 'queue-history', 'month-two'] as const;
 export type WorkloadName = (typeof workloadNames)[number];
 
 export interface BenchSettings {

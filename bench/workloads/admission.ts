@@ -55,13 +55,13 @@ export async function timeCalls(
 }
 
 /** A rate with PostgreSQL's CPU per delivery over the same calls (undefined where /proc is not the server's). */
-interface Metered {
+export interface Metered {
   rate: number;
   postgresMicros?: number;
 }
 
 /** timeCalls, with the CPU of the database's backends over the timed calls, per delivery. */
-async function timeCallsMetered(
+export async function timeCallsMetered(
   pool: pg.Pool, clients: number, calls: number, deliveries: number,
   call: (client: pg.PoolClient, seq: number) => Promise<unknown>,
 ): Promise<Metered> {
@@ -135,7 +135,7 @@ function routedPush(seq: number, scopes: number, installations: number) {
   return { route: { installation_id: String(installation) }, subject, payload: makePayload(subject, seq) };
 }
 
-const plainInsert = `INSERT INTO plain_inbox (provider, delivery_key, event_type, subject, payload, headers)
+export const plainInsert = `INSERT INTO plain_inbox (provider, delivery_key, event_type, subject, payload, headers)
                      VALUES ('github', $1, 'push', $2, $3, '{}')`;
 
 export async function runAdmission(settings: BenchSettings, results: BenchResults, log: Log): Promise<void> {
