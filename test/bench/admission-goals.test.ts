@@ -1,4 +1,4 @@
-// Issue 33's admission verdicts (bench/admission-goals.ts), from figures made up for each case.
+// The admission verdicts of issues 33 and 44 (bench/admission-goals.ts), from figures made up for each case.
 import { describe, expect, it } from 'vitest';
 import { judgeAdmissionGoals } from '../../bench/admission-goals.js';
 import { BenchResults } from '../../bench/results.js';
@@ -15,11 +15,23 @@ function results(figures: Record<string, number | readonly [number, string]>): B
 const verdictOf = (run: BenchResults, start: string) => judgeAdmissionGoals(run).find((goal) => goal.goal.startsWith(start));
 
 describe('admission goals', () => {
-  it('judges admit_many against twice the plain INSERT', () => {
-    expect(verdictOf(results({ 'admission.plain': 4_000, 'admission.admit_many32': 8_400 }), 'wharf.admit_many')).toMatchObject(
-      { verdict: 'met', evidence: '8,400/s vs 4,000/s = 2.10×' });
-    expect(verdictOf(results({ 'admission.plain': 4_000, 'admission.admit_many32': 7_900 }), 'wharf.admit_many')?.verdict).toBe('not met');
-    expect(verdictOf(results({ 'admission.plain': 4_000 }), 'wharf.admit_many')?.verdict).toBe('not measured');
+  it('judges interleaved admit_many of 32 against twice the plain INSERT, with no deadlock', () => {
+    const goal = 'wharf.admit_many of 32';
+    expect(verdictOf(results({ 'admission_cost.insert': 4_000, 'admission_cost.admit_many32': 8_400, 'admission_cost.deadlocks': 0 }), goal))
+      .toMatchObject({ verdict: 'met', evidence: '8,400/s vs 4,000/s = 2.10×, 0 deadlocks' });
+    expect(verdictOf(results({ 'admission_cost.insert': 4_000, 'admission_cost.admit_many32': 7_900 }), goal)?.verdict).toBe('not met');
+    expect(verdictOf(results({ 'admission_cost.insert': 4_000, 'admission_cost.admit_many32': 8_400, 'admission_cost.deadlocks': 1 }), goal)?.verdict)
+      .toBe('not met');
+    // The non-interleaved admission workload's figures do not count for it.
+    expect(verdictOf(results({ 'admission.plain': 4_000, 'admission.admit_many32': 8_400 }), goal)?.verdict).toBe('not measured');
+  });
+
+  it("judges admit_many's fixed cost per call against 200 µs", () => {
+    const goal = "wharf.admit_many's fixed";
+    expect(verdictOf(results({ 'admission_cost.fixed_cpu': 180, 'admission_cost.per_delivery_cpu': 120 }), goal))
+      .toMatchObject({ verdict: 'met', evidence: '180 µs per call + 120 µs per delivery' });
+    expect(verdictOf(results({ 'admission_cost.fixed_cpu': 1_400, 'admission_cost.per_delivery_cpu': 120 }), goal)?.verdict).toBe('not met');
+    expect(verdictOf(results({}), goal)?.verdict).toBe('not measured');
   });
 
   it('wants the Node receiver at least as fast as the minimal one at both numbers of connections', () => {
@@ -57,10 +69,15 @@ describe('admission goals', () => {
       .toMatchObject({ verdict: 'not met', evidence: expect.stringContaining('time per delivery 400 µs vs 333 µs = 1.20×') });
   });
 
-  it("judges admit's PostgreSQL CPU against twice the INSERT's", () => {
-    expect(verdictOf(results({ 'admission.wharf.cpu_postgres': 270, 'admission.plain.cpu_postgres': 140 }), "a direct wharf.admit's")?.verdict)
-      .toBe('met');
-    expect(verdictOf(results({ 'admission.wharf.cpu_postgres': 290, 'admission.plain.cpu_postgres': 140 }), "a direct wharf.admit's")?.verdict)
+  it("judges a direct admit's rate against 0.4× the interleaved INSERT's and its CPU against 2.5×", () => {
+    const goal = 'a direct wharf.admit ≥ 0.4×';
+    const figures = { 'admission_cost.insert': 5_000, 'admission_cost.insert.cpu_postgres': 200 };
+    expect(verdictOf(results({ ...figures, 'admission_cost.admit': 2_100, 'admission_cost.admit.cpu_postgres': 480 }), goal))
+      .toMatchObject({ verdict: 'met', evidence: '2,100/s vs 5,000/s = 0.42×; PostgreSQL CPU 480 µs vs 200 µs = 2.40×' });
+    expect(verdictOf(results({ ...figures, 'admission_cost.admit': 1_900, 'admission_cost.admit.cpu_postgres': 480 }), goal)?.verdict)
       .toBe('not met');
+    expect(verdictOf(results({ ...figures, 'admission_cost.admit': 2_100, 'admission_cost.admit.cpu_postgres': 520 }), goal)?.verdict)
+      .toBe('not met');
+    expect(verdictOf(results({ ...figures, 'admission_cost.admit': 2_100 }), goal)?.verdict).toBe('not measured');
   });
 });
