@@ -34,6 +34,21 @@ function wharf(args: string[], env: NodeJS.ProcessEnv = {}) {
 
 const start = (extra: string[]) => wharf(['start', '--state-dir', stateDir, ...extra]);
 
+/** Waits for `run` to say it is up; a run that exits first fails at once, with what it printed. */
+async function untilStarted(run: ReturnType<typeof start>, what: string): Promise<void> {
+  let exited: number | null | undefined;
+  void run.exited.then((code) => { exited = code; });
+  try {
+    await waitFor(async () => {
+      if (run.stdout().includes('Ctrl-C stops everything.')) return true;
+      if (exited !== undefined) throw new Error(`exited ${exited} before it was up`);
+      return false;
+    }, 90_000, what);
+  } catch (error) {
+    throw new Error(`${what}: ${(error as Error).message}; it printed:\n${run.stdout()}\n${run.stderr()}`);
+  }
+}
+
 beforeAll(async () => {
   stateDir = await mkdtemp(join(tmpdir(), 'wharf-start-failures-'));
   busy = createServer().listen(0, '127.0.0.1');
@@ -68,7 +83,7 @@ it('a busy metrics port: one line naming it, exit 1, nothing left', async () => 
 
 it('a second start on the same state directory names the first; the database port stays the same across runs', async () => {
   const first = start(['--port', String(await freePort()), '--metrics-port', String(await freePort())]);
-  await waitFor(async () => first.stdout().includes('Ctrl-C stops everything.'), 90_000, 'the first start');
+  await untilStarted(first, 'the first start');
   const url = /export DATABASE_URL='([^']+)'/.exec(first.stdout())![1]!;
   const second = start(['--port', String(await freePort()), '--metrics-port', String(await freePort())]);
   expect(await second.exited).toBe(1);
@@ -77,7 +92,7 @@ it('a second start on the same state directory names the first; the database por
   expect(await first.exited).toBe(0);
 
   const third = start(['--port', String(await freePort()), '--metrics-port', String(await freePort())]);
-  await waitFor(async () => third.stdout().includes('Ctrl-C stops everything.'), 90_000, 'the third start');
+  await untilStarted(third, 'the third start');
   expect(/export DATABASE_URL='([^']+)'/.exec(third.stdout())![1]).toBe(url);
   third.child.kill('SIGTERM');
   expect(await third.exited).toBe(0);
