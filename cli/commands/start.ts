@@ -22,7 +22,7 @@ import { databaseUrlFor } from '../../db/database-url.js';
 import { appVariable } from '../../db/environment.js';
 import { generateKeyRingEntry } from '../../db/secret-box.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresServer } from '../embedded-postgres.js';
-import { freePort } from '../free-port.js';
+import { freeStablePort } from '../free-port.js';
 import { exampleHandlers } from '../example-handlers.js';
 import { loadHandlers } from '../load-handlers.js';
 import { workerRegistry } from '../../worker/metrics.js';
@@ -81,7 +81,9 @@ async function loadDevSecrets(stateDir: string): Promise<DevSecrets> {
     adminToken: saved.adminToken ?? randomBytes(24).toString('base64url'),
     githubWebhookSecret: saved.githubWebhookSecret ?? randomBytes(24).toString('base64url'),
     secretKeys: saved.secretKeys ?? generateKeyRingEntry('dev1'),
-    postgresPort: saved.postgresPort ?? (await freePort()),
+    // Below the ephemeral range: while the database is down, no outgoing
+    // connection or listen(0) can take the port it comes back on.
+    postgresPort: saved.postgresPort ?? (await freeStablePort()),
     // A cluster made by a release before 0.2.0 has the package's fixed password.
     postgresPassword: saved.postgresPassword
       ?? (existsSync(join(stateDir, 'pg', 'PG_VERSION')) ? 'postgres' : randomBytes(18).toString('base64url')),

@@ -3,7 +3,7 @@
 // directory. Each is one line naming the cause and the fix, exit code 1, and
 // nothing left running; the development database keeps its port across runs.
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +12,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { stopLeftoverPostgres } from '../../cli/embedded-postgres.js';
 import { freePort } from '../../cli/free-port.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { releasePort, reservePort } from '../support/own-postgres.js';
 import { waitFor } from '../support/worker-inbox.js';
 import { fixtureHandlers } from '../support/worker-process.js';
 
@@ -19,6 +20,7 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 let stateDir: string;
 let busy: Server;
 let busyPort: number;
+let databasePort: number | undefined;
 
 function wharf(args: string[], env: NodeJS.ProcessEnv = {}) {
   const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
@@ -51,6 +53,12 @@ async function untilStarted(run: ReturnType<typeof start>, what: string): Promis
 
 beforeAll(async () => {
   stateDir = await mkdtemp(join(tmpdir(), 'wharf-start-failures-'));
+  // The development database's port, kept across this file's starts, is
+  // reserved against the other test files' own servers, which take theirs
+  // from the same range (cli/free-port.ts): down between two starts, it must
+  // not become another server's.
+  databasePort = await reservePort();
+  await writeFile(join(stateDir, 'dev-secrets.json'), JSON.stringify({ postgresPort: databasePort }));
   busy = createServer().listen(0, '127.0.0.1');
   await new Promise((resolve) => busy.once('listening', resolve));
   busyPort = (busy.address() as { port: number }).port;
@@ -59,6 +67,7 @@ afterAll(async () => {
   busy?.close();
   await stopLeftoverPostgres(join(stateDir, 'pg'), { remove: true });
   await rm(stateDir, { recursive: true, force: true });
+  if (databasePort !== undefined) releasePort(databasePort);
 });
 
 function expectOneLine(stderr: string, pattern: RegExp): void {
@@ -85,6 +94,7 @@ it('a second start on the same state directory names the first; the database por
   const first = start(['--port', String(await freePort()), '--metrics-port', String(await freePort())]);
   await untilStarted(first, 'the first start');
   const url = /export DATABASE_URL='([^']+)'/.exec(first.stdout())![1]!;
+  expect(url).toContain(`@127.0.0.1:${databasePort}/`);
   const second = start(['--port', String(await freePort()), '--metrics-port', String(await freePort())]);
   expect(await second.exited).toBe(1);
   expectOneLine(second.stderr(), new RegExp(`another \`wharf start\` \\(pid ${first.child.pid}\\)`));

@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { stablePortRange } from '../../cli/free-port.js';
 import { signGitHubBody } from '../../edge/adapters/github.js';
 import { runWharf } from '../support/wharf-cli.js';
 import { listProcesses, spawnStart, waitForBanner, type Banner, type StartProcess } from '../support/start-process.js';
@@ -108,6 +109,12 @@ it('writes dev.env for a second terminal with what it generated, never what it w
   const lines = (await readFile(file, 'utf8')).split('\n').filter((line) => line.startsWith('export '));
   expect(lines.map((line) => /^export (\w+)=/.exec(line)?.[1])).toEqual(['DATABASE_URL', 'WHARF_SECRET_KEYS']);
   expect(lines[0]).toBe(`export DATABASE_URL='${banner.databaseUrl}'`);
+  // The development database's port lies below the ephemeral range, where no
+  // outgoing connection can hold it while the database is down.
+  const port = Number(new URL(banner.databaseUrl).port);
+  const { low, high } = stablePortRange();
+  expect(port).toBeGreaterThanOrEqual(low);
+  expect(port).toBeLessThanOrEqual(high);
   expect(start!.output()).toContain(`. ${file}`);
   const sample = await readFile(join(start!.stateDir, 'sample-delivery.sh'), 'utf8');
   expect(start!.output()).toContain(sample.split('\n').slice(1).join('\n').trim());

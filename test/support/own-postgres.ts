@@ -20,12 +20,12 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { chmod, chown, cp, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { alive } from '../../cli/embedded-postgres.js';
+import { freeStablePort } from '../../cli/free-port.js';
 import { copyExtensionFiles, systemExtensionDirectory } from '../../cli/postgres-server.js';
 import { sleep } from '../../db/backoff.js';
 
@@ -338,9 +338,10 @@ export async function createOwnPostgres(options: {
 }
 
 /**
- * A free port of 127.0.0.1 below the kernel's ephemeral range: while the
- * server is down (restarting, not started yet) no outgoing connection and no
- * `listen(0)` of another test can take it, so the server gets it back.
+ * A free port of 127.0.0.1 below the kernel's ephemeral range
+ * (cli/free-port.ts's stablePortRange): while the server is down
+ * (restarting, not started yet) no outgoing connection and no `listen(0)` of
+ * another test can take it, so the server gets it back.
  *
  * Reserved across the test run's processes too (a file per port, naming the
  * reserving process): test files run side by side, and another file's server
@@ -348,23 +349,9 @@ export async function createOwnPostgres(options: {
  * has not bound it. Two servers given one port would each answer for the
  * other. A reservation whose process has ended is taken over.
  */
-async function reservePort(): Promise<number> {
-  let ephemeralFloor = 32_768;
-  try {
-    ephemeralFloor = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || ephemeralFloor;
-  } catch {
-    // Not Linux: the usual range.
-  }
-  const low = 15_000;
-  const high = Math.max(low + 1_000, Math.min(ephemeralFloor, 32_768)) - 1;
+export function reservePort(): Promise<number> {
   mkdirSync(portReservations, { recursive: true, mode: 0o777 });
-  for (let tries = 0; tries < 100; tries += 1) {
-    const port = low + Math.floor(Math.random() * (high - low));
-    if (!takeReservation(port)) continue;
-    if (await canListen(port)) return port;
-    releasePort(port);
-  }
-  throw new Error(`no free port between ${low} and ${high}`);
+  return freeStablePort(takeReservation, releasePort);
 }
 
 const portReservations = join(tmpdir(), 'wharf-own-pg-ports');
@@ -386,16 +373,9 @@ function takeReservation(port: number): boolean {
   return false;
 }
 
-function releasePort(port: number): void {
+/** Gives back a reservation of reservePort. */
+export function releasePort(port: number): void {
   rmSync(join(portReservations, String(port)), { force: true });
-}
-
-function canListen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
 }
 
 /** Whether every directory down to `path` lets other users through (o+x). */
