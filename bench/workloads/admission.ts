@@ -88,13 +88,20 @@ async function expectRows(pool: pg.Pool, table: string, expected: number, what: 
 /** Deliveries per wharf.admit_many call in the batch case (issue 33's figure). */
 export const admitManyBatch = 32;
 
-/** Deliveries first … first+count-1 as admit_many's elements: the pushes admitPush sends one by one. */
-function pushDeliveries(first: number, count: number, scopes: number): string {
+/**
+ * Deliveries first … first+count-1 as admit_many's elements: the pushes
+ * admitPush sends one by one, keyed `<label>-<seq>`, each about the subject
+ * `subjectFor` gives its seq (by default one of `scopes` in turn).
+ */
+export function pushDeliveries(
+  first: number, count: number, scopes: number,
+  { label = 'delivery', subjectFor = (seq: number) => subjectOf(seq % scopes) }: { label?: string; subjectFor?: (seq: number) => string } = {},
+): string {
   return JSON.stringify(Array.from({ length: count }, (_, i) => {
     const seq = first + i;
-    const subject = subjectOf(seq % scopes);
+    const subject = subjectFor(seq);
     return {
-      provider: 'github', source: githubSource, delivery_key: `delivery-${seq}`, event_type: 'push', route: installationRoute,
+      provider: 'github', source: githubSource, delivery_key: `${label}-${seq}`, event_type: 'push', route: installationRoute,
       subjects: [subject], payload: makePayload(subject, seq), headers: {}, body_sha256: null,
     };
   }));
