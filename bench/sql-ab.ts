@@ -11,12 +11,17 @@
 //
 // Both databases must be migrated and empty; each round admits its events
 // through wharf.admit and drains them with 8 clients claiming 8 at a time.
+// admit_many is measured as issue 44 batches it: 32 pushes a call from 8
+// clients, subjects at random among the scopes (batches share them), and the
+// backend's CPU per delivery of calls of 64 from one client.
+//
+//   npx tsx bench/sql-ab.ts <base url> <head url> [rounds] [workload,…]   a subset, by name
 // The backend CPU figure reads /proc, so it needs the server on this machine.
 import pg from 'pg';
 import { processCpuMicros } from './process-cpu.js';
 import { summarize } from './stats.js';
 import { makePayload } from './payload.js';
-import { timeCalls } from './workloads/admission.js';
+import { pushDeliveries, timeCalls } from './workloads/admission.js';
 import { admitPush, githubSource, installationRoute, loadWharfBacklog, setupWharfInstallation, subjectOf } from './systems/wharf-inbox.js';
 
 const events = 4_000;
@@ -30,8 +35,46 @@ const probedTransactions = 300;
 const admitsPerTransaction = 10;
 
 type Ending = 'complete' | 'fail-then-complete';
-type Workload = 'admit' | 'admit server µs' | 'admit backend CPU µs' | Ending;
-const workloads: Workload[] = ['admit', 'admit server µs', 'admit backend CPU µs', 'complete', 'fail-then-complete'];
+const manyBatch = 32;
+const manyProbeSize = 64;
+const manyProbeCalls = 60;
+
+type Workload = 'admit' | 'admit server µs' | 'admit backend CPU µs' | 'admit_many' | 'admit_many backend CPU µs' | Ending;
+const allWorkloads: Workload[] = [
+  'admit', 'admit server µs', 'admit backend CPU µs', 'admit_many', 'admit_many backend CPU µs', 'complete', 'fail-then-complete',
+];
+
+/** `count` pushes from `first`, each about a subject drawn at random among the scopes. */
+function randomPushes(first: number, count: number, label: string): string {
+  return pushDeliveries(first, count, scopes, { label, subjectFor: () => subjectOf(Math.floor(Math.random() * scopes)) });
+}
+
+/** Deliveries per second admitted by admit_many of manyBatch from `clients` clients whose batches share scopes. */
+async function admitManyRate(pool: pg.Pool, round: number): Promise<number> {
+  const calls = admissions / manyBatch;
+  const rate = await timeCalls(pool, clients, calls, (client, seq) =>
+    client.query('SELECT wharf.admit_many($1::jsonb)', [randomPushes(seq * manyBatch, manyBatch, `ab-many-${round}`)]));
+  await pool.query('DELETE FROM wharf.provider_event');
+  return rate * manyBatch;
+}
+
+/** The backend's CPU per delivery of admit_many calls of manyProbeSize, each in a rolled-back transaction. */
+async function admitManyBackendMicros(pool: pg.Pool, round: number): Promise<number> {
+  const db = await pool.connect();
+  try {
+    const { rows } = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    const pid = rows[0]!.pid;
+    const before = await processCpuMicros(pid);
+    for (let call = 0; call < manyProbeCalls; call += 1) {
+      await db.query('BEGIN');
+      await db.query('SELECT wharf.admit_many($1::jsonb)', [randomPushes(call * manyProbeSize, manyProbeSize, `ab-many-cpu-${round}`)]);
+      await db.query('ROLLBACK');
+    }
+    return ((await processCpuMicros(pid)) - before) / (manyProbeCalls * manyProbeSize);
+  } finally {
+    db.release();
+  }
+}
 
 /** Admissions per second from `clients` clients, each awaiting one wharf.admit at a time. */
 async function admitRate(pool: pg.Pool, round: number): Promise<number> {
@@ -128,7 +171,9 @@ async function drain(pool: pg.Pool, connectionId: number, round: number, ending:
 }
 
 async function main(): Promise<void> {
-  const [baseUrl, headUrl, roundsText] = process.argv.slice(2);
+  const [baseUrl, headUrl, roundsText, only] = process.argv.slice(2);
+  const workloads = only ? allWorkloads.filter((workload) => only.split(',').includes(workload)) : allWorkloads;
+  if (workloads.length === 0) throw new Error(`no such workload among ${allWorkloads.join(', ')}`);
   if (!baseUrl || !headUrl) throw new Error('usage: tsx bench/sql-ab.ts <base database url> <head database url> [rounds]');
   const rounds = Number(roundsText ?? 5);
   const sides = await Promise.all([baseUrl, headUrl].map(async (url) => {
@@ -140,10 +185,11 @@ async function main(): Promise<void> {
   const figures = new Map<Workload, [number[], number[]]>(workloads.map((workload) => [workload, [[], []]]));
   for (let round = 0; round < rounds; round += 1) {
     for (const workload of workloads) {
-      if (workload === 'admit backend CPU µs') {
+      if (workload === 'admit backend CPU µs' || workload === 'admit_many backend CPU µs') {
         // Both sides at once, one client each: the machine's drift, which
         // moves CPU per call as much as a change does, falls on both alike.
-        const probed = await Promise.all(sides.map(({ pool }) => admitBackendMicros(pool, round)));
+        const probe = workload === 'admit backend CPU µs' ? admitBackendMicros : admitManyBackendMicros;
+        const probed = await Promise.all(sides.map(({ pool }) => probe(pool, round)));
         probed.forEach((micros, side) => figures.get(workload)![side]!.push(micros));
         continue;
       }
@@ -153,6 +199,7 @@ async function main(): Promise<void> {
         const { pool, connectionId } = sides[side]!;
         figures.get(workload)![side]!.push(
           workload === 'admit' ? await admitRate(pool, round)
+            : workload === 'admit_many' ? await admitManyRate(pool, round)
             : workload === 'admit server µs' ? await admitServerMicros(pool)
               : await drain(pool, connectionId, round, workload));
       }
@@ -161,7 +208,7 @@ async function main(): Promise<void> {
   for (const workload of workloads) {
     const unit = workload.endsWith('µs') ? ' µs' : '/s';
     const [base, head] = figures.get(workload)!.map((samples) => summarize(samples));
-    process.stdout.write(`${workload.padEnd(22)} base ${base!.median.toFixed(0)}${unit} (±${(base!.relativeSpread * 50).toFixed(0)} %)`
+    process.stdout.write(`${workload.padEnd(26)} base ${base!.median.toFixed(0)}${unit} (±${(base!.relativeSpread * 50).toFixed(0)} %)`
       + `  head ${head!.median.toFixed(0)}${unit} (±${(head!.relativeSpread * 50).toFixed(0)} %)`
       + `  head/base ${(head!.median / base!.median).toFixed(3)}\n`);
   }
