@@ -231,6 +231,17 @@ export function fullSlots(): Fault {
 }
 
 /** `LOCK TABLE <main table> IN ACCESS EXCLUSIVE MODE` in a transaction held open for the fault. */
+/** No fault at all: the capacity probe's cell (bench/scenarios/run-scenarios.ts). */
+export function noFault(): Fault {
+  return {
+    id: 'capacity',
+    title: 'no fault, every scope sending back to back',
+    async prepare() {
+      return { begin: async () => ({ end: async () => ({}) }) };
+    },
+  };
+}
+
 export function longLock(): Fault {
   return {
     id: 'lock',

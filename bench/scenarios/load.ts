@@ -5,6 +5,8 @@
 // refusal (503) or no answer is retried after the Retry-After it named, capped
 // at `retryCapMs` (a provider that retries soon, so that the recovery the
 // report shows is Wharf's, not a long back-off's). Every answer is kept.
+// `rate: 'saturate'` is the capacity probe's load: every scope always has
+// its next delivery waiting, so that the system takes as many as it can.
 import { request, Agent } from 'node:http';
 import type pg from 'pg';
 import { signGitHubBody } from '../../edge/adapters/index.js';
@@ -52,10 +54,11 @@ export class FixedRateLoad {
   private startedAt = 0;
   private emitted = 0;
   private ticker: NodeJS.Timeout | undefined;
+  private stopped = false;
   private readonly running = new Set<Promise<void>>();
 
   constructor(
-    private readonly options: { rate: number; scopes: number; retryCapMs: number; send: Send },
+    private readonly options: { rate: number | 'saturate'; scopes: number; retryCapMs: number; send: Send },
   ) {
     this.lanes = Array.from({ length: options.scopes }, () => ({ pending: [], busy: false, next: 0 }));
   }
@@ -70,16 +73,30 @@ export class FixedRateLoad {
 
   private arrive(): void {
     const elapsed = Date.now() - this.startedAt;
+    if (this.options.rate === 'saturate') {
+      this.lanes.forEach((lane, scope) => {
+        if (lane.pending.length === 0) this.offer(scope, lane, elapsed);
+      });
+      return;
+    }
     const due = Math.floor((elapsed * this.options.rate) / 1000);
     for (; this.emitted < due; this.emitted += 1) {
       const scope = this.emitted % this.options.scopes;
-      const lane = this.lanes[scope]!;
-      lane.pending.push(lane.next);
-      lane.next += 1;
-      const second = Math.floor(elapsed / 1000);
-      this.offered[second] = (this.offered[second] ?? 0) + 1;
-      if (!lane.busy) this.track(this.drive(scope, lane));
+      this.offer(scope, this.lanes[scope]!, elapsed);
     }
+  }
+
+  /** The scope's next delivery arrives, and goes out unless the scope is still sending one. */
+  private offer(scope: number, lane: Lane, elapsed: number): void {
+    this.enqueue(lane, elapsed);
+    if (!lane.busy) this.track(this.drive(scope, lane));
+  }
+
+  private enqueue(lane: Lane, elapsed: number): void {
+    lane.pending.push(lane.next);
+    lane.next += 1;
+    const second = Math.floor(elapsed / 1000);
+    this.offered[second] = (this.offered[second] ?? 0) + 1;
   }
 
   private track(work: Promise<void>): void {
@@ -99,6 +116,10 @@ export class FixedRateLoad {
         if (outcome.kind === 'accepted') {
           lane.pending.shift();
           this.acknowledged.push({ scope, seq, ...(outcome.eventId !== undefined ? { eventId: outcome.eventId } : {}) });
+          // Saturating: the scope's next delivery is there as soon as this one is taken.
+          if (this.options.rate === 'saturate' && !this.stopped && lane.pending.length === 0) {
+            this.enqueue(lane, now - this.startedAt);
+          }
           continue;
         }
         const asked = outcome.kind === 'refused' ? Number(outcome.retryAfter) * 1000 : NaN;
@@ -114,6 +135,7 @@ export class FixedRateLoad {
    * pending deliveries acknowledged. Returns how many never were.
    */
   async stop(timeoutMs: number): Promise<number> {
+    this.stopped = true;
     clearInterval(this.ticker);
     const deadline = Date.now() + timeoutMs;
     while (this.running.size > 0 && Date.now() < deadline) await sleep(50);

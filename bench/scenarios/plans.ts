@@ -1,9 +1,18 @@
 // Which cells a scenario is: its fault (one per snapshot kind for the held
 // snapshot), how long the fault lasts and how long the recovery runs.
 import { failover } from './failover.js';
-import { fullSlots, heldSnapshot, killedBackends, longLock } from './faults.js';
+import { fullSlots, heldSnapshot, killedBackends, longLock, noFault } from './faults.js';
 import type { CellPlan } from './rig.js';
 import type { ScenarioName, ScenarioSettings } from './settings.js';
+
+/**
+ * The capacity probe: no fault, every scope sending its next delivery as soon
+ * as the last was taken; the drain rate over the baseline is the system's
+ * capacity on this machine.
+ */
+export function capacityPlan(): CellPlan {
+  return { scenario: 'capacity', fault: noFault(), faultMs: 0, afterMs: 0, untilDeadTuplesBack: false, saturate: true };
+}
 
 export function plansOf(scenario: ScenarioName, settings: ScenarioSettings): CellPlan[] {
   const plain = { afterMs: settings.afterMs, untilDeadTuplesBack: false };

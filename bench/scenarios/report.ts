@@ -6,11 +6,13 @@ import { graphileLocalQueuePreset } from '../systems/graphile.js';
 import type { CellFigures } from './figures.js';
 import { totalDead } from './monitor.js';
 import type { Cell, ScenarioRun } from './run-scenarios.js';
+import type { CellRun } from './rig.js';
 import type { ScenarioName, ScenarioSettings } from './settings.js';
 import { renderChart, type Line } from './svg.js';
 
 const colors: Record<string, string> = { wharf: '#1f5fb4', graphile: '#e07b00' };
-const titles: Record<ScenarioName, string> = {
+const titles: Record<CellRun['scenario'], string> = {
+  capacity: 'Capacity probe',
   snapshot: 'Held snapshot',
   kills: 'Killed backends',
   slots: 'Connection slots full',
@@ -30,8 +32,8 @@ const seconds = (ms: number): string => (ms % 60_000 === 0 && ms >= 60_000 ? `${
 /** The chart file of a fault, relative to the report. */
 export const chartName = (faultId: string): string => `scenarios-${faultId}.svg`;
 
-function faultsOf(run: ScenarioRun): Array<{ faultId: string; scenario: ScenarioName; title: string; cells: Cell[] }> {
-  const out: Array<{ faultId: string; scenario: ScenarioName; title: string; cells: Cell[] }> = [];
+function faultsOf(run: ScenarioRun): Array<{ faultId: string; scenario: CellRun['scenario']; title: string; cells: Cell[] }> {
+  const out: Array<{ faultId: string; scenario: CellRun['scenario']; title: string; cells: Cell[] }> = [];
   for (const cell of run.cells) {
     let entry = out.find((candidate) => candidate.faultId === cell.run.faultId);
     if (!entry) {
@@ -256,7 +258,14 @@ export function renderMarkdown(
     `Load average (1 min) at the start and the end: ${num(run.load[0], 1)} and ${num(run.load[1], 1)}: the machine is shared, and every figure of speed moves with what else runs on it.`);
   out.push(`- PostgreSQL: ${server.description} (${Object.entries(server.settings).map(([k, v]) => `${k}=${v}`).join(', ')}). ` +
     'Each cell (one system under one fault) runs in a database of its own, created and dropped around it; the cells run one after another.');
-  out.push(`- Load: ${settings.rate} deliveries/s offered at a fixed rate, round-robin over ${settings.scopes} scopes, each carrying ` +
+  const capacity = run.capacity && run.capacity.length > 0 && settings.loadShare !== undefined
+    ? ` (${num(settings.loadShare * 100)} % of the slower system's capacity, measured at the start of this run with no fault and every ` +
+      `scope sending its next delivery as soon as the last was taken, for ${seconds(settings.capacityProbeMs)} after a ` +
+      `${seconds(settings.warmupMs)} warm-up: ${run.capacity.map((probe) => `${probe.systemLabel} ${num(probe.rate)} handled/s ` +
+        `(${num(probe.acknowledgedRate)} acknowledged/s; ${probe.checks.missingRows ?? 0} lost, ${probe.checks.unhandled} unhandled, ` +
+        `${probe.checks.duplicateSteps} twice, ${probe.checks.orderViolations} out of order)`).join('; ')})`
+    : '';
+  out.push(`- Load: ${settings.rate} deliveries/s${capacity} offered at a fixed rate, round-robin over ${settings.scopes} scopes, each carrying ` +
     'its scope\'s sequence number. A scope sends its next delivery only once the previous one was acknowledged; a refusal or ' +
     `no answer is retried after min(Retry-After, ${seconds(settings.retryCapMs)}). At a fixed rate below capacity a system that keeps ` +
     'up drains exactly what is offered, so a fault shows as a dip and a catch-up, a longer claim, and a backlog.');

@@ -18,7 +18,8 @@ import type { ScenarioSystem } from './systems.js';
 import { subjectOf } from '../systems/wharf-inbox.js';
 
 export interface CellPlan {
-  scenario: ScenarioName;
+  /** 'capacity': the probe that sets the load of a run (plans.ts), not a fault. */
+  scenario: ScenarioName | 'capacity';
   fault: Fault;
   /** How long the fault lasts once in place. */
   faultMs: number;
@@ -26,6 +27,8 @@ export interface CellPlan {
   afterMs: number;
   /** Run the recovery until dead tuples are back to their baseline level (held snapshot). */
   untilDeadTuplesBack: boolean;
+  /** Every scope sends back to back instead of at the settings' rate (the capacity probe). */
+  saturate?: boolean;
 }
 
 export interface Checks {
@@ -49,7 +52,7 @@ export interface Checks {
 }
 
 export interface CellRun {
-  scenario: ScenarioName;
+  scenario: ScenarioName | 'capacity';
   faultId: string;
   faultTitle: string;
   system: string;
@@ -127,7 +130,7 @@ export async function runCell(
       ...(pair ? { pair } : {}),
       mark: (label) => marks.push({ at: Date.now() - t0, label }),
     });
-    const load = new FixedRateLoad({ rate: settings.rate, scopes: settings.scopes, retryCapMs: settings.retryCapMs, send: admission.send });
+    const load = new FixedRateLoad({ rate: plan.saturate ? 'saturate' : settings.rate, scopes: settings.scopes, retryCapMs: settings.retryCapMs, send: admission.send });
     cleanups.push(() => load.stop(0));
 
     t0 = Date.now();

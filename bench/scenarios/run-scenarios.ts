@@ -1,10 +1,11 @@
 // Runs the chosen scenarios, each cell (a fault, a system) in turn on the same
 // server: Wharf then graphile-worker under the same fault, so that the two
-// sit side by side in the report. Shared by `npm run scenarios` (run.ts) and
-// the CI test.
+// sit side by side in the report. With a load share, each system's capacity
+// is measured first and the cells offer that share of the slower one's.
+// Shared by `npm run scenarios` (run.ts) and the CI test.
 import { loadavg } from 'node:os';
 import { cellFigures, type CellFigures } from './figures.js';
-import { plansOf } from './plans.js';
+import { capacityPlan, plansOf } from './plans.js';
 import { runCell, type CellRun } from './rig.js';
 import type { ScenarioSettings } from './settings.js';
 import { systems } from './systems.js';
@@ -14,8 +15,21 @@ export interface Cell {
   figures: CellFigures;
 }
 
+/** One system's capacity probe: its drain rate with every scope sending back to back, and what it checked. */
+export interface CapacityProbe {
+  system: string;
+  systemLabel: string;
+  /** Events handled per second over the probe. */
+  rate: number;
+  /** Deliveries acknowledged per second over the probe. */
+  acknowledgedRate: number;
+  checks: CellRun['checks'];
+}
+
 export interface ScenarioRun {
+  /** As the cells ran: with a load share, `rate` is the share of the slower capacity. */
   settings: ScenarioSettings;
+  capacity?: CapacityProbe[];
   startedAt: Date;
   finishedAt: Date;
   /** The machine's 1-minute load average when the run started and ended (it may be shared). */
@@ -31,6 +45,22 @@ export async function runScenarios(
   const startedAt = new Date();
   const loadAtStart = loadavg()[0] ?? Number.NaN;
   const cells: Cell[] = [];
+  let capacity: CapacityProbe[] | undefined;
+  if (settings.loadShare !== undefined) {
+    capacity = [];
+    for (const name of settings.systems) {
+      log(`capacity: ${systems[name].label}, every scope sending back to back for ${settings.capacityProbeMs / 1000} s`);
+      const run = await runCell(capacityPlan(), systems[name], { ...settings, baselineMs: settings.capacityProbeMs }, serverUrl, log);
+      const figures = cellFigures(run, settings.receiverDeadlineMs);
+      const [from, to] = run.baseline;
+      const acknowledgedRate = run.answers.filter((a) => a.outcome.kind === 'accepted' && a.at >= from && a.at < to).length / ((to - from) / 1000);
+      log(`  ${run.systemLabel}: ${figures.baselineRate.toFixed(0)} handled/s, ${acknowledgedRate.toFixed(0)} acknowledged/s`);
+      capacity.push({ system: name, systemLabel: run.systemLabel, rate: figures.baselineRate, acknowledgedRate, checks: run.checks });
+    }
+    const slowest = Math.min(...capacity.map((probe) => probe.rate));
+    settings = { ...settings, rate: Math.max(1, Math.round(settings.loadShare * slowest)) };
+    log(`offering ${settings.rate} deliveries/s: ${settings.loadShare} × the slower capacity, ${slowest.toFixed(0)}/s`);
+  }
   for (const scenario of settings.scenarios) {
     for (const plan of plansOf(scenario, settings)) {
       log(`${scenario}: ${plan.fault.title}`);
@@ -45,5 +75,7 @@ export async function runScenarios(
       }
     }
   }
-  return { settings, startedAt, finishedAt: new Date(), load: [loadAtStart, loadavg()[0] ?? Number.NaN], cells };
+  return {
+    settings, ...(capacity ? { capacity } : {}), startedAt, finishedAt: new Date(), load: [loadAtStart, loadavg()[0] ?? Number.NaN], cells,
+  };
 }

@@ -29,11 +29,11 @@ function listOf<T extends string>(allowed: readonly T[], what: string) {
   };
 }
 
-type DurationKey = { [K in keyof ScenarioSettings]: K extends `${string}Ms` ? K : never }[keyof ScenarioSettings];
+type DurationKey = { [K in keyof ScenarioSettings]-?: K extends `${string}Ms` ? K : never }[keyof ScenarioSettings];
 const durations: Record<string, DurationKey> = {
   warmup: 'warmupMs', baseline: 'baselineMs', after: 'afterMs', 'snapshot-hold': 'snapshotHoldMs', 'snapshot-after': 'snapshotAfterMs',
   'kill-every': 'killEveryMs', 'kill-for': 'killForMs', 'slots-for': 'slotsForMs', 'lock-for': 'lockForMs',
-  'failover-for': 'failoverForMs',
+  'failover-for': 'failoverForMs', 'capacity-probe': 'capacityProbeMs',
   'receiver-deadline': 'receiverDeadlineMs', 'retry-cap': 'retryCapMs', 'drain-timeout': 'drainTimeoutMs', hang: 'hangMs',
 };
 const integers = { rate: 'rate', scopes: 'scopes', workers: 'workers', concurrency: 'concurrency', 'local-queue': 'localQueue' } as const;
@@ -51,6 +51,12 @@ const program = new Command('scenarios')
   .option('--no-write', 'print only, write no report')
   .option('--save <file>', 'also write what was measured as JSON (large: every answer and claim)')
   .option('--render <file>', 'run nothing: write the report from a file --save wrote')
+  .addOption(new Option('--load-share <fraction>', 'offer this share of the slower system\'s capacity, measured first (0 < share ≤ 1)')
+    .argParser((text: string) => {
+      const share = Number(text);
+      if (!(share > 0 && share <= 1)) throw new Error(`--load-share takes a fraction in (0, 1], not ${text}`);
+      return share;
+    }))
   .option('--note <text>', 'a line for the report\'s notes (repeatable; kept by --save)', (text: string, previous: string[] = []) => [...previous, text]);
 for (const [flag, key] of Object.entries(durations)) {
   program.addOption(new Option(`--${flag} <duration>`, `override ${key} (e.g. 500ms, 30s, 10m)`).argParser(parseDuration));
@@ -68,6 +74,9 @@ for (const [flag, key] of [...Object.entries(durations), ...Object.entries(integ
   const value = flags[camel(flag)];
   if (typeof value === 'number') (settings as unknown as Record<string, number>)[key] = value;
 }
+// A rate given is the rate offered; a share given is measured against the capacities.
+if (typeof flags.rate === 'number') delete settings.loadShare;
+if (typeof flags.loadShare === 'number') settings.loadShare = flags.loadShare;
 if (Array.isArray(flags.only)) settings.scenarios = flags.only as ScenarioSettings['scenarios'];
 if (Array.isArray(flags.systems)) settings.systems = flags.systems as ScenarioSettings['systems'];
 if (Array.isArray(flags.snapshotKinds)) settings.snapshotKinds = flags.snapshotKinds as SnapshotKind[];
