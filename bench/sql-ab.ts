@@ -60,20 +60,13 @@ async function admitManyRate(pool: pg.Pool, round: number): Promise<number> {
 
 /** The backend's CPU per delivery of admit_many calls of manyProbeSize, each in a rolled-back transaction. */
 async function admitManyBackendMicros(pool: pg.Pool, round: number): Promise<number> {
-  const db = await pool.connect();
-  try {
-    const { rows } = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-    const pid = rows[0]!.pid;
-    const before = await processCpuMicros(pid);
+  return backendMicrosPer(pool, manyProbeCalls * manyProbeSize, async (db) => {
     for (let call = 0; call < manyProbeCalls; call += 1) {
       await db.query('BEGIN');
       await db.query('SELECT wharf.admit_many($1::jsonb)', [randomPushes(call * manyProbeSize, manyProbeSize, `ab-many-cpu-${round}`)]);
       await db.query('ROLLBACK');
     }
-    return ((await processCpuMicros(pid)) - before) / (manyProbeCalls * manyProbeSize);
-  } finally {
-    db.release();
-  }
+  });
 }
 
 /** Admissions per second from `clients` clients, each awaiting one wharf.admit at a time. */
@@ -114,11 +107,7 @@ async function admitServerMicros(pool: pg.Pool): Promise<number> {
  * a statement's start-up, so it misses what a change to that costs.
  */
 async function admitBackendMicros(pool: pg.Pool, round: number): Promise<number> {
-  const db = await pool.connect();
-  try {
-    const { rows } = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-    const pid = rows[0]!.pid;
-    const before = await processCpuMicros(pid);
+  return backendMicrosPer(pool, probedTransactions * admitsPerTransaction, async (db) => {
     for (let transaction = 0; transaction < probedTransactions; transaction += 1) {
       await db.query('BEGIN');
       for (let call = 0; call < admitsPerTransaction; call += 1) {
@@ -127,7 +116,18 @@ async function admitBackendMicros(pool: pg.Pool, round: number): Promise<number>
       }
       await db.query('ROLLBACK');
     }
-    return ((await processCpuMicros(pid)) - before) / (probedTransactions * admitsPerTransaction);
+  });
+}
+
+/** The CPU of one backend over `work`, per `units` (read from /proc). */
+async function backendMicrosPer(pool: pg.Pool, units: number, work: (db: pg.PoolClient) => Promise<void>): Promise<number> {
+  const db = await pool.connect();
+  try {
+    const { rows } = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    const pid = rows[0]!.pid;
+    const before = await processCpuMicros(pid);
+    await work(db);
+    return ((await processCpuMicros(pid)) - before) / units;
   } finally {
     db.release();
   }
