@@ -2,7 +2,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { AttemptTransactions } from './attempt-transactions.js';
-import { runFencedTransaction } from './fenced-transaction.js';
+import { runFencedTransaction, type FencedTransactionOptions } from './fenced-transaction.js';
 import type { HandlerContext, InboxEvent } from './handlers.js';
 import type { LazyAbort } from './lazy-abort.js';
 import { retryTotal } from './metrics.js';
@@ -29,10 +29,14 @@ export function toInboxEvent(row: ProviderEventRow): InboxEvent {
   };
 }
 
+/** Counted for every business transaction retried after a busy error. */
+const countBusyRetry = (): void => retryTotal.inc({ outcome: 'retried' });
+
 /**
  * The signal and the logger are made when the handler first reads them (or
- * runs a transaction): most short handlers read neither, and each costs a
- * run a few µs (worker/lazy-abort.ts).
+ * runs a transaction), and what a transaction needs when the handler first
+ * runs one: most short handlers do none of it, and each costs a run a few µs
+ * (worker/lazy-abort.ts) or garbage to collect.
  */
 export function createHandlerContext(options: {
   pool: pg.Pool;
@@ -42,15 +46,16 @@ export function createHandlerContext(options: {
   logger: () => Logger;
 }): HandlerContext {
   const { pool, row, abort, attempt } = options;
-  const lease: LeaseWithToken = { id: row.id, epoch: row.lease_epoch, token: row.lease_token };
-  const transactionOptions = {
+  let transactionOptions: FencedTransactionOptions | undefined;
+  const transactions = (): FencedTransactionOptions => (transactionOptions ??= {
     pool,
     attempt,
     get signal() {
       return abort.signal;
     },
-    onBusyRetry: () => retryTotal.inc({ outcome: 'retried' }),
-  };
+    onBusyRetry: countBusyRetry,
+  });
+  const lease = (): LeaseWithToken => ({ id: row.id, epoch: row.lease_epoch, token: row.lease_token });
   return {
     event: toInboxEvent(row),
     get signal() {
@@ -60,11 +65,11 @@ export function createHandlerContext(options: {
       return options.logger();
     },
     step: (name, fn) =>
-      runFencedTransaction(transactionOptions, async (tx) => ((await claimStep(tx, lease, name)) ? fn(tx) : undefined)),
+      runFencedTransaction(transactions(), async (tx) => ((await claimStep(tx, lease(), name)) ? fn(tx) : undefined)),
     transaction: (fn) =>
-      runFencedTransaction(transactionOptions, async (tx) => {
+      runFencedTransaction(transactions(), async (tx) => {
         const result = await fn(tx);
-        await fenceEvent(tx, lease);
+        await fenceEvent(tx, lease());
         return result;
       }),
   };

@@ -11,7 +11,7 @@ import { runClaimLoop } from './claim-loop.js';
 import { classOf } from './classify.js';
 import { readReadiness, type Readiness } from '../db/readiness.js';
 import { CompletionBatcher } from './completion-batcher.js';
-import { EventRun, type RunOutcome } from './event-run.js';
+import { EventRun, type RunHost, type RunOutcome } from './event-run.js';
 import { findHandler, handledKeys, type HandlerMap } from './handlers.js';
 import { Listener } from './listener.js';
 import { addQueueStatsSource, leaseLostTotal, workerRegistry } from './metrics.js';
@@ -110,6 +110,8 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   private readonly nextDue = new NextDue();
   private readonly waiting: LocalQueue;
   private readonly completions: CompletionBatcher;
+  /** What every run shares (worker/event-run.ts). */
+  private readonly runHost: RunHost;
   private readonly listener: Listener;
   /** Every run from claim until its closing write is done. */
   private readonly running = new Set<EventRun>();
@@ -164,6 +166,29 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       this.handlerPool.on('error', (error) => this.logger.warn({ error_class: classOf(error) }, 'idle handler connection lost'));
     }
     this.completions = new CompletionBatcher(this.pool, this.logger, this.closingAbort.signal);
+    this.runHost = {
+      pool: this.pool,
+      handlerPool: this.handlerPool,
+      completions: this.completions,
+      logger: this.logger,
+      closingSignal: this.closingAbort.signal,
+      handlerTimeout: () => this.current.handlerTimeout,
+      handlerEnded: () => {
+        this.handling -= 1;
+        this.startWaiting();
+        this.wakeup.wake();
+      },
+      abandonedChanged: (run, change) => {
+        this.abandoned += change;
+        if (change === 1) this.logger.warn({ event_id: run.row.id, abandoned: this.abandoned }, 'handler abandoned past its timeout');
+      },
+      settled: (run, outcome) => {
+        this.running.delete(run);
+        if (outcome === 'retried') this.nextDue.retryScheduled();
+        if (this.listenerCount('settled') > 0) this.emit('settled', { eventId: run.row.id, outcome });
+        this.wakeup.wake();
+      },
+    };
     this.listener = new Listener({
       pool: this.pool,
       name: this.id,
@@ -319,32 +344,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   }
 
   private startRun(row: ProviderEventRow): void {
-    const settings = this.current;
-    const run = new EventRun({
-      pool: this.pool,
-      handlerPool: this.handlerPool,
-      completions: this.completions,
-      row,
-      handler: findHandler(this.options.handlers, row.provider, row.event_type),
-      handlerTimeout: settings.handlerTimeout,
-      logger: this.logger,
-      onAbandoned: (change) => {
-        this.abandoned += change;
-        if (change === 1) this.logger.warn({ event_id: row.id, abandoned: this.abandoned }, 'handler abandoned past its timeout');
-      },
-      onHandlerEnded: () => {
-        this.handling -= 1;
-        this.startWaiting();
-        this.wakeup.wake();
-      },
-      closingSignal: this.closingAbort.signal,
-      onSettled: (outcome) => {
-        this.running.delete(run);
-        if (outcome === 'retried') this.nextDue.retryScheduled();
-        this.emit('settled', { eventId: row.id, outcome });
-        this.wakeup.wake();
-      },
-    });
+    const run = new EventRun(this.runHost, row, findHandler(this.options.handlers, row.provider, row.event_type));
     this.running.add(run);
     this.handling += 1;
     run.start();

@@ -40,24 +40,27 @@ export type RunOutcome =
   | 'lease-lost'
   | 'write-failed';
 
-export interface EventRunOptions {
+/**
+ * What every run of one worker shares, made once per worker: a run is one
+ * per event, and the objects and closures it would otherwise make for these
+ * are garbage the drain pays for on every event (bench/worker-profile.ts).
+ */
+export interface RunHost {
   pool: pg.Pool;
   /** Where the handler's business transactions run (WorkerOptions.handlerPool). */
   handlerPool: pg.Pool;
   /** Where successful endings go: one commit for the completions of many runs. */
   completions: CompletionBatcher;
-  row: ProviderEventRow;
-  /** undefined only for a host that claims every type (WorkerOptions.ignoreUnhandled). */
-  handler: Handler | 'ignore' | undefined;
-  handlerTimeout: number;
   logger: Logger;
-  /** The handler is over (or never ran): its slot is free while the closing write goes on. */
-  onHandlerEnded: () => void;
-  /** A handler past its timeout is still running (+1), or has returned at last (-1). */
-  onAbandoned: (change: 1 | -1) => void;
-  onSettled: (outcome: RunOutcome) => void;
   /** Aborts the retries of a closing write when the worker stops waiting for them. */
   closingSignal: AbortSignal;
+  /** The handler timeout of a run starting now (the settings may change while the worker runs). */
+  handlerTimeout(): number;
+  /** The handler is over (or never ran): its slot is free while the closing write goes on. */
+  handlerEnded(run: EventRun): void;
+  /** A handler past its timeout is still running (+1), or has returned at last (-1). */
+  abandonedChanged(run: EventRun, change: 1 | -1): void;
+  settled(run: EventRun, outcome: RunOutcome): void;
 }
 
 /**
@@ -72,6 +75,12 @@ type Ending =
   | { by: 'error'; error: unknown }
   | { by: 'timeout' }
   | { by: 'release' };
+
+// The endings without a value, made once.
+const success: Ending = { by: 'success' };
+const noHandler: Ending = { by: 'no-handler' };
+const timedOut: Ending = { by: 'timeout' };
+const released: Ending = { by: 'release' };
 
 export class EventRun {
   readonly lease: Lease;
@@ -88,8 +97,13 @@ export class EventRun {
   private leaseLost = false;
   private handlerReturned = false;
 
-  constructor(private readonly options: EventRunOptions) {
-    this.lease = { id: options.row.id, epoch: options.row.lease_epoch };
+  constructor(
+    private readonly host: RunHost,
+    readonly row: ProviderEventRow,
+    /** undefined only for a host that claims every type (WorkerOptions.ignoreUnhandled). */
+    private readonly handler: Handler | 'ignore' | undefined,
+  ) {
+    this.lease = { id: row.id, epoch: row.lease_epoch };
     this.settled = new Promise((resolve) => {
       this.resolveSettled = resolve;
     });
@@ -98,24 +112,24 @@ export class EventRun {
   /** Made at the run's first log line: most runs write none and pay nothing for it. */
   private get logger(): Logger {
     // Ids and types only: payloads and headers never reach a log.
-    this.childLogger ??= this.options.logger.child({
-      event_id: this.options.row.id,
-      provider: this.options.row.provider,
-      event_type: this.options.row.event_type,
-      attempt: this.options.row.attempt,
+    this.childLogger ??= this.host.logger.child({
+      event_id: this.row.id,
+      provider: this.row.provider,
+      event_type: this.row.event_type,
+      attempt: this.row.attempt,
     });
     return this.childLogger;
   }
 
   start(): void {
-    const { handler, row, handlerPool, handlerTimeout } = this.options;
+    const { handler, row } = this;
     if (handler === undefined || handler === 'ignore') {
-      this.end({ by: 'no-handler' });
+      this.end(noHandler);
       return;
     }
-    this.timeoutTimer = setTimeout(() => this.end({ by: 'timeout' }), handlerTimeout);
+    this.timeoutTimer = setTimeout(() => this.end(timedOut), this.host.handlerTimeout());
     const ctx = createHandlerContext({
-      pool: handlerPool, row, abort: this.handlerAbort, attempt: this.transactions, logger: () => this.logger,
+      pool: this.host.handlerPool, row, abort: this.handlerAbort, attempt: this.transactions, logger: () => this.logger,
     });
     // Called now, not in a later microtask: the claim loop's next statement
     // (a socket write, about 0.1 ms on loopback TCP here) would otherwise go
@@ -128,12 +142,16 @@ export class EventRun {
       handled = Promise.reject(error);
     }
     Promise.resolve(handled).then(
-      () => this.end({ by: 'success' }),
-      (error: unknown) => this.end({ by: 'error', error }),
-    ).finally(() => {
-      this.handlerReturned = true;
-      if (this.ending?.by === 'timeout') this.abandoned(-1);
-    });
+      () => this.returned(success),
+      (error: unknown) => this.returned({ by: 'error', error }),
+    );
+  }
+
+  /** The handler returned or threw: the run ends, unless the timeout or the drain ended it first. */
+  private returned(ending: Ending): void {
+    this.handlerReturned = true;
+    this.end(ending);
+    if (this.ending?.by === 'timeout') this.abandoned(-1);
   }
 
   /** The worker is stopping: tell the handler, let it finish within the drain. */
@@ -143,7 +161,7 @@ export class EventRun {
 
   /** The drain is over: give the row back unless the handler already ended. */
   release(): Promise<RunOutcome> {
-    this.end({ by: 'release' });
+    this.end(released);
     return this.settled;
   }
 
@@ -172,7 +190,7 @@ export class EventRun {
     // the open ones are cut off, so that the closing write below, which
     // waits for them in SQL, ends the lease after them (top of sql/30).
     this.transactions.close();
-    this.options.onHandlerEnded();
+    this.host.handlerEnded(this);
     this.close(ending).then(
       (outcome) => this.finish(outcome),
       (error: unknown) => {
@@ -186,17 +204,17 @@ export class EventRun {
 
   private abandoned(change: 1 | -1): void {
     abandonedHandlers.inc(change);
-    this.options.onAbandoned(change);
+    this.host.abandonedChanged(this, change);
   }
 
   private finish(outcome: RunOutcome): void {
     handlerDuration.observe({ outcome }, (performance.now() - this.started) / 1000);
-    this.options.onSettled(outcome);
+    this.host.settled(this, outcome);
     this.resolveSettled(outcome);
   }
 
   private async close(ending: Ending): Promise<RunOutcome> {
-    const { pool } = this.options;
+    const { pool } = this.host;
     switch (ending.by) {
       case 'success':
         return this.complete('handled');
@@ -221,25 +239,25 @@ export class EventRun {
         }
         if (classification.action === 'lease-lost' || this.leaseLost) return this.lost();
         // Stopped mid-way: the row goes back as if never tried.
-        if (this.handlerAbort.reason instanceof WorkerStoppingError) return this.close({ by: 'release' });
+        if (this.handlerAbort.reason instanceof WorkerStoppingError) return this.close(released);
         return this.fail(classification, ending.error);
       }
     }
   }
 
   private async complete(outcome: 'handled' | 'ignored'): Promise<RunOutcome> {
-    if (this.leaseLost || !(await this.options.completions.complete(this.options.row, outcome))) return this.lost();
+    if (this.leaseLost || !(await this.host.completions.complete(this.row, outcome))) return this.lost();
     completedTotal.inc({ outcome });
-    if (outcome === 'handled') handledAttemptsTotal.inc(this.options.row.attempt);
+    if (outcome === 'handled') handledAttemptsTotal.inc(this.row.attempt);
     return outcome;
   }
 
   private async fail(classification: Classification & { action: 'fail' }, error: unknown): Promise<RunOutcome> {
-    const state = await this.throughOutages(() => failEvent(this.options.pool, this.lease, classification.kind, classification.errorClass));
+    const state = await this.throughOutages(() => failEvent(this.host.pool, this.lease, classification.kind, classification.errorClass));
     if (state === null) return this.lost();
     const facts = { kind: classification.kind, error_class: classification.errorClass, state };
     // Cause types and frames once per event and again at its end, not on every retry.
-    const detailed = state === 'DEAD' || this.options.row.attempt === 1;
+    const detailed = state === 'DEAD' || this.row.attempt === 1;
     const fields = detailed ? { ...facts, causes: sanitizeCauses(error) } : facts;
     if (state === 'DEAD') {
       deadTotal.inc({ kind: classification.kind });
@@ -255,7 +273,7 @@ export class EventRun {
   private throughOutages<T>(write: () => Promise<T>): Promise<T> {
     return retryOnConnectionTrouble(write, {
       giveUpAfter: closingWriteRetryMs,
-      signal: this.options.closingSignal,
+      signal: this.host.closingSignal,
       onRetry: (error, attempt) => {
         if (attempt === 0) this.logger.warn({ error_class: classOf(error) }, 'database unavailable; retrying the closing write');
       },
