@@ -174,7 +174,7 @@ async function main(): Promise<void> {
   const [baseUrl, headUrl, roundsText, only] = process.argv.slice(2);
   const workloads = only ? allWorkloads.filter((workload) => only.split(',').includes(workload)) : allWorkloads;
   if (workloads.length === 0) throw new Error(`no such workload among ${allWorkloads.join(', ')}`);
-  if (!baseUrl || !headUrl) throw new Error('usage: tsx bench/sql-ab.ts <base database url> <head database url> [rounds]');
+  if (!baseUrl || !headUrl) throw new Error('usage: tsx bench/sql-ab.ts <base database url> <head database url> [rounds] [workload,…]');
   const rounds = Number(roundsText ?? 5);
   const sides = await Promise.all([baseUrl, headUrl].map(async (url) => {
     const pool = new pg.Pool({ connectionString: url, max: clients + 1 });

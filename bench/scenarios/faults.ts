@@ -230,7 +230,6 @@ export function fullSlots(): Fault {
   };
 }
 
-/** `LOCK TABLE <main table> IN ACCESS EXCLUSIVE MODE` in a transaction held open for the fault. */
 /** No fault at all: the capacity probe's cell (bench/scenarios/run-scenarios.ts). */
 export function noFault(): Fault {
   return {
@@ -242,6 +241,7 @@ export function noFault(): Fault {
   };
 }
 
+/** `LOCK TABLE <main table> IN ACCESS EXCLUSIVE MODE` in a transaction held open for the fault. */
 export function longLock(): Fault {
   return {
     id: 'lock',

@@ -25,6 +25,8 @@ export interface AnswerFigures {
 export interface CellFigures {
   /** Events handled per second, mean over the baseline. */
   baselineRate: number;
+  /** Deliveries acknowledged per second over the baseline. */
+  baselineAcceptedRate: number;
   /** Mean over the fault. */
   faultRate: number;
   /** Lowest mean over a window of `windowS` seconds during the fault, against the baseline. */
@@ -111,6 +113,11 @@ export function answerFigures(run: CellRun, deadlineMs: number): AnswerFigures {
   return figures;
 }
 
+/** Deliveries acknowledged with answers that came in [fromMs, toMs). */
+function acceptedIn(run: CellRun, fromMs: number, toMs: number): number {
+  return run.answers.filter((a) => a.outcome.kind === 'accepted' && a.at >= fromMs && a.at < toMs).length;
+}
+
 export function cellFigures(run: CellRun, deadlineMs: number): CellFigures {
   const [b0, b1] = run.baseline;
   const [f0, f1] = run.fault;
@@ -135,7 +142,7 @@ export function cellFigures(run: CellRun, deadlineMs: number): CellFigures {
     }
   }
   const offered = secondsIn(run.offered, f0, f1).reduce((a, b) => a + b, 0);
-  const acceptedDuring = run.answers.filter((a) => a.outcome.kind === 'accepted' && a.at >= f0 && a.at < f1).length;
+  const acceptedDuring = acceptedIn(run, f0, f1);
 
   const baselineSamples = run.samples.filter((s) => s.at >= b0 && s.at < b1);
   const baselineMax = Math.max(0, ...baselineSamples.map(totalDead));
@@ -148,6 +155,7 @@ export function cellFigures(run: CellRun, deadlineMs: number): CellFigures {
   const last = run.samples.at(-1);
   return {
     baselineRate,
+    baselineAcceptedRate: acceptedIn(run, b0, b1) / Math.max(1, (b1 - b0) / 1000),
     faultRate: mean(faultSeconds),
     lowestWindowRatio: lowest / baselineRate,
     windowS,

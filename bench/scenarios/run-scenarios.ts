@@ -51,11 +51,9 @@ export async function runScenarios(
     for (const name of settings.systems) {
       log(`capacity: ${systems[name].label}, every scope sending back to back for ${settings.capacityProbeMs / 1000} s`);
       const run = await runCell(capacityPlan(), systems[name], { ...settings, baselineMs: settings.capacityProbeMs }, serverUrl, log);
-      const figures = cellFigures(run, settings.receiverDeadlineMs);
-      const [from, to] = run.baseline;
-      const acknowledgedRate = run.answers.filter((a) => a.outcome.kind === 'accepted' && a.at >= from && a.at < to).length / ((to - from) / 1000);
-      log(`  ${run.systemLabel}: ${figures.baselineRate.toFixed(0)} handled/s, ${acknowledgedRate.toFixed(0)} acknowledged/s`);
-      capacity.push({ system: name, systemLabel: run.systemLabel, rate: figures.baselineRate, acknowledgedRate, checks: run.checks });
+      const { baselineRate, baselineAcceptedRate } = cellFigures(run, settings.receiverDeadlineMs);
+      log(`  ${run.systemLabel}: ${baselineRate.toFixed(0)} handled/s, ${baselineAcceptedRate.toFixed(0)} acknowledged/s`);
+      capacity.push({ system: name, systemLabel: run.systemLabel, rate: baselineRate, acknowledgedRate: baselineAcceptedRate, checks: run.checks });
     }
     const slowest = Math.min(...capacity.map((probe) => probe.rate));
     settings = { ...settings, rate: Math.max(1, Math.round(settings.loadShare * slowest)) };
