@@ -39,6 +39,8 @@ interface HeapNode { callFrame: CallFrame; selfSize: number; children: HeapNode[
 
 interface System {
   label: string;
+  /** Its database migrated to Wharf's schema. */
+  wharf: boolean;
   prepare(db: BenchDatabase): Promise<void>;
   start(db: BenchDatabase, tracker: HandlingTracker): Promise<RunningConsumer>;
 }
@@ -46,6 +48,7 @@ interface System {
 const systems: System[] = [
   {
     label: 'Wharf createWorker',
+    wharf: true,
     async prepare(db) {
       await loadWharfBacklog(db.pool, await setupWharfInstallation(db.pool, 0), events, scopes);
     },
@@ -54,6 +57,7 @@ const systems: System[] = [
   },
   {
     label: 'graphile-worker 0.18 run()',
+    wharf: false,
     async prepare(db) {
       await migrateGraphile(db.url);
       await loadGraphileJobs(db.pool, Array.from({ length: events }, (_, seq) => ({ key: subjectOf(seq % scopes), seq })), true);
@@ -123,7 +127,7 @@ function bytesBySite(head: HeapNode): Map<string, number> {
 }
 
 async function drain(system: System, profiled: boolean) {
-  const db = await createBenchDatabase(serverUrl, 'worker_profile', { wharf: system.label.startsWith('Wharf'), poolSize: concurrency + 2 });
+  const db = await createBenchDatabase(serverUrl, 'worker_profile', { wharf: system.wharf, poolSize: concurrency + 2 });
   try {
     await system.prepare(db);
     const session = new Session();
