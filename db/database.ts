@@ -10,6 +10,11 @@ export interface Database {
   ): Promise<{ rows: Row[] }>;
 }
 
+/** The database could not be reached, or did not answer in time. Deliberately has no `code`: classifyDatabaseError answers it as unavailable. */
+export class DatabaseUnavailableError extends Error {
+  override readonly name = 'DatabaseUnavailableError';
+}
+
 /** Why a database call failed, as a caller answers it. */
 export type DatabaseFailure = 'route-changed' | 'database-unavailable' | 'database-error';
 

@@ -105,7 +105,7 @@ export const environment = {
     kind: 'milliseconds',
     default: 5_000,
     readBy: ['cloudflare-worker', 'node-server'],
-    description: 'How long one statement of the edge may take, connection included, in the Worker and on Node (there also its pool\'s `statement_timeout`); past it the delivery answers 503 with `Retry-After`, behind a long lock as when the database is down.',
+    description: 'How long one statement of the edge may take, connection included, in the Worker and on Node (there also its pool\'s `statement_timeout`); past it the delivery answers 503 with `Retry-After`, behind a long lock as when the database is down. On Node it also bounds each delivery\'s wait from its arrival, its time queued behind a batch in flight included.',
   },
   NEON_HTTP_ENDPOINT: {
     kind: 'url',

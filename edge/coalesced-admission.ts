@@ -1,11 +1,17 @@
 // Group commit for a receiver with many requests in one process (Node): while
 // one batch is being admitted, the deliveries that arrive wait, and the next
 // batch takes them all at once (up to a bound) in one wharf.admit_many call,
-// one transaction. No timer: a delivery that finds nothing in flight is
-// admitted at once, alone, by wharf.admit. Each delivery's promise settles
-// only after the transaction that holds it has committed (its receipt) or
-// failed (the error its own admit would have raised, or the batch's).
-import { classifyDatabaseError, type Database } from '../db/database.js';
+// one transaction. No timer holds a batch back: a delivery that finds nothing
+// in flight is admitted at once, alone, by wharf.admit. Each delivery's
+// promise resolves only after the transaction that holds it has committed
+// (its receipt); it rejects when that transaction failed (the error its own
+// admit would have raised, or the batch's) or at the delivery's deadline,
+// counted from its arrival, whichever comes first. The deadline is the
+// delivery's own because its wait is: behind a lock, a delivery that queued
+// behind a batch would otherwise wait for that batch's deadline and then for
+// its own batch's. A 503 for a delivery that its batch then commits is safe:
+// the provider's retry is a duplicate.
+import { classifyDatabaseError, DatabaseUnavailableError, type Database } from '../db/database.js';
 import { sqlState } from '../db/error-codes.js';
 import type { AdmitBatchBound } from './settings.js';
 import { admit, admitMany, type Admission, type Receipt } from './sql/admission.js';
@@ -24,8 +30,11 @@ export class AdmissionElementError extends Error {
 }
 
 export interface CoalescingOptions {
+  /** Each call bounded by the deadline too (withDatabaseDeadline), so that a batch stuck behind a lock lets the next one go. */
   database: Database;
   bound: AdmitBatchBound;
+  /** How long a delivery waits for its answer from its arrival (WHARF_DATABASE_TIMEOUT_MS) before it is answered unavailable. */
+  deadlineMs: number;
   logger: EdgeLogger;
   /** Called with each batch's number of deliveries as it is sent. */
   observeBatch?: (deliveries: number) => void;
@@ -38,34 +47,60 @@ interface Waiting {
   bytes: number;
   resolve: (receipt: Receipt) => void;
   reject: (error: unknown) => void;
+  /** Fires deadlineMs after the delivery arrived. */
+  deadline: ReturnType<typeof setTimeout>;
+  /** In the queue, in a batch sent, or answered (by its batch or its deadline): a batch not yet sent leaves an answered delivery out. */
+  state: 'waiting' | 'sent' | 'answered';
 }
 
 /** One coalescer per receiver (server instance): its queue is the deliveries of that receiver. */
 export function coalesceAdmissions(options: CoalescingOptions): Admit {
-  const { database, bound, logger } = options;
+  const { database, bound, deadlineMs, logger } = options;
   let waiting: Waiting[] = [];
   let flushing = false;
 
-  /** The next batch from the front: at most bound.deliveries, and bound.bytes unless one delivery alone is larger. */
+  function answer(delivery: Waiting): boolean {
+    if (delivery.state === 'answered') return false;
+    if (delivery.state === 'waiting') options.changeWaiting?.(-1);
+    delivery.state = 'answered';
+    clearTimeout(delivery.deadline);
+    return true;
+  }
+  function resolve(delivery: Waiting, receipt: Receipt): void {
+    if (answer(delivery)) delivery.resolve(receipt);
+  }
+  function reject(delivery: Waiting, error: unknown): void {
+    if (answer(delivery)) delivery.reject(error);
+  }
+
+  /**
+   * The next batch from the front: at most bound.deliveries, and bound.bytes
+   * unless one delivery alone is larger; the deliveries whose deadline passed
+   * while they waited are dropped from the queue, not sent. Empty when only those were left.
+   */
   function takeBatch(): Waiting[] {
-    let count = 0;
+    const batch: Waiting[] = [];
     let bytes = 0;
+    let taken = 0;
     for (const next of waiting) {
-      if (count === bound.deliveries || (count > 0 && bytes + next.bytes > bound.bytes)) break;
-      count += 1;
-      bytes += next.bytes;
+      if (next.state === 'waiting') {
+        if (batch.length === bound.deliveries || (batch.length > 0 && bytes + next.bytes > bound.bytes)) break;
+        next.state = 'sent';
+        batch.push(next);
+        bytes += next.bytes;
+      }
+      taken += 1;
     }
-    const batch = count === waiting.length ? waiting : waiting.slice(0, count);
-    waiting = count === waiting.length ? [] : waiting.slice(count);
+    waiting = taken === waiting.length ? [] : waiting.slice(taken);
     options.changeWaiting?.(-batch.length);
     return batch;
   }
 
   async function admitAlone(delivery: Waiting): Promise<void> {
     try {
-      delivery.resolve(await admit(database, delivery.admission));
+      resolve(delivery, await admit(database, delivery.admission));
     } catch (error) {
-      delivery.reject(error);
+      reject(delivery, error);
     }
   }
 
@@ -81,23 +116,23 @@ export function coalesceAdmissions(options: CoalescingOptions): Admit {
         // its own admit gives, so that no neighbour of a bad one is refused.
         const sqlstate = sqlState(error);
         logger.warn({ event: 'admit_batch_split', sqlstate, deliveries: batch.length }, 'admit_many failed; admitting its deliveries one by one');
-        for (const delivery of batch) await admitAlone(delivery);
+        for (const delivery of batch) if (delivery.state !== 'answered') await admitAlone(delivery);
         return;
       }
       // Connection lost, WH409 of the transaction, a server that cannot serve:
       // nothing of the batch is known to be committed, so every delivery is retried.
-      for (const delivery of batch) delivery.reject(error);
+      for (const delivery of batch) reject(delivery, error);
       return;
     }
     if (!Array.isArray(receipts) || receipts.length !== batch.length) {
       const error = new Error(`admit_many answered ${Array.isArray(receipts) ? receipts.length : 'no'} receipts for ${batch.length} deliveries`);
-      for (const delivery of batch) delivery.reject(error);
+      for (const delivery of batch) reject(delivery, error);
       return;
     }
     batch.forEach((delivery, i) => {
       const receipt = receipts[i]!;
-      if ('error' in receipt) delivery.reject(new AdmissionElementError(receipt.error.code, receipt.error.message));
-      else delivery.resolve(receipt);
+      if ('error' in receipt) reject(delivery, new AdmissionElementError(receipt.error.code, receipt.error.message));
+      else resolve(delivery, receipt);
     });
   }
 
@@ -106,6 +141,7 @@ export function coalesceAdmissions(options: CoalescingOptions): Admit {
     try {
       while (waiting.length > 0) {
         const batch = takeBatch();
+        if (batch.length === 0) continue;
         options.observeBatch?.(batch.length);
         if (batch.length === 1) await admitAlone(batch[0]!);
         else await admitBatch(batch);
@@ -115,8 +151,12 @@ export function coalesceAdmissions(options: CoalescingOptions): Admit {
     }
   }
 
-  return (admission) => new Promise<Receipt>((resolve, reject) => {
-    waiting.push({ admission, bytes: admission.payloadText.length, resolve, reject });
+  return (admission) => new Promise<Receipt>((resolvePromise, rejectPromise) => {
+    const delivery: Waiting = {
+      admission, bytes: admission.payloadText.length, resolve: resolvePromise, reject: rejectPromise, state: 'waiting',
+      deadline: setTimeout(() => reject(delivery, new DatabaseUnavailableError(`no answer from the database within ${deadlineMs} ms of the delivery's arrival`)), deadlineMs),
+    };
+    waiting.push(delivery);
     options.changeWaiting?.(1);
     if (!flushing) void flush();
   });

@@ -5,13 +5,8 @@
 // classifyDatabaseError (db/database.ts) answers as "unavailable" (503 with
 // Retry-After), and the provider retries.
 import { environment } from '../db/environment.js';
-import type { Database } from '../db/database.js';
+import { DatabaseUnavailableError, type Database } from '../db/database.js';
 import { parsePositiveInteger } from '../db/numbers.js';
-
-/** The database could not be reached, or did not answer in time. Deliberately has no `code`. */
-export class DatabaseUnavailableError extends Error {
-  override readonly name = 'DatabaseUnavailableError';
-}
 
 /** What the edge waits for one statement, connection included, unless WHARF_DATABASE_TIMEOUT_MS says otherwise. */
 export const defaultDatabaseTimeoutMs = environment.WHARF_DATABASE_TIMEOUT_MS.default;

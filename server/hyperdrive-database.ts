@@ -7,9 +7,9 @@
 // Client per statement; its close is never awaited before answering (it
 // runs after the response, through `defer`).
 import pg from 'pg';
-import type { Database } from '../db/database.js';
+import { DatabaseUnavailableError, type Database } from '../db/database.js';
 import { corkable } from './corkable-socket.js';
-import { DatabaseUnavailableError, withDeadline } from './database-deadline.js';
+import { withDeadline } from './database-deadline.js';
 
 export interface HyperdriveOptions {
   /** env.HYPERDRIVE.connectionString (locally: wrangler's stand-in for it, from localConnectionString). */

@@ -10,9 +10,9 @@
 // carrying its SQLSTATE in `code` (WH409, 22003, …) and is rethrown as is; a
 // failed or timed-out fetch has no SQLSTATE and so reads as "unavailable".
 import { neon, neonConfig } from '@neondatabase/serverless';
-import type { Database } from '../db/database.js';
+import { DatabaseUnavailableError, type Database } from '../db/database.js';
 import { sqlState } from '../db/error-codes.js';
-import { DatabaseUnavailableError, withDeadline } from './database-deadline.js';
+import { withDeadline } from './database-deadline.js';
 
 export interface NeonHttpOptions {
   /** postgres://user:password@ep-….neon.tech/db — the same URL Neon gives for its driver. */

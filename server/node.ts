@@ -120,14 +120,15 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   const operatorPool = options.operatorPool ?? (options.operatorDatabaseUrl ? own(options.operatorDatabaseUrl) : pool);
   const logger = options.logger ?? pino({ name: 'wharf-edge' });
   const registry = options.registry ?? register;
-  // Every edge call is bounded, a batch's included: one that waits behind a
-  // lock answers 503 at the deadline, and the next batch goes.
+  // Every edge call is bounded, a batch's included, so that one stuck behind
+  // a lock lets the next batch go; each delivery's answer is bounded from
+  // its arrival besides (coalesceAdmissions), its wait in the queue included.
   const database = withDatabaseDeadline(pool, deadlineMs);
   const app = createServerApp({
     ...(env.WHARF_ADMIN_TOKEN ? { operator: { database: operatorPool } } : {}),
     database,
     // This server's own queue of deliveries: concurrent requests share a batch.
-    ...(admitBatch ? { admit: coalesceAdmissions({ database, bound: admitBatch, logger, ...admissionBatchMetrics(registry) }) } : {}),
+    ...(admitBatch ? { admit: coalesceAdmissions({ database, bound: admitBatch, deadlineMs, logger, ...admissionBatchMetrics(registry) }) } : {}),
     env,
     logger,
     metrics: rejectionCounter(registry),

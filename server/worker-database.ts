@@ -9,8 +9,8 @@
 //
 // Both paths cost one round trip to the database's region per statement once
 // warm (bench/RESULTS.md, "Edge round trips (issue 19)").
-import type { Database } from '../db/database.js';
-import { DatabaseUnavailableError, readTimeoutMs } from './database-deadline.js';
+import { DatabaseUnavailableError, type Database } from '../db/database.js';
+import { readTimeoutMs } from './database-deadline.js';
 import { createHyperdriveDatabase } from './hyperdrive-database.js';
 import { createNeonHttpDatabase } from './neon-http-database.js';
 

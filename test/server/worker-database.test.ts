@@ -5,8 +5,8 @@
 // answers 503 (db/database.ts classifyDatabaseError). The same paths run
 // inside workerd in cloudflare-worker.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { classifyDatabaseError, type Database } from '../../db/database.js';
-import { DatabaseUnavailableError, readTimeoutMs, withDeadline } from '../../server/database-deadline.js';
+import { classifyDatabaseError, DatabaseUnavailableError, type Database } from '../../db/database.js';
+import { readTimeoutMs, withDeadline } from '../../server/database-deadline.js';
 import { corkable } from '../../server/corkable-socket.js';
 import { createHyperdriveDatabase } from '../../server/hyperdrive-database.js';
 import { createNeonHttpDatabase } from '../../server/neon-http-database.js';
