@@ -1167,6 +1167,7 @@ CREATE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p_handles te
     SET enable_mergejoin TO 'off'
     SET enable_hashjoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
+    SET jit TO 'off'
     AS $$
 DECLARE
   v_now        timestamptz := clock_timestamp();
@@ -1178,6 +1179,12 @@ DECLARE
   v_scopes     text[];
   v_all_ids    bigint[] := ARRAY[]::bigint[];
   v_all_scopes text[] := ARRAY[]::text[];
+  v_handles    text := md5(coalesce(p_handles::text, '*'));
+  v_line       text[] := string_to_array(current_setting('wharf.claim_line', true), '/');
+  v_floor      timestamptz := '-infinity'::timestamptz;
+  v_generation bigint := (SELECT r.generation FROM wharf.claim_line_reset r WHERE r.only_row = true);  -- by primary key
+  v_rescan     boolean;
+  v_oldest     timestamptz;
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
@@ -1197,21 +1204,39 @@ BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
   -- Room for claimers on other hosts that lock some of the same candidates.
   v_window := p_max + 16;
+  -- Where this session's last claim with the same handles left its line
+  -- (see "The claim line's floor" above): its floor, unless ten seconds
+  -- have passed since the line was last read from its start, or the lines
+  -- were reset since.
+  v_rescan := cardinality(v_line) IS DISTINCT FROM 4 OR v_line[1] IS DISTINCT FROM v_handles
+              OR v_line[4]::bigint IS DISTINCT FROM v_generation
+              OR v_now - to_timestamp(v_line[3]::float8) >= interval '10 seconds';
+  IF NOT v_rescan THEN
+    v_floor := to_timestamp(v_line[2]::float8);
+  END IF;
 
   FOR v_round IN 1..4 LOOP
-    SELECT array_agg(c.scope_key ORDER BY c.ready_at, c.head_id) INTO v_candidates
+    SELECT array_agg(c.scope_key ORDER BY c.ready_at, c.head_id), min(c.ready_at) INTO v_candidates, v_oldest
       FROM (SELECT c.scope_key, c.ready_at, c.head_id
-              FROM wharf.claimable_kinds() k(kind)
+              FROM wharf.claimable_kinds_since(v_floor) k(kind)
               CROSS JOIN LATERAL (
                 SELECT s.scope_key, s.ready_at, s.head_id FROM wharf.scope s
                  WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
                    AND s.head_kind = k.kind
+                   AND s.ready_at >= v_floor
                    AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
                  ORDER BY s.ready_at, s.head_id
                  LIMIT v_window) c
              WHERE p_handles IS NULL OR k.kind = ANY (p_handles) OR split_part(k.kind, ':', 1) || ':*' = ANY (p_handles)
              ORDER BY c.ready_at, c.head_id
              LIMIT v_window) c;
+    IF v_round = 1 THEN
+      -- The next claim starts at the oldest due head seen, less a second
+      -- for heads that commit late; the floor only rises between rescans.
+      PERFORM set_config('wharf.claim_line', concat_ws('/', v_handles,
+                extract(epoch FROM greatest(v_floor, coalesce(v_oldest, v_now) - interval '1 second')),
+                CASE WHEN v_rescan THEN extract(epoch FROM v_now) ELSE v_line[3]::numeric END, v_generation), false);
+    END IF;
     EXIT WHEN v_candidates IS NULL;
 
     -- Each candidate is looked up by its key in a subquery of its own (LIMIT 1
@@ -1309,13 +1334,23 @@ END $$;
 CREATE FUNCTION wharf.claimable_kinds() RETURNS SETOF text
     LANGUAGE sql STABLE
     AS $$
+  SELECT kind FROM wharf.claimable_kinds_since('-infinity') k(kind)
+$$;
+
+--
+-- Name: claimable_kinds_since(timestamp with time zone); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.claimable_kinds_since(p_floor timestamp with time zone) RETURNS SETOF text
+    LANGUAGE sql STABLE
+    AS $$
   WITH RECURSIVE k(kind) AS (
     (SELECT s.head_kind FROM wharf.scope s
-      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
+      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at >= p_floor
       ORDER BY s.head_kind LIMIT 1)
     UNION ALL
     SELECT (SELECT s.head_kind FROM wharf.scope s
-             WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.head_kind > k.kind
+             WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.head_kind > k.kind AND s.ready_at >= p_floor
              ORDER BY s.head_kind LIMIT 1)
       FROM k WHERE k.kind IS NOT NULL
   )
@@ -3632,6 +3667,17 @@ BEGIN
 END $$;
 
 --
+-- Name: reset_claim_lines(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.reset_claim_lines() RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  UPDATE wharf.claim_line_reset SET generation = generation + 1
+$$;
+
+--
 -- Name: retry_delay(integer); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3947,6 +3993,10 @@ BEGIN
       FROM wharf.provider_event e
      WHERE NOT s.active AND e.id = s.head_id AND e.connection_id = p_id
        AND wharf.scope_workspace_active(s.workspace_id);
+    -- With the ready_at they had, below any claim's floor (sql/30).
+    IF FOUND THEN
+      PERFORM wharf.reset_claim_lines();
+    END IF;
   END IF;
   IF p_state = 'ACTIVE' THEN
     PERFORM wharf.notify_idle_claimers();
@@ -4458,6 +4508,10 @@ BEGIN
   -- next claim that meets its head parks it again if it is still held.
   UPDATE wharf.scope SET active = (NEW.state = 'ACTIVE')
    WHERE workspace_id = NEW.id AND active IS DISTINCT FROM (NEW.state = 'ACTIVE');
+  -- Claimable again with the ready_at they had, below any claim's floor.
+  IF FOUND AND NEW.state = 'ACTIVE' THEN
+    PERFORM wharf.reset_claim_lines();
+  END IF;
   RETURN NULL;
 END $$;
 
@@ -4754,6 +4808,16 @@ ALTER TABLE wharf.bulk_replay ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+--
+-- Name: claim_line_reset; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.claim_line_reset (
+    only_row boolean DEFAULT true NOT NULL,
+    generation bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT claim_line_reset_only_row_check CHECK (only_row)
 );
 
 --
@@ -5074,6 +5138,13 @@ ALTER TABLE ONLY wharf.api_token
 
 ALTER TABLE ONLY wharf.bulk_replay
     ADD CONSTRAINT bulk_replay_pkey PRIMARY KEY (id);
+
+--
+-- Name: claim_line_reset claim_line_reset_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.claim_line_reset
+    ADD CONSTRAINT claim_line_reset_pkey PRIMARY KEY (only_row);
 
 --
 -- Name: connection connection_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
@@ -5943,6 +6014,12 @@ REVOKE ALL ON FUNCTION wharf.replay_installation(p_id bigint, p_account text, p_
 --
 
 REVOKE ALL ON FUNCTION wharf.request_redelivery(p_app_id bigint, p_source text, p_token uuid, p_guid text, p_delivery_id bigint, p_stale interval, p_max_asks integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION reset_claim_lines(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.reset_claim_lines() FROM PUBLIC;
 
 --
 -- Name: FUNCTION retry_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text); Type: ACL; Schema: wharf; Owner: -

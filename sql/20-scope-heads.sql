@@ -55,23 +55,31 @@ BEGIN
   RETURN coalesce((SELECT w.state = 'ACTIVE' FROM wharf.workspace w WHERE w.id = p_workspace_id), true);
 END $$;
 
+-- claimable_kinds() of the heads that became ready at p_floor or later: the
+-- index entries before p_floor are passed over in the index, without a
+-- visit of the table each (wharf.claim's floor says why).
+CREATE OR REPLACE FUNCTION wharf.claimable_kinds_since(p_floor timestamptz) RETURNS SETOF text
+LANGUAGE sql STABLE AS $$
+  WITH RECURSIVE k(kind) AS (
+    (SELECT s.head_kind FROM wharf.scope s
+      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.ready_at >= p_floor
+      ORDER BY s.head_kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT s.head_kind FROM wharf.scope s
+             WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.head_kind > k.kind AND s.ready_at >= p_floor
+             ORDER BY s.head_kind LIMIT 1)
+      FROM k WHERE k.kind IS NOT NULL
+  )
+  SELECT kind FROM k WHERE kind IS NOT NULL
+$$;
+
 -- The kinds (provider:event_type) of the heads of claimable scopes, in
 -- order, read by a skip scan of ix_scope_claim: one index descent per kind,
 -- whatever number of heads each has. What claim, next_due_at and
 -- queue_stats walk instead of every claimable head.
 CREATE OR REPLACE FUNCTION wharf.claimable_kinds() RETURNS SETOF text
 LANGUAGE sql STABLE AS $$
-  WITH RECURSIVE k(kind) AS (
-    (SELECT s.head_kind FROM wharf.scope s
-      WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
-      ORDER BY s.head_kind LIMIT 1)
-    UNION ALL
-    SELECT (SELECT s.head_kind FROM wharf.scope s
-             WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active AND s.head_kind > k.kind
-             ORDER BY s.head_kind LIMIT 1)
-      FROM k WHERE k.kind IS NOT NULL
-  )
-  SELECT kind FROM k WHERE kind IS NOT NULL
+  SELECT kind FROM wharf.claimable_kinds_since('-infinity') k(kind)
 $$;
 
 -- The one lock order of scope rows: (workspace_id NULLS FIRST, scope_key),
@@ -271,6 +279,10 @@ BEGIN
   -- next claim that meets its head parks it again if it is still held.
   UPDATE wharf.scope SET active = (NEW.state = 'ACTIVE')
    WHERE workspace_id = NEW.id AND active IS DISTINCT FROM (NEW.state = 'ACTIVE');
+  -- Claimable again with the ready_at they had, below any claim's floor.
+  IF FOUND AND NEW.state = 'ACTIVE' THEN
+    PERFORM wharf.reset_claim_lines();
+  END IF;
   RETURN NULL;
 END $$;
 

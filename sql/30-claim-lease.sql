@@ -35,6 +35,15 @@
 -- charging the failure budget; meanwhile the lease stays, and the worker
 -- cancels the hung transaction (worker/event-run.ts).
 
+-- Makes every session's next claim read its line from the start, not from
+-- its floor (see "The claim line's floor" below): called where scopes become
+-- claimable again with the ready_at they had (a workspace or a connection
+-- leaving PAUSED), and by a DBA who moves ready_at back by hand.
+CREATE OR REPLACE FUNCTION wharf.reset_claim_lines() RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  UPDATE wharf.claim_line_reset SET generation = generation + 1
+$$;
+
 -- Leases up to p_max rows, each the oldest QUEUED row of its scope, due now,
 -- in a scope with no LEASED row and an ACTIVE (or no) workspace, admitted by a
 -- connection that is not PAUSED; scopes are served longest ready first
@@ -55,6 +64,24 @@
 -- a PAUSED connection is read once and then parked (scope.active false,
 -- out of ix_scope_claim) until its connection leaves PAUSED or its scope
 -- gets another head.
+--
+-- The claim line's floor. Every head served leaves a dead entry in
+-- ix_scope_claim at its ready_at, behind the live ones, and a snapshot held
+-- open anywhere (a long report, a REPEATABLE READ reader, a session idle in
+-- transaction) keeps vacuum from removing any: a claim that starts its walk
+-- at the lowest ready_at visits the table for each of them, and under a
+-- ten-minute snapshot at a few hundred events a second that made a claim
+-- cost half a second (bench/SCENARIOS.md, bench/claim-under-snapshot.ts).
+-- So a session remembers where its line was (the custom setting
+-- wharf.claim_line, per handles): the next claim starts at the oldest due
+-- head it saw, less a second for heads whose admission commits late, and
+-- passes over the entries before it inside the index. A head can become
+-- claimable below the floor only by committing more than a second after it
+-- was made ready, by its workspace or connection leaving PAUSED, or by a
+-- DBA's hand. The latter two call wharf.reset_claim_lines(), whose
+-- generation a claim compares with its line's; and every ten seconds a claim
+-- reads the line from its start anyway, and serves a late head then, the
+-- longest ready first as always.
 --
 -- Four statements. The first picks the candidates and locks the first
 -- p_max it can take with their scope rows (SKIP LOCKED). The second parks
@@ -82,7 +109,9 @@
 --
 -- That plan is also forced generic: left to choose, the plan cache finds the
 -- custom plans (LIMIT p_max known) cheaper and plans every call afresh, which
--- costs a claim a quarter of its time. The figures are in bench/RESULTS.md
+-- costs a claim a quarter of its time. JIT is off: the scan methods turned
+-- off price any plan that has to use one above jit_above_cost, and compiling
+-- it costs a claim tens of milliseconds. The figures are in bench/RESULTS.md
 -- and the commits that pinned both.
 --
 -- The claim's transaction commits without waiting for its WAL to reach disk
@@ -97,7 +126,7 @@ CREATE OR REPLACE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p
 RETURNS SETOF wharf.provider_event
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off SET enable_bitmapscan = off SET enable_mergejoin = off SET enable_hashjoin = off
-SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 DECLARE
   v_now        timestamptz := clock_timestamp();
   v_lease      interval := wharf.setting_interval('lease');
@@ -108,6 +137,12 @@ DECLARE
   v_scopes     text[];
   v_all_ids    bigint[] := ARRAY[]::bigint[];
   v_all_scopes text[] := ARRAY[]::text[];
+  v_handles    text := md5(coalesce(p_handles::text, '*'));
+  v_line       text[] := string_to_array(current_setting('wharf.claim_line', true), '/');
+  v_floor      timestamptz := '-infinity'::timestamptz;
+  v_generation bigint := (SELECT r.generation FROM wharf.claim_line_reset r WHERE r.only_row = true);  -- by primary key
+  v_rescan     boolean;
+  v_oldest     timestamptz;
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
@@ -127,21 +162,39 @@ BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
   -- Room for claimers on other hosts that lock some of the same candidates.
   v_window := p_max + 16;
+  -- Where this session's last claim with the same handles left its line
+  -- (see "The claim line's floor" above): its floor, unless ten seconds
+  -- have passed since the line was last read from its start, or the lines
+  -- were reset since.
+  v_rescan := cardinality(v_line) IS DISTINCT FROM 4 OR v_line[1] IS DISTINCT FROM v_handles
+              OR v_line[4]::bigint IS DISTINCT FROM v_generation
+              OR v_now - to_timestamp(v_line[3]::float8) >= interval '10 seconds';
+  IF NOT v_rescan THEN
+    v_floor := to_timestamp(v_line[2]::float8);
+  END IF;
 
   FOR v_round IN 1..4 LOOP
-    SELECT array_agg(c.scope_key ORDER BY c.ready_at, c.head_id) INTO v_candidates
+    SELECT array_agg(c.scope_key ORDER BY c.ready_at, c.head_id), min(c.ready_at) INTO v_candidates, v_oldest
       FROM (SELECT c.scope_key, c.ready_at, c.head_id
-              FROM wharf.claimable_kinds() k(kind)
+              FROM wharf.claimable_kinds_since(v_floor) k(kind)
               CROSS JOIN LATERAL (
                 SELECT s.scope_key, s.ready_at, s.head_id FROM wharf.scope s
                  WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
                    AND s.head_kind = k.kind
+                   AND s.ready_at >= v_floor
                    AND s.ready_at <= v_now  -- never earlier than head_due_at: the head is due
                  ORDER BY s.ready_at, s.head_id
                  LIMIT v_window) c
              WHERE p_handles IS NULL OR k.kind = ANY (p_handles) OR split_part(k.kind, ':', 1) || ':*' = ANY (p_handles)
              ORDER BY c.ready_at, c.head_id
              LIMIT v_window) c;
+    IF v_round = 1 THEN
+      -- The next claim starts at the oldest due head seen, less a second
+      -- for heads that commit late; the floor only rises between rescans.
+      PERFORM set_config('wharf.claim_line', concat_ws('/', v_handles,
+                extract(epoch FROM greatest(v_floor, coalesce(v_oldest, v_now) - interval '1 second')),
+                CASE WHEN v_rescan THEN extract(epoch FROM v_now) ELSE v_line[3]::numeric END, v_generation), false);
+    END IF;
     EXIT WHEN v_candidates IS NULL;
 
     -- Each candidate is looked up by its key in a subquery of its own (LIMIT 1
@@ -588,4 +641,4 @@ END $$;
 
 REVOKE ALL ON FUNCTION wharf.claim(text, integer, text[]), wharf.renew(bigint, bigint),
   wharf.complete(bigint, bigint, text), wharf.complete_many(bigint[], bigint[], text[]), wharf.release(bigint, bigint), wharf.reap(),
-  wharf.mark_idle(text), wharf.mark_busy(text), wharf.next_due_at(), wharf.queue_stats() FROM PUBLIC;
+  wharf.mark_idle(text), wharf.mark_busy(text), wharf.next_due_at(), wharf.queue_stats(), wharf.reset_claim_lines() FROM PUBLIC;

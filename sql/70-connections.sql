@@ -169,6 +169,10 @@ BEGIN
       FROM wharf.provider_event e
      WHERE NOT s.active AND e.id = s.head_id AND e.connection_id = p_id
        AND wharf.scope_workspace_active(s.workspace_id);
+    -- With the ready_at they had, below any claim's floor (sql/30).
+    IF FOUND THEN
+      PERFORM wharf.reset_claim_lines();
+    END IF;
   END IF;
   IF p_state = 'ACTIVE' THEN
     PERFORM wharf.notify_idle_claimers();

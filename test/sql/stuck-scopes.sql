@@ -28,6 +28,8 @@ SELECT pg_temp.admit_event(3, 'repo:p', 'p1');
 SELECT wharf.set_connection_state((SELECT id FROM wharf.connection WHERE workspace_id = 3), 'PAUSED');
 UPDATE wharf.scope SET ready_at = CASE WHEN ready_at <= clock_timestamp() THEN ready_at - interval '61 minutes' ELSE ready_at END,
                        failing_since = failing_since - interval '61 minutes';
+-- As a DBA who moves ready_at back by hand: claims read their lines from the start.
+SELECT wharf.reset_claim_lines();
 SELECT pg_temp.admit_event('repo:fresh', 'f1');
 UPDATE wharf.provider_event SET received_at = now() - interval '1 hour';
 
