@@ -42,11 +42,10 @@ async function claim(client: pg.ClientBase, max: number, handles: string[] | nul
   return rows.map((row) => row.id);
 }
 
-/** The session's line: handles digest, floor and last rescan (epoch seconds), and the reset generation it saw. */
-async function line(client: pg.ClientBase): Promise<{ floor: number; rescanAt: number }> {
+/** The floor of the session's line (handles digest / floor / last rescan / reset generation), in epoch seconds. */
+async function floorOf(client: pg.ClientBase): Promise<number> {
   const { rows } = await client.query<{ line: string | null }>(`SELECT current_setting('wharf.claim_line', true) AS line`);
-  const [, floor, rescanAt] = (rows[0]!.line ?? '').split('/');
-  return { floor: Number(floor), rescanAt: Number(rescanAt) };
+  return Number((rows[0]!.line ?? '').split('/')[1]);
 }
 
 /** Moves the session's last rescan `seconds` into the past, as if that much time had passed since. */
@@ -69,7 +68,7 @@ describe('the claim line\'s floor', () => {
       'SELECT extract(epoch FROM ready_at)::float8 AS ready FROM wharf.scope WHERE head_id = $1', [first]);
     expect(await claim(client, 1)).toEqual([first]);
     // It saw both heads: the floor is a second below the older one's.
-    expect((await line(client)).floor).toBeCloseTo(rows[0]!.ready - 1, 3);
+    expect(await floorOf(client)).toBeCloseTo(rows[0]!.ready - 1, 3);
     expect(await claim(client, 1)).toEqual([second]);
   });
 
