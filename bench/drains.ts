@@ -67,7 +67,7 @@ async function eventTableUpdates(pool: pg.Pool): Promise<EventTableUpdates> {
 /** The application_name the Wharf consumer's sessions carry, so that the harness can tell them from its own. */
 const consumerApplicationName = 'wharf-bench-consumer';
 
-function withApplicationName(db: BenchDatabase, name: string): BenchDatabase {
+export function withApplicationName(db: BenchDatabase, name: string): BenchDatabase {
   const url = new URL(db.url);
   url.searchParams.set('application_name', name);
   return { ...db, url: url.toString() };
@@ -85,7 +85,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * ended; one that lingers past `graceMs` (a pool that did not close it) is
  * terminated, which makes it exit, and flush, the same way.
  */
-async function waitForSessionsToEnd(pool: pg.Pool, applicationName: string, graceMs = 10_000): Promise<void> {
+export async function waitForSessionsToEnd(pool: pg.Pool, applicationName: string, graceMs = 10_000): Promise<void> {
   const remaining = async () => {
     const { rows } = await pool.query<{ pid: number }>(
       `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, [applicationName]);

@@ -1,13 +1,22 @@
 // Where the worker's Node CPU goes (issue 44, goal 4), beside graphile-worker:
-//   npx tsx bench/worker-profile.ts [events] [concurrency] [scopes]   (DATABASE_URL = a maintenance database URL)
-// Each system drains the same ordered backlog in this process, localQueue
-// 100, one no-op handler, three times in turn; the third drain of each runs
+//   npx tsx bench/worker-profile.ts [events] [concurrency] [scopes] [drains]   (DATABASE_URL = a maintenance database URL)
+// Each system drains the same ordered backlog in this process, one no-op
+// handler, three times (or `drains`) in turn; the last drain of each runs
 // under V8's sampling CPU profiler and its sampling heap profiler, started
 // after the backlog is loaded and stopped before the worker stops, so that
 // they see the drain alone. Prints markdown for bench/RESULTS.md: Node CPU
 // per event (process.cpuUsage, every thread: the GC's helpers included),
 // the main thread's time per event by what it was doing, and the bytes
-// allocated per event by the function that allocated them.
+// allocated per event by the function that allocated them. Beside them, from
+// the unprofiled drains: the PostgreSQL CPU of the database's backends per
+// event, and the transactions the server counted per 1,000 events (its
+// statistics read once every session of the consumer has exited), which say
+// how many events each claim and completion carried.
+//
+// Wharf runs twice: with the local queue of 100 that graphile-worker's
+// preset has, and with one of 200, whose claims (taken when it has drained
+// to half) carry about as many events as graphile-worker's fetches of 100:
+// whether fewer, larger statements would cut the CPU per event.
 //
 // The CPU profile samples the main thread's state, not its CPU: a sample in
 // `writev` is mostly time the thread spent preempted inside the write, on a
@@ -15,19 +24,22 @@
 import type { HeapProfiler } from 'node:inspector';
 import { Session } from 'node:inspector/promises';
 import { createBenchDatabase, type BenchDatabase } from './databases.js';
+import { waitForSessionsToEnd, withApplicationName } from './drains.js';
 import { HandlingTracker } from './handling-tracker.js';
 import { readMark } from './payload.js';
+import { meterDatabaseBackends } from './process-cpu.js';
 import { loadGraphileJobs, migrateGraphile, startGraphileWorker } from './systems/graphile.js';
 import { startWharfConsumer, type RunningConsumer } from './systems/wharf-consumer.js';
 import { loadWharfBacklog, setupWharfInstallation, subjectOf } from './systems/wharf-inbox.js';
 
 const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const [eventsText, concurrencyText, scopesText] = process.argv.slice(2);
+const [eventsText, concurrencyText, scopesText, drainsText] = process.argv.slice(2);
 const events = Number(eventsText ?? 40_000);
 const concurrency = Number(concurrencyText ?? 8);
 const scopes = Number(scopesText ?? 200);
-const localQueue = 100;
-const drains = 3;
+const drains = Number(drainsText ?? 3);
+/** Names the consumer's sessions, so that the harness waits for them alone to exit. */
+const consumerApplicationName = 'worker-profile-consumer';
 
 interface CallFrame { functionName: string; url: string; lineNumber: number }
 interface CpuProfile {
@@ -45,18 +57,21 @@ interface System {
   start(db: BenchDatabase, tracker: HandlingTracker): Promise<RunningConsumer>;
 }
 
-const systems: System[] = [
-  {
-    label: 'Wharf createWorker',
-    wharf: true,
-    async prepare(db) {
-      await loadWharfBacklog(db.pool, await setupWharfInstallation(db.pool, 0), events, scopes);
-    },
-    start: (db, tracker) =>
-      startWharfConsumer(db, concurrency, (mark) => tracker.record(mark.key, mark.seq), (error) => tracker.fail(error), localQueue),
+const wharfSystem = (localQueue: number): System => ({
+  label: `Wharf createWorker, localQueue ${localQueue}`,
+  wharf: true,
+  async prepare(db) {
+    await loadWharfBacklog(db.pool, await setupWharfInstallation(db.pool, 0), events, scopes);
   },
+  start: (db, tracker) =>
+    startWharfConsumer(db, concurrency, (mark) => tracker.record(mark.key, mark.seq), (error) => tracker.fail(error), localQueue),
+});
+
+const systems: System[] = [
+  wharfSystem(100),
+  wharfSystem(200),
   {
-    label: 'graphile-worker 0.18 run()',
+    label: 'graphile-worker 0.18 run(), localQueue 100',
     wharf: false,
     async prepare(db) {
       await migrateGraphile(db.url);
@@ -126,6 +141,13 @@ function bytesBySite(head: HeapNode): Map<string, number> {
   return bySite;
 }
 
+/** Commits and rollbacks the server has counted in this database. */
+async function readTransactions(db: BenchDatabase): Promise<number> {
+  const { rows } = await db.pool.query<{ transactions: string }>(
+    'SELECT xact_commit + xact_rollback AS transactions FROM pg_stat_database WHERE datname = current_database()');
+  return Number(rows[0]!.transactions);
+}
+
 async function drain(system: System, profiled: boolean) {
   const db = await createBenchDatabase(serverUrl, 'worker_profile', { wharf: system.wharf, poolSize: concurrency + 2 });
   try {
@@ -145,12 +167,15 @@ async function drain(system: System, profiled: boolean) {
       await session.post('HeapProfiler.startSampling', sampling);
     }
     const tracker = new HandlingTracker();
+    const transactionsBefore = await readTransactions(db);
+    const postgres = await meterDatabaseBackends(db.pool);
     const own = process.cpuUsage();
     const began = performance.now();
-    const consumer = await system.start(db, tracker);
+    const consumer = await system.start(withApplicationName(db, consumerApplicationName), tracker);
     await tracker.waitFor(events, 600_000);
     const used = process.cpuUsage(own);
     const seconds = (performance.now() - began) / 1000;
+    const postgresMicros = await postgres();
     let cpu: Map<string, number> | undefined;
     let bytes: Map<string, number> | undefined;
     if (profiled) {
@@ -161,8 +186,17 @@ async function drain(system: System, profiled: boolean) {
       bytes = bytesBySite(heap.profile.head);
     }
     await consumer.stop();
+    // A backend adds its counts to the server's statistics as it exits (bench/drains.ts).
+    await waitForSessionsToEnd(db.pool, consumerApplicationName);
+    const transactions = (await readTransactions(db)) - transactionsBefore;
     const counts = tracker.counts();
-    return { rate: events / seconds, nodeMicros: (used.user + used.system) / events, cpu, bytes, counts };
+    return {
+      rate: events / seconds,
+      nodeMicros: (used.user + used.system) / events,
+      postgresMicros: postgresMicros === undefined ? Number.NaN : postgresMicros / events,
+      transactionsPerThousand: (1000 * transactions) / events,
+      cpu, bytes, counts,
+    };
   } finally {
     await db.drop();
   }
@@ -173,7 +207,7 @@ const print = (line = '') => {
   out.push(line);
   console.error(line);
 };
-print(`Ordered backlog of ${events.toLocaleString('en-US')} events over ${scopes} scopes, concurrency ${concurrency}, localQueue ${localQueue}; ${drains} drains each, in turn, the last profiled.`);
+print(`Ordered backlog of ${events.toLocaleString('en-US')} events over ${scopes} scopes, concurrency ${concurrency}; ${drains} drains each, in turn, the last profiled.`);
 print();
 const results = new Map<string, Awaited<ReturnType<typeof drain>>[]>();
 for (let round = 0; round < drains; round += 1) {
@@ -183,11 +217,14 @@ for (let round = 0; round < drains; round += 1) {
     results.set(system.label, [...(results.get(system.label) ?? []), result]);
   }
 }
-print('| system | events/s (unprofiled drains) | Node CPU per event, every thread (unprofiled drains) |');
-print('|---|---:|---:|');
+print('| system (unprofiled drains) | events/s | Node CPU per event, every thread | PostgreSQL CPU per event | Node + PostgreSQL | transactions per 1,000 events |');
+print('|---|---:|---:|---:|---:|---:|');
 for (const [label, runs] of results) {
   const plain = runs.slice(0, -1);
-  print(`| ${label} | ${plain.map((run) => run.rate.toFixed(0)).join(', ')} | ${plain.map((run) => `${run.nodeMicros.toFixed(0)} µs`).join(', ')} |`);
+  const each = (figure: (run: (typeof plain)[number]) => string) => plain.map(figure).join(', ');
+  print(`| ${label} | ${each((run) => run.rate.toFixed(0))} | ${each((run) => `${run.nodeMicros.toFixed(0)} µs`)} | `
+    + `${each((run) => `${run.postgresMicros.toFixed(0)} µs`)} | ${each((run) => `${(run.nodeMicros + run.postgresMicros).toFixed(0)} µs`)} | `
+    + `${each((run) => run.transactionsPerThousand.toFixed(1))} |`);
 }
 print();
 const allParts = [...new Set([...results.values()].flatMap((runs) => [...(runs.at(-1)!.cpu ?? new Map()).keys()]))];

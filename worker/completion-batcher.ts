@@ -2,7 +2,10 @@
 // the completions of one turn of the event loop go together, and while one
 // batch is being written, the completions that arrive wait and go together
 // in the next statement. An idle host therefore writes each at once, a busy
-// one pays one commit for many.
+// one pays one commit for many. Each completion is answered on the object
+// that asked for it (a CompletionWaiter: the event's run), not through a
+// promise: completions are one per event, and the promise and closures per
+// event are garbage a drain pays for (bench/worker-profile.ts).
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
@@ -10,9 +13,16 @@ import type { ProviderEventRow } from './sql/event-row.js';
 import { completeEvents, type Completion } from './sql/claim-lease.js';
 import { isConnectionTrouble, retryOnConnectionTrouble } from './transient.js';
 
+/** Hears how its completion went. */
+export interface CompletionWaiter {
+  /** Written: `done` is true when the row is DONE, false when its lease was no longer held. */
+  completed(done: boolean, outcome: Completion['outcome']): void;
+  /** Not written: the database stayed unreachable past the retries. */
+  completionFailed(error: unknown): void;
+}
+
 interface Pending extends Completion {
-  resolve: (completed: boolean) => void;
-  reject: (error: unknown) => void;
+  waiter: CompletionWaiter;
 }
 
 /** Most completions in one statement. */
@@ -32,43 +42,51 @@ export class CompletionBatcher {
     private readonly signal: AbortSignal,
   ) {}
 
-  /** Resolves true when the row is DONE, false when its lease was no longer held. */
-  complete(row: ProviderEventRow, outcome: Completion['outcome']): Promise<boolean> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ id: row.id, epoch: row.lease_epoch, outcome, resolve, reject });
-      if (this.writing) return;
-      // Wait out the current turn of the event loop: the other handlers of
-      // the same claim end in it, and their completions join this one.
-      this.writing = true;
-      setImmediate(() => void this.write());
-    });
+  /** Ends the lease as DONE, in the next statement; `waiter` hears how it went. */
+  complete(row: ProviderEventRow, outcome: Completion['outcome'], waiter: CompletionWaiter): void {
+    this.queue.push({ id: row.id, epoch: row.lease_epoch, outcome, waiter });
+    if (this.writing) return;
+    // Wait out the current turn of the event loop: the other handlers of
+    // the same claim end in it, and their completions join this one.
+    this.writing = true;
+    setImmediate(() => void this.write());
   }
 
   private async write(): Promise<void> {
     while (this.queue.length > 0) {
       // In any order: complete_many locks events and scopes in the database's one lock order (sql/20, sql/30).
       const batch = this.queue.splice(0, maxBatch);
+      let completed: boolean[];
       try {
-        const completed = await retryOnConnectionTrouble(
+        completed = await retryOnConnectionTrouble(
           () => completeEvents(this.pool, batch),
           { giveUpAfter: closingWriteRetryMs, signal: this.signal },
         );
-        batch.forEach((pending, n) => pending.resolve(completed[n] === true));
       } catch (error) {
-        if (isConnectionTrouble(error)) {
-          // Still unreachable after retrying: the leases expire and the reaper hands the rows out again.
-          for (const pending of batch) pending.reject(error);
-          continue;
-        }
-        // Whatever failed the batch (a bad element, a lock wait past its
-        // bound that outlasted the retries), nothing of it committed: each
-        // completion is tried alone.
-        this.logger.debug({ error_class: classOf(error), size: batch.length }, 'batched completion failed; completing one by one');
-        for (const pending of batch) {
-          completeEvents(this.pool, [pending]).then(([completed]) => pending.resolve(completed === true), pending.reject);
-        }
+        this.writeFailed(batch, error);
+        continue;
       }
+      // Outside the try: what a waiter does with its answer is not the batch's failure.
+      batch.forEach((pending, n) => pending.waiter.completed(completed[n] === true, pending.outcome));
     }
     this.writing = false;
+  }
+
+  private writeFailed(batch: readonly Pending[], error: unknown): void {
+    if (isConnectionTrouble(error)) {
+      // Still unreachable after retrying: the leases expire and the reaper hands the rows out again.
+      for (const pending of batch) pending.waiter.completionFailed(error);
+      return;
+    }
+    // Whatever failed the batch (a bad element, a lock wait past its
+    // bound that outlasted the retries), nothing of it committed: each
+    // completion is tried alone.
+    this.logger.debug({ error_class: classOf(error), size: batch.length }, 'batched completion failed; completing one by one');
+    for (const pending of batch) {
+      completeEvents(this.pool, [pending]).then(
+        ([completed]) => pending.waiter.completed(completed === true, pending.outcome),
+        (alone: unknown) => pending.waiter.completionFailed(alone),
+      );
+    }
   }
 }

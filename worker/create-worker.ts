@@ -12,6 +12,7 @@ import { classOf } from './classify.js';
 import { readReadiness, type Readiness } from '../db/readiness.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { EventRun, type RunHost, type RunOutcome } from './event-run.js';
+import { HandlerDeadlines } from './handler-deadlines.js';
 import { findHandler, handledKeys, type HandlerMap } from './handlers.js';
 import { Listener } from './listener.js';
 import { addQueueStatsSource, leaseLostTotal, workerRegistry } from './metrics.js';
@@ -173,6 +174,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       logger: this.logger,
       closingSignal: this.closingAbort.signal,
       handlerTimeout: () => this.current.handlerTimeout,
+      deadlines: new HandlerDeadlines(),
       handlerEnded: () => {
         this.handling -= 1;
         this.startWaiting();

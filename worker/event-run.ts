@@ -6,10 +6,11 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { AttemptTransactions } from './attempt-transactions.js';
-import type { CompletionBatcher } from './completion-batcher.js';
+import type { CompletionBatcher, CompletionWaiter } from './completion-batcher.js';
 import { classifyFailure, classOf, type Classification } from './classify.js';
 import { createHandlerContext } from './context.js';
 import { HandlerTimeoutError, LeaseLostError, WorkerStoppingError } from './errors.js';
+import type { HandlerDeadlines, TimedHandler } from './handler-deadlines.js';
 import type { Handler } from './handlers.js';
 import { LazyAbort } from './lazy-abort.js';
 import {
@@ -56,6 +57,8 @@ export interface RunHost {
   closingSignal: AbortSignal;
   /** The handler timeout of a run starting now (the settings may change while the worker runs). */
   handlerTimeout(): number;
+  /** Ends each run whose handler outlives its timeout: one timer for them all. */
+  deadlines: HandlerDeadlines;
   /** The handler is over (or never ran): its slot is free while the closing write goes on. */
   handlerEnded(run: EventRun): void;
   /** A handler past its timeout is still running (+1), or has returned at last (-1). */
@@ -76,24 +79,28 @@ type Ending =
   | { by: 'timeout' }
   | { by: 'release' };
 
+/** Every ending but a completion: written alone, by close(). */
+type ClosingEnding = Exclude<Ending, { by: 'success' | 'no-handler' }>;
+
 // The endings without a value, made once.
 const success: Ending = { by: 'success' };
 const noHandler: Ending = { by: 'no-handler' };
 const timedOut: Ending = { by: 'timeout' };
-const released: Ending = { by: 'release' };
+const released: ClosingEnding = { by: 'release' };
 
-export class EventRun {
+export class EventRun implements TimedHandler, CompletionWaiter {
   readonly lease: Lease;
-  /** Resolves once the closing write is done: the slot is free again. */
-  readonly settled: Promise<RunOutcome>;
-  private resolveSettled!: (outcome: RunOutcome) => void;
+  /** How the run ended, once its closing write is done. */
+  private outcome: RunOutcome | undefined;
+  /** Made only when someone waits for the run (a stopping host): most runs end unwatched. */
+  private settledPromise: Promise<RunOutcome> | undefined;
+  private resolveSettled: ((outcome: RunOutcome) => void) | undefined;
   private ending: Ending | undefined;
   private readonly handlerAbort = new LazyAbort();
   /** The handler's business transactions: closed before the closing write (worker/attempt-transactions.ts). */
   private readonly transactions = new AttemptTransactions();
   private readonly started = performance.now();
   private childLogger: Logger | undefined;
-  private timeoutTimer: NodeJS.Timeout | undefined;
   private leaseLost = false;
   private handlerReturned = false;
 
@@ -104,9 +111,15 @@ export class EventRun {
     private readonly handler: Handler | 'ignore' | undefined,
   ) {
     this.lease = { id: row.id, epoch: row.lease_epoch };
-    this.settled = new Promise((resolve) => {
+  }
+
+  /** Resolves once the closing write is done: the slot is free again. */
+  get settled(): Promise<RunOutcome> {
+    if (this.outcome !== undefined) return Promise.resolve(this.outcome);
+    this.settledPromise ??= new Promise((resolve) => {
       this.resolveSettled = resolve;
     });
+    return this.settledPromise;
   }
 
   /** Made at the run's first log line: most runs write none and pay nothing for it. */
@@ -127,7 +140,7 @@ export class EventRun {
       this.end(noHandler);
       return;
     }
-    this.timeoutTimer = setTimeout(() => this.end(timedOut), this.host.handlerTimeout());
+    this.host.deadlines.watch(this, this.host.handlerTimeout());
     const ctx = createHandlerContext({
       pool: this.host.handlerPool, row, abort: this.handlerAbort, attempt: this.transactions, logger: () => this.logger,
     });
@@ -145,6 +158,11 @@ export class EventRun {
       () => this.returned(success),
       (error: unknown) => this.returned({ by: 'error', error }),
     );
+  }
+
+  /** Its handler outlived handler_timeout (worker/handler-deadlines.ts). */
+  timedOut(): void {
+    this.end(timedOut);
   }
 
   /** The handler returned or threw: the run ends, unless the timeout or the drain ended it first. */
@@ -180,7 +198,7 @@ export class EventRun {
   private end(ending: Ending): void {
     if (this.ending) return;
     this.ending = ending;
-    clearTimeout(this.timeoutTimer);
+    this.host.deadlines.forget(this);
     if (ending.by === 'timeout') {
       this.handlerAbort.abort(new HandlerTimeoutError('handler timeout'));
       // Still running after the timeout: counted until it returns, if ever.
@@ -191,6 +209,13 @@ export class EventRun {
     // waits for them in SQL, ends the lease after them (top of sql/30).
     this.transactions.close();
     this.host.handlerEnded(this);
+    if (ending.by === 'success' || ending.by === 'no-handler') {
+      // The common ending: handed to the batcher, which answers this run
+      // itself (completed, completionFailed), with no promise in between.
+      if (this.leaseLost) this.finish(this.lost());
+      else this.host.completions.complete(this.row, ending.by === 'success' ? 'handled' : 'ignored', this);
+      return;
+    }
     this.close(ending).then(
       (outcome) => this.finish(outcome),
       (error: unknown) => {
@@ -208,18 +233,33 @@ export class EventRun {
   }
 
   private finish(outcome: RunOutcome): void {
+    this.outcome = outcome;
     handlerDuration.observe({ outcome }, (performance.now() - this.started) / 1000);
     this.host.settled(this, outcome);
-    this.resolveSettled(outcome);
+    this.resolveSettled?.(outcome);
   }
 
-  private async close(ending: Ending): Promise<RunOutcome> {
+  /** The batcher wrote this run's completion: true when the row is DONE, false when its lease was gone. */
+  completed(done: boolean, outcome: 'handled' | 'ignored'): void {
+    if (!done) {
+      this.finish(this.lost());
+      return;
+    }
+    completedTotal.inc({ outcome });
+    if (outcome === 'handled') handledAttemptsTotal.inc(this.row.attempt);
+    this.finish(outcome);
+  }
+
+  /** The completion could not be written (the database stayed unreachable): the lease expires and the reaper hands the row out again. */
+  completionFailed(error: unknown): void {
+    this.logger.error({ error_class: classOf(error) }, 'could not record the end of an attempt');
+    this.finish('write-failed');
+  }
+
+  /** The closing writes other than a completion, each alone. */
+  private async close(ending: ClosingEnding): Promise<RunOutcome> {
     const { pool } = this.host;
     switch (ending.by) {
-      case 'success':
-        return this.complete('handled');
-      case 'no-handler':
-        return this.complete('ignored');
       case 'release':
         if (!(await this.throughOutages(() => releaseEvent(pool, this.lease)))) return this.lost();
         releasedTotal.inc();
@@ -243,13 +283,6 @@ export class EventRun {
         return this.fail(classification, ending.error);
       }
     }
-  }
-
-  private async complete(outcome: 'handled' | 'ignored'): Promise<RunOutcome> {
-    if (this.leaseLost || !(await this.host.completions.complete(this.row, outcome))) return this.lost();
-    completedTotal.inc({ outcome });
-    if (outcome === 'handled') handledAttemptsTotal.inc(this.row.attempt);
-    return outcome;
   }
 
   private async fail(classification: Classification & { action: 'fail' }, error: unknown): Promise<RunOutcome> {

@@ -31,7 +31,9 @@ describe('CompletionBatcher', () => {
       }) as typeof db.pool.query,
     });
     const batcher = new CompletionBatcher(counted, pino({ level: 'silent' }), new AbortController().signal);
-    const results = await Promise.all(rows.map((row, n) => batcher.complete(n === 5 ? stale : row, 'handled')));
+    const results = await Promise.all(rows.map((row, n) => new Promise<boolean>((resolve, reject) => {
+      batcher.complete(n === 5 ? stale : row, 'handled', { completed: resolve, completionFailed: reject });
+    })));
 
     expect(results).toEqual(rows.map((_, n) => n !== 5));
     // All twelve arrived in one turn of the event loop: one statement.
