@@ -84,8 +84,9 @@ $$;
 -- longest ready first as always.
 --
 -- Four statements. The first picks the candidates and locks the first
--- p_max it can take with their scope rows (SKIP LOCKED). The second parks
--- the scopes among the candidates whose head's connection is PAUSED,
+-- p_max it can take with their scope rows (SKIP LOCKED). The second, run
+-- only while some connection is PAUSED, parks the scopes among the
+-- candidates whose head's connection is PAUSED,
 -- passing over any row or connection another session holds (never
 -- waiting: a claim holds scope rows and must not wait for a connection
 -- change, which waits for scope rows). The third marks each leased scope
@@ -143,6 +144,8 @@ DECLARE
   v_generation bigint := (SELECT r.generation FROM wharf.claim_line_reset r WHERE r.only_row = true);  -- by primary key
   v_rescan     boolean;
   v_oldest     timestamptz;
+  -- Whether there is anything to park (ix_connection_paused, nearly always empty).
+  v_any_paused boolean := EXISTS (SELECT FROM wharf.connection x WHERE x.state = 'PAUSED');
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim: worker must be named' USING ERRCODE = '22004';
@@ -231,26 +234,34 @@ BEGIN
              LIMIT p_max - cardinality(v_all_ids)) h;
 
     -- Park the candidates held by a PAUSED connection (sql/20: sync_scope_activity).
-    UPDATE wharf.scope s SET active = false
-     WHERE s.scope_key = ANY (ARRAY(  -- found and locked once, before the update
-             SELECT p.scope_key
-               FROM unnest(v_candidates) AS c(scope_key)
-               CROSS JOIN LATERAL (  -- by key, as above
-                 SELECT p.scope_key
-                   FROM wharf.scope p
-                   JOIN wharf.provider_event e ON e.id = p.head_id
-                   JOIN wharf.connection x ON x.id = e.connection_id
-                  WHERE p.scope_key = c.scope_key AND NOT p.scope_key = ANY (v_all_scopes)
-                    -- `IS NOT FALSE` (active is NOT NULL): ix_scope_claim's whole predicate
-                    -- would offer the planner that index, which has no scope_key.
-                    AND p.active IS NOT FALSE AND p.leased_id IS NULL AND x.state = 'PAUSED'
-                  LIMIT 1
-                    FOR UPDATE OF p SKIP LOCKED
-                    -- SHARE conflicts with the connection's state change: a resume
-                    -- either commits first (then this reads ACTIVE) or waits, and
-                    -- unparks after this commits.
-                    FOR SHARE OF x SKIP LOCKED) p));
-    GET DIAGNOSTICS v_parked = ROW_COUNT;
+    -- Only when some connection is PAUSED: the statement looks every
+    -- candidate up again, which is about 8 % of a drained event's cost when
+    -- none is (bench/RESULTS.md §3b). A connection paused after v_any_paused
+    -- was read is still refused by the lookup above, and parked by the
+    -- next claim.
+    v_parked := 0;
+    IF v_any_paused THEN
+      UPDATE wharf.scope s SET active = false
+       WHERE s.scope_key = ANY (ARRAY(  -- found and locked once, before the update
+               SELECT p.scope_key
+                 FROM unnest(v_candidates) AS c(scope_key)
+                 CROSS JOIN LATERAL (  -- by key, as above
+                   SELECT p.scope_key
+                     FROM wharf.scope p
+                     JOIN wharf.provider_event e ON e.id = p.head_id
+                     JOIN wharf.connection x ON x.id = e.connection_id
+                    WHERE p.scope_key = c.scope_key AND NOT p.scope_key = ANY (v_all_scopes)
+                      -- `IS NOT FALSE` (active is NOT NULL): ix_scope_claim's whole predicate
+                      -- would offer the planner that index, which has no scope_key.
+                      AND p.active IS NOT FALSE AND p.leased_id IS NULL AND x.state = 'PAUSED'
+                    LIMIT 1
+                      FOR UPDATE OF p SKIP LOCKED
+                      -- SHARE conflicts with the connection's state change: a resume
+                      -- either commits first (then this reads ACTIVE) or waits, and
+                      -- unparks after this commits.
+                      FOR SHARE OF x SKIP LOCKED) p));
+      GET DIAGNOSTICS v_parked = ROW_COUNT;
+    END IF;
     v_all_ids := v_all_ids || coalesce(v_ids, '{}');
     v_all_scopes := v_all_scopes || coalesce(v_scopes, '{}');
     -- Short because of what it parked: look again (what it locked stays locked).
