@@ -366,7 +366,6 @@ SET enable_seqscan = off SET enable_mergejoin = off SET enable_hashjoin = off SE
 DECLARE
   v_ids    bigint[];
   v_scopes text[];
-  v_taken  bigint[];
 BEGIN
   IF p_ids IS NULL OR p_epochs IS NULL OR p_outcomes IS NULL THEN
     RAISE EXCEPTION 'wharf.complete_many: ids, epochs and outcomes are required' USING ERRCODE = '22004';
@@ -380,13 +379,6 @@ BEGIN
     RAISE EXCEPTION 'wharf.complete_many: every id, epoch and outcome is required' USING ERRCODE = '22004';
   END IF;
   PERFORM FROM wharf.provider_event WHERE id = ANY (p_ids) ORDER BY id FOR UPDATE;  -- top of sql/30
-  -- Completed under their epoch by an earlier try of this batch (read after
-  -- the row locks, so a try still in flight has committed or rolled back).
-  SELECT array_agg(e.id) INTO v_taken
-    FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
-    JOIN wharf.provider_event e ON e.id = c.id
-   WHERE e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'DONE' AND e.outcome = c.outcome;  -- by primary key
-  RETURN QUERY SELECT unnest(v_taken);
   PERFORM set_config('wharf.keeping_scopes', 'on', true);
   WITH done AS (
     UPDATE wharf.provider_event e
@@ -397,6 +389,19 @@ BEGIN
   )
   SELECT array_agg(id ORDER BY n), array_agg(scope_key ORDER BY n) INTO v_ids, v_scopes FROM done;
   PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  -- Completed under their epoch by an earlier try of this batch (the row
+  -- locks above waited for a try still in flight): DONE with the same epoch
+  -- and outcome, and not by the update above. Looked up only when the
+  -- update missed some: a lookup per lease that nearly every call would pay
+  -- for nothing.
+  IF coalesce(cardinality(v_ids), 0) < cardinality(p_ids) THEN
+    RETURN QUERY
+    SELECT e.id
+      FROM unnest(p_ids, p_epochs, p_outcomes) AS c(id, epoch, outcome)
+      JOIN wharf.provider_event e ON e.id = c.id
+     WHERE e.lease_epoch = c.epoch AND e.state COLLATE "C" = 'DONE' AND e.outcome = c.outcome  -- by primary key
+       AND NOT e.id = ANY (coalesce(v_ids, '{}'));
+  END IF;
   IF v_ids IS NULL THEN
     RETURN;
   END IF;
