@@ -18,7 +18,9 @@
 // by the extra operations, so that a new backend's one-time costs (catalog
 // caches, PL/pgSQL compilation) fall out. The admission figure is for a
 // provider-signed GitHub push into a workspace whose installation subscribes
-// to `scopes` repositories; the drain's backlog has one event per scope.
+// to `scopes` repositories; the drain's backlog has one event per scope, the
+// ordered drain's five per scope (each completion then leads its scope on
+// to the next).
 import { existsSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -29,7 +31,9 @@ const callgrindDir = process.env.CALLGRIND_DIR ?? '/tmp/vg';
 const scopes = 1_000;
 const claimBatch = 50;
 
-type Operation = 'admit' | 'drain';
+type Operation = 'admit' | 'drain' | 'ordered drain';
+/** Events per scope in the ordered drain's backlog. */
+const perScope = 5;
 
 /** Instructions a backend executed, read from its callgrind file once it has exited. */
 async function backendInstructions(pid: number): Promise<number> {
@@ -80,7 +84,7 @@ async function marginalInstructions(url: string, operation: Operation, count: nu
     const measure = async (n: number): Promise<number> => {
       await pool.query('DELETE FROM wharf.provider_event');
       await pool.query('VACUUM wharf.provider_event, wharf.scope');
-      if (operation === 'drain') await loadWharfBacklog(pool, connectionId, n, n);
+      if (operation !== 'admit') await loadWharfBacklog(pool, connectionId, n, operation === 'drain' ? n : n / perScope);
       return countBackend(url, (client) => (operation === 'admit' ? admit(client, n, `${Date.now()}-${n}`) : drain(client)));
     };
     const few = await measure(count);
@@ -97,11 +101,11 @@ async function main(): Promise<void> {
     throw new Error('usage: CALLGRIND_DIR=<dir> tsx bench/sql-instructions.ts <base database url> <head database url> [events]');
   }
   const events = Number(eventsText ?? 300);
-  for (const operation of ['admit', 'drain'] as const) {
+  for (const operation of ['admit', 'drain', 'ordered drain'] as const) {
     const count = operation === 'admit' ? events : 3 * events;
     const [base, head] = [await marginalInstructions(baseUrl, operation, count), await marginalInstructions(headUrl, operation, count)];
     const unit = operation === 'admit' ? 'per admission' : 'per drained event';
-    process.stdout.write(`${operation.padEnd(6)} base ${(base / 1000).toFixed(0)}k, head ${(head / 1000).toFixed(0)}k instructions ${unit}`
+    process.stdout.write(`${operation.padEnd(13)} base ${(base / 1000).toFixed(0)}k, head ${(head / 1000).toFixed(0)}k instructions ${unit}`
       + ` (head/base ${(head / base).toFixed(3)})\n`);
   }
 }
