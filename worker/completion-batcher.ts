@@ -67,15 +67,40 @@ export class CompletionBatcher {
         continue;
       }
       // Outside the try: what a waiter does with its answer is not the batch's failure.
-      batch.forEach((pending, n) => pending.waiter.completed(completed[n] === true, pending.outcome));
+      for (let n = 0; n < batch.length; n += 1) {
+        const pending = batch[n]!;
+        try {
+          pending.waiter.completed(completed[n] === true, pending.outcome);
+        } catch (fault) {
+          this.waiterThrew(fault);
+        }
+      }
     }
     this.writing = false;
+  }
+
+  /** Answers one waiter away from the write loop's own failures (see waiterThrew). */
+  private tell(answer: () => void): void {
+    try {
+      answer();
+    } catch (fault) {
+      this.waiterThrew(fault);
+    }
+  }
+
+  /**
+   * A waiter threw while hearing its answer (the host's `settled` listener,
+   * say): logged, and the batch's other waiters and the batches after it
+   * still hear theirs. Its completion is written either way.
+   */
+  private waiterThrew(fault: unknown): void {
+    this.logger.error({ error_class: classOf(fault) }, 'a completed event\'s run failed to take its answer');
   }
 
   private writeFailed(batch: readonly Pending[], error: unknown): void {
     if (isConnectionTrouble(error)) {
       // Still unreachable after retrying: the leases expire and the reaper hands the rows out again.
-      for (const pending of batch) pending.waiter.completionFailed(error);
+      for (const pending of batch) this.tell(() => pending.waiter.completionFailed(error));
       return;
     }
     // Whatever failed the batch (a bad element, a lock wait past its
@@ -84,8 +109,8 @@ export class CompletionBatcher {
     this.logger.debug({ error_class: classOf(error), size: batch.length }, 'batched completion failed; completing one by one');
     for (const pending of batch) {
       completeEvents(this.pool, [pending]).then(
-        ([completed]) => pending.waiter.completed(completed === true, pending.outcome),
-        (alone: unknown) => pending.waiter.completionFailed(alone),
+        ([completed]) => this.tell(() => pending.waiter.completed(completed === true, pending.outcome)),
+        (alone: unknown) => this.tell(() => pending.waiter.completionFailed(alone)),
       );
     }
   }

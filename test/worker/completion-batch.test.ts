@@ -43,3 +43,33 @@ describe('CompletionBatcher', () => {
     }
   });
 });
+
+describe('CompletionBatcher, when a waiter throws', () => {
+  it('logs it, answers the batch\'s other waiters, and goes on with the next batch', async () => {
+    await admitEvents(db.pool, Array.from({ length: 4 }, (_, n) => ({ scope: `throwing-${n}` })));
+    const rows = await claimEvents(db.pool, 'batcher-throwing', 4);
+    expect(rows).toHaveLength(4);
+    const lines: string[] = [];
+    const logger = pino({ level: 'error' }, { write: (line: string) => lines.push(line) });
+    const batcher = new CompletionBatcher(db.pool, logger, new AbortController().signal);
+    const heard = (row: (typeof rows)[number], throws = false) => new Promise<boolean>((resolve, reject) => {
+      batcher.complete(row, 'handled', {
+        completed: (done) => {
+          resolve(done);
+          if (throws) throw new TypeError('a listener of the host is broken');
+        },
+        completionFailed: reject,
+      });
+    });
+
+    // One batch: the first waiter throws after hearing its answer.
+    const firstBatch = [heard(rows[0]!, true), heard(rows[1]!), heard(rows[2]!)];
+    expect(await Promise.all(firstBatch)).toEqual([true, true, true]);
+    // A batch after it is still written.
+    expect(await heard(rows[3]!)).toBe(true);
+    for (const row of rows) expect(await eventState(db.pool, row.id)).toMatchObject({ state: 'DONE' });
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ error_class: 'TypeError' });
+    expect(lines[0]).not.toContain('a listener of the host is broken');
+  });
+});
