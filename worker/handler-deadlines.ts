@@ -57,6 +57,16 @@ export class HandlerDeadlines {
     for (const handler of due) this.deadlines.delete(handler);
     if (next < Infinity) this.arm(next);
     // Last: a handler's end may start the next run, which watches anew.
-    for (const handler of due) handler.timedOut();
+    // Every due handler is told even when telling one throws, as their
+    // timers of their own did; the first fault is thrown after.
+    let fault: { error: unknown } | undefined;
+    for (const handler of due) {
+      try {
+        handler.timedOut();
+      } catch (error) {
+        fault ??= { error };
+      }
+    }
+    if (fault) throw fault.error;
   }
 }

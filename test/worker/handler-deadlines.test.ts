@@ -72,3 +72,13 @@ it('lets a handler that times out start the next, which is watched anew', () => 
   vi.advanceTimersByTime(1_000);
   expect(log).toEqual(['first', 'next']);
 });
+
+it('tells every handler due at once, even when telling one throws', () => {
+  const log: string[] = [];
+  const deadlines = new HandlerDeadlines();
+  deadlines.watch({ timedOut: () => { log.push('broken'); throw new Error('a broken run'); } }, 1_000);
+  deadlines.watch(handler('second', log), 1_000);
+  expect(() => vi.advanceTimersByTime(1_000)).toThrow('a broken run');
+  expect(log).toEqual(['broken', 'second']);
+  expect(vi.getTimerCount()).toBe(0);
+});
