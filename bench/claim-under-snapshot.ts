@@ -1,6 +1,8 @@
 // What one claim costs while a snapshot is held open (issue 44's finding in
 // bench/SCENARIOS.md: under a 10-minute held snapshot Wharf's claim p99 went
-// from 12 to 456 ms), against the dead index entries that the snapshot keeps:
+// from 12 to 456 ms), against the dead index entries that the snapshot keeps,
+// and what one admission into one of those scopes costs (the same run showed
+// the receiver answering slower first):
 //   npx tsx bench/claim-under-snapshot.ts [dead entries, e.g. 10000,100000,400000]
 // (DATABASE_URL = a maintenance database URL.)
 //
@@ -18,10 +20,14 @@
 // buffers count every page the call touched, the functions it calls included.
 // A Wharf session's claims start where its last one saw the oldest due head
 // (sql/30-claim-lease.sql, "The claim line's floor"), and read the line from
-// its start every ten seconds: both are shown.
-import type pg from 'pg';
+// its start every ten seconds: both are shown. The admission is a GitHub
+// push into one of the 200 scopes, whose row the rounds above have updated
+// once each (every version of it kept by the snapshot), beside a plain
+// INSERT of the same payload into a table no one updates.
+import pg from 'pg';
 import { withBenchDatabase, type BenchDatabase } from './databases.js';
-import { loadWharfBacklog, setupWharfInstallation } from './systems/wharf-inbox.js';
+import { makePayload } from './payload.js';
+import { githubSource, installationRoute, loadWharfBacklog, setupWharfInstallation, subjectOf } from './systems/wharf-inbox.js';
 import { summarize } from './stats.js';
 
 const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -81,6 +87,13 @@ async function measure(db: BenchDatabase, sql: string): Promise<{ first: Cost; s
 const wharfClaim = `SELECT * FROM wharf.claim('bench', ${claimSize})`;
 const plainClaim = `SELECT id FROM plain_queue ORDER BY run_at, id LIMIT ${claimSize} FOR UPDATE SKIP LOCKED`;
 
+/** A push into scope 7 as the edge would admit it (rolled back each time, so one delivery key serves). */
+const pushPayload = pg.escapeLiteral(JSON.stringify(makePayload(subjectOf(7), 1)));
+const wharfAdmit = `SELECT wharf.admit('github', ${pg.escapeLiteral(githubSource)}, 'snapshot-push', 'push', `
+  + `${pg.escapeLiteral(JSON.stringify(installationRoute))}::jsonb, ARRAY[${pg.escapeLiteral(subjectOf(7))}], `
+  + `${pushPayload}::jsonb, '{}'::jsonb, NULL)`;
+const plainInsert = `INSERT INTO plain_queue (run_at, payload) VALUES (now(), ${pushPayload}::jsonb)`;
+
 /** The plain queue: as many rows as Wharf's backlog, due an hour ago. */
 async function createPlainQueue(db: BenchDatabase): Promise<void> {
   await db.pool.query(`CREATE TABLE plain_queue (id bigserial PRIMARY KEY, run_at timestamptz NOT NULL, payload jsonb NOT NULL)`);
@@ -102,7 +115,8 @@ async function makeDeadEntries(db: BenchDatabase, rounds: number): Promise<void>
 const format = (cost: Cost) => `${cost.ms.toFixed(2)} ms, ${Math.round(cost.buffers).toLocaleString('en-US')} buffers`;
 
 await withBenchDatabase(serverUrl, 'claim_snapshot', { wharf: true, poolSize: 3 }, async (db) => {
-  await loadWharfBacklog(db.pool, await setupWharfInstallation(db.pool, 0), backlog, scopes);
+  // The installation subscribes to the scopes' subjects, so that an admission into one stores its row.
+  await loadWharfBacklog(db.pool, await setupWharfInstallation(db.pool, scopes), backlog, scopes);
   // Every head due an hour ago, so that the rounds below keep them due.
   await db.pool.query(`UPDATE wharf.scope SET ready_at = ready_at - interval '1 hour', head_due_at = head_due_at - interval '1 hour'`);
   await createPlainQueue(db);
@@ -112,11 +126,14 @@ await withBenchDatabase(serverUrl, 'claim_snapshot', { wharf: true, poolSize: 3 
   const row = async (label: string) => {
     const wharf = await measure(db, wharfClaim);
     const plain = await measure(db, plainClaim);
-    console.log(`| ${label} | ${format(wharf.second)} | ${format(wharf.first)} | ${format(plain.second)} |`);
+    const admit = await measure(db, wharfAdmit);
+    const insert = await measure(db, plainInsert);
+    console.log(`| ${label} | ${format(wharf.second)} | ${format(wharf.first)} | ${format(plain.second)} | ${format(admit.first)} | ${format(insert.first)} |`);
   };
   console.log(`A backlog of ${backlog.toLocaleString('en-US')} events over ${scopes} scopes; claim of ${claimSize}, median of ${calls} calls each.\n`);
-  console.log('| state | wharf.claim, a session\'s next claim | wharf.claim, reading its line from the start | plain SKIP LOCKED queue |');
-  console.log('|---|---:|---:|---:|');
+  console.log('| state | wharf.claim, a session\'s next claim | wharf.claim, reading its line from the start | plain SKIP LOCKED queue '
+    + '| wharf.admit, one push into a scope | plain INSERT of its payload |');
+  console.log('|---|---:|---:|---:|---:|---:|');
   await row('no snapshot held, no dead entries');
 
   const holder = await db.pool.connect();
