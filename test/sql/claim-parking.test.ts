@@ -23,8 +23,16 @@ afterAll(async () => {
   await db?.drop();
 });
 
-/** Claims `max` heads in a transaction of its own; what it read of wharf.scope's primary key. */
+/**
+ * Claims `max` heads in a transaction of its own; what it read of
+ * wharf.scope's primary key. Vacuumed first: every scope row updated by an
+ * admission or a claim leaves a dead version whose index entry a lookup
+ * reads until an index scan or a vacuum disposes of it, and autovacuum's
+ * timing must not decide the count (no other session of this database
+ * holds a snapshot, so the vacuum removes them all).
+ */
 async function claimCountingScopeLookups(max: number): Promise<{ claimed: string[]; scopeLookups: number }> {
+  await db.pool.query('VACUUM wharf.scope, wharf.provider_event');
   const { result, reads } = await readsOfOwnTransaction(client, 'wharf.scope', async () =>
     (await client.query<{ scope_key: string }>(`SELECT scope_key FROM wharf.claim('parking', $1)`, [max])).rows);
   return { claimed: result.map((row) => row.scope_key), scopeLookups: reads.indexes.get('scope_pkey')!.entriesRead };
@@ -33,11 +41,11 @@ async function claimCountingScopeLookups(max: number): Promise<{ claimed: string
 it('looks up only the heads it takes when no connection is paused', async () => {
   const { claimed, scopeLookups } = await claimCountingScopeLookups(8);
   expect(claimed).toHaveLength(8);
-  // Once to lock it, twice in the update that leads its scope on (by the
-  // key list and by the join). With the parking statement run as well (a
-  // connection elsewhere paused, nothing here to park) the same claim read
-  // 64: every one of the 24 candidates (8 + the window of 16) looked up again.
-  expect(scopeLookups).toBeLessThanOrEqual(3 * 8);
+  // Once to lock it and once in the update that leads its scope on. With the
+  // parking statement run as well (a connection elsewhere paused, nothing
+  // here to park) the same claim reads 40: every one of the 24 candidates
+  // (8 + the window of 16) looked up again.
+  expect(scopeLookups).toBeLessThanOrEqual(2 * 8);
 });
 
 it('parks the candidates of a paused connection, and claims past them', async () => {
