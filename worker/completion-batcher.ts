@@ -67,32 +67,34 @@ export class CompletionBatcher {
         continue;
       }
       // Outside the try: what a waiter does with its answer is not the batch's failure.
-      for (let n = 0; n < batch.length; n += 1) {
-        const pending = batch[n]!;
-        try {
-          pending.waiter.completed(completed[n] === true, pending.outcome);
-        } catch (fault) {
-          this.waiterThrew(fault);
-        }
-      }
+      batch.forEach((pending, n) => this.answer(pending, completed[n] === true));
     }
     this.writing = false;
   }
 
-  /** Answers one waiter away from the write loop's own failures (see waiterThrew). */
-  private tell(answer: () => void): void {
+  /**
+   * Tells a waiter how its completion went. A waiter that throws while
+   * hearing it (the host's `settled` listener, say) is logged, and the
+   * batch's other waiters and the batches after it still hear theirs; what
+   * was written stays written.
+   */
+  private answer(pending: Pending, done: boolean): void {
     try {
-      answer();
+      pending.waiter.completed(done, pending.outcome);
     } catch (fault) {
       this.waiterThrew(fault);
     }
   }
 
-  /**
-   * A waiter threw while hearing its answer (the host's `settled` listener,
-   * say): logged, and the batch's other waiters and the batches after it
-   * still hear theirs. Its completion is written either way.
-   */
+  /** Tells a waiter its completion was not written, as answer does. */
+  private answerFailed(pending: Pending, error: unknown): void {
+    try {
+      pending.waiter.completionFailed(error);
+    } catch (fault) {
+      this.waiterThrew(fault);
+    }
+  }
+
   private waiterThrew(fault: unknown): void {
     this.logger.error({ error_class: classOf(fault) }, 'a completed event\'s run failed to take its answer');
   }
@@ -100,7 +102,7 @@ export class CompletionBatcher {
   private writeFailed(batch: readonly Pending[], error: unknown): void {
     if (isConnectionTrouble(error)) {
       // Still unreachable after retrying: the leases expire and the reaper hands the rows out again.
-      for (const pending of batch) this.tell(() => pending.waiter.completionFailed(error));
+      for (const pending of batch) this.answerFailed(pending, error);
       return;
     }
     // Whatever failed the batch (a bad element, a lock wait past its
@@ -109,8 +111,8 @@ export class CompletionBatcher {
     this.logger.debug({ error_class: classOf(error), size: batch.length }, 'batched completion failed; completing one by one');
     for (const pending of batch) {
       completeEvents(this.pool, [pending]).then(
-        ([completed]) => this.tell(() => pending.waiter.completed(completed === true, pending.outcome)),
-        (alone: unknown) => this.tell(() => pending.waiter.completionFailed(alone)),
+        ([completed]) => this.answer(pending, completed === true),
+        (alone: unknown) => this.answerFailed(pending, alone),
       );
     }
   }
