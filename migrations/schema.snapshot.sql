@@ -2103,6 +2103,7 @@ DECLARE
   v_now   timestamptz := clock_timestamp();
   v_row   record;
   v_dead  boolean;
+  v_state text;
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL OR p_kind IS NULL OR p_error_class IS NULL THEN
     RAISE EXCEPTION 'wharf.fail: id, epoch, kind and error_class are required' USING ERRCODE = '22004';
@@ -2119,28 +2120,33 @@ BEGIN
    WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
    FOR UPDATE;  -- after the lease's fenced writes (top of sql/30)
   IF NOT FOUND THEN
-    RETURN NULL;
+    -- Failed under this epoch by an earlier try whose reply was lost. Read
+    -- after the row lock: a try still in flight has committed or rolled back.
+    RETURN (SELECT h.left_state FROM wharf.event_attempt h
+             WHERE h.event_id = p_id AND h.lease_epoch = p_epoch  -- by primary key
+               AND h.ended = p_kind AND h.error_class = p_error_class);
   END IF;
 
   v_dead := p_kind IN ('permanent', 'uncertain')
             OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'))
             OR (p_kind = 'transient' AND v_row.transient_since IS NOT NULL
                 AND v_now - v_row.transient_since > wharf.setting_interval('transient_max_age'));
+  v_state := CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
 
   UPDATE wharf.provider_event
      SET failures        = failures + CASE WHEN p_kind = 'unknown' THEN 1 ELSE 0 END,
          transient_since = CASE WHEN p_kind = 'transient' THEN coalesce(transient_since, v_now) ELSE transient_since END,
          error_class     = p_error_class,
          leased_until    = NULL,
-         state           = CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END,
+         state           = v_state,
          outcome         = CASE WHEN p_kind = 'uncertain' THEN 'uncertain' END,
          dead_at         = CASE WHEN v_dead THEN v_now END,
          next_attempt_at = CASE WHEN v_dead THEN next_attempt_at
                                 ELSE v_now + wharf.retry_delay(v_row.attempt) END
    WHERE id = p_id;
-  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class)
-  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class);
-  RETURN CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class, left_state)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class, v_state);
+  RETURN v_state;
 END $_$;
 
 --
@@ -3382,10 +3388,10 @@ BEGIN
                                   ELSE v_now + wharf.retry_delay(e.attempt) END
       FROM expired
      WHERE e.id = expired.id
-    RETURNING e.id, e.lease_epoch, e.attempt, e.leased_by, e.leased_at
+    RETURNING e.id, e.lease_epoch, e.attempt, e.leased_by, e.leased_at, e.state
   )
-  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class)
-  SELECT id, lease_epoch, attempt, leased_by, leased_at, v_now, 'expired', 'LeaseExpired' FROM reaped;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class, left_state)
+  SELECT id, lease_epoch, attempt, leased_by, leased_at, v_now, 'expired', 'LeaseExpired', state FROM reaped;
   GET DIAGNOSTICS v_reaped = ROW_COUNT;
 
   DELETE FROM wharf.idle_listener l
@@ -3470,10 +3476,12 @@ BEGIN
    WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
   RETURNING attempt + 1 AS attempt, leased_by, leased_at INTO v_row;  -- the lease's own attempt
   IF NOT FOUND THEN
-    RETURN false;
+    -- Read after the row lock: a first try still in flight has committed or rolled back.
+    RETURN EXISTS (SELECT FROM wharf.event_attempt h
+                    WHERE h.event_id = p_id AND h.lease_epoch = p_epoch AND h.ended = 'released');  -- by primary key
   END IF;
-  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended)
-  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, clock_timestamp(), 'released');
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, left_state)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, clock_timestamp(), 'released', 'QUEUED');
   PERFORM wharf.notify_idle_claimers();
   RETURN true;
 END $$;
@@ -4900,7 +4908,9 @@ CREATE TABLE wharf.event_attempt (
     ended_at timestamp with time zone NOT NULL,
     ended text NOT NULL,
     error_class text,
-    CONSTRAINT event_attempt_ended_check CHECK ((ended = ANY (ARRAY['transient'::text, 'unknown'::text, 'permanent'::text, 'uncertain'::text, 'released'::text, 'expired'::text])))
+    left_state text,
+    CONSTRAINT event_attempt_ended_check CHECK ((ended = ANY (ARRAY['transient'::text, 'unknown'::text, 'permanent'::text, 'uncertain'::text, 'released'::text, 'expired'::text]))),
+    CONSTRAINT event_attempt_left_state_check CHECK ((left_state = ANY (ARRAY['QUEUED'::text, 'DEAD'::text])))
 );
 
 --

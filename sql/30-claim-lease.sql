@@ -413,6 +413,14 @@ END $$;
 -- was before the claim, the lease kept in the attempt history as
 -- 'released', and idle claimers woken. False when the row is not LEASED
 -- under p_epoch.
+--
+-- Idempotent under its epoch: also true, writing nothing, when the attempt
+-- history holds p_epoch's lease as 'released'. Only release writes that
+-- entry, only under the epoch that holds the lease: it is this lease's own
+-- release, which committed while its reply was lost (a connection cut after
+-- COMMIT, a failover), and the worker's retry learns that it took, also once
+-- the row has been claimed again. A lease that ended otherwise (completed,
+-- failed, reaped, erased) still answers false.
 CREATE OR REPLACE FUNCTION wharf.release(p_id bigint, p_epoch bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
@@ -428,19 +436,21 @@ BEGIN
    WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
   RETURNING attempt + 1 AS attempt, leased_by, leased_at INTO v_row;  -- the lease's own attempt
   IF NOT FOUND THEN
-    RETURN false;
+    -- Read after the row lock: a first try still in flight has committed or rolled back.
+    RETURN EXISTS (SELECT FROM wharf.event_attempt h
+                    WHERE h.event_id = p_id AND h.lease_epoch = p_epoch AND h.ended = 'released');  -- by primary key
   END IF;
-  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended)
-  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, clock_timestamp(), 'released');
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, left_state)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, clock_timestamp(), 'released', 'QUEUED');
   PERFORM wharf.notify_idle_claimers();
   RETURN true;
 END $$;
 
 -- Takes back every lease past leased_until: QUEUED after the retry delay with
 -- failures + 1 and error_class 'LeaseExpired', or DEAD once failures reach
--- max_attempts; each lease stays in the attempt history as 'expired'. Skips
--- rows under a fenced write or in a scope busy elsewhere (the next run takes
--- them). Returns how many it reaped.
+-- max_attempts; each lease stays in the attempt history as 'expired', with
+-- the state it left. Skips rows under a fenced write or in a scope busy
+-- elsewhere (the next run takes them). Returns how many it reaped.
 -- Also forgets idle listeners whose session has ended.
 --
 -- The leases are read from the scope rows (leased_id): the event table has
@@ -475,10 +485,10 @@ BEGIN
                                   ELSE v_now + wharf.retry_delay(e.attempt) END
       FROM expired
      WHERE e.id = expired.id
-    RETURNING e.id, e.lease_epoch, e.attempt, e.leased_by, e.leased_at
+    RETURNING e.id, e.lease_epoch, e.attempt, e.leased_by, e.leased_at, e.state
   )
-  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class)
-  SELECT id, lease_epoch, attempt, leased_by, leased_at, v_now, 'expired', 'LeaseExpired' FROM reaped;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class, left_state)
+  SELECT id, lease_epoch, attempt, leased_by, leased_at, v_now, 'expired', 'LeaseExpired', state FROM reaped;
   GET DIAGNOSTICS v_reaped = ROW_COUNT;
 
   DELETE FROM wharf.idle_listener l

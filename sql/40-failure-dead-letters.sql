@@ -18,7 +18,16 @@ END $$;
 -- Records a failed attempt of a row LEASED under p_epoch, in the row and in
 -- its attempt history, and returns its new state; NULL when the lease is
 -- gone. Waits (5 s at most, then 55P03) for the lease's open fenced writes,
--- like every end of a lease (top of sql/30). p_kind:
+-- like every end of a lease (top of sql/30).
+--
+-- Idempotent under its epoch: a repeat, writing nothing, returns the state
+-- its first try left (QUEUED or DEAD) when that epoch's attempt history
+-- entry is this failure (its kind and class): the first try committed while
+-- its reply was lost (a connection cut after COMMIT, a failover), and the
+-- worker's retry learns what it did. The entry keeps that state (left_state)
+-- because the row may have moved on since: claimed again, replayed. A lease
+-- that ended otherwise (completed, released, reaped, failed with another
+-- kind or class, erased) still answers NULL. p_kind:
 --   transient  back to QUEUED after the delay; failures unchanged; but DEAD
 --              once its transient failures have lasted longer than
 --              transient_max_age (counted from the first of them,
@@ -36,6 +45,7 @@ DECLARE
   v_now   timestamptz := clock_timestamp();
   v_row   record;
   v_dead  boolean;
+  v_state text;
 BEGIN
   IF p_id IS NULL OR p_epoch IS NULL OR p_kind IS NULL OR p_error_class IS NULL THEN
     RAISE EXCEPTION 'wharf.fail: id, epoch, kind and error_class are required' USING ERRCODE = '22004';
@@ -52,28 +62,33 @@ BEGIN
    WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'LEASED'  -- by primary key (top of sql/30)
    FOR UPDATE;  -- after the lease's fenced writes (top of sql/30)
   IF NOT FOUND THEN
-    RETURN NULL;
+    -- Failed under this epoch by an earlier try whose reply was lost. Read
+    -- after the row lock: a try still in flight has committed or rolled back.
+    RETURN (SELECT h.left_state FROM wharf.event_attempt h
+             WHERE h.event_id = p_id AND h.lease_epoch = p_epoch  -- by primary key
+               AND h.ended = p_kind AND h.error_class = p_error_class);
   END IF;
 
   v_dead := p_kind IN ('permanent', 'uncertain')
             OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'))
             OR (p_kind = 'transient' AND v_row.transient_since IS NOT NULL
                 AND v_now - v_row.transient_since > wharf.setting_interval('transient_max_age'));
+  v_state := CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
 
   UPDATE wharf.provider_event
      SET failures        = failures + CASE WHEN p_kind = 'unknown' THEN 1 ELSE 0 END,
          transient_since = CASE WHEN p_kind = 'transient' THEN coalesce(transient_since, v_now) ELSE transient_since END,
          error_class     = p_error_class,
          leased_until    = NULL,
-         state           = CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END,
+         state           = v_state,
          outcome         = CASE WHEN p_kind = 'uncertain' THEN 'uncertain' END,
          dead_at         = CASE WHEN v_dead THEN v_now END,
          next_attempt_at = CASE WHEN v_dead THEN next_attempt_at
                                 ELSE v_now + wharf.retry_delay(v_row.attempt) END
    WHERE id = p_id;
-  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class)
-  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class);
-  RETURN CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class, left_state)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class, v_state);
+  RETURN v_state;
 END $$;
 
 REVOKE ALL ON FUNCTION wharf.fail(bigint, bigint, text, text) FROM PUBLIC;

@@ -1,7 +1,7 @@
 -- wharf.claim, renew, complete, release and reap: who gets which row, and
 -- every later write acting only under the epoch of the claim.
 BEGIN;
-SELECT plan(78);
+SELECT plan(85);
 
 -- Fixture: workspace 1 (scopes repo:a, repo:b, repo:c, repo:d, repo:e),
 -- workspace 2 (repo:z), each with its own generic connection, and one
@@ -102,10 +102,22 @@ SELECT results_eq(
       FROM wharf.provider_event WHERE delivery_key = 'a3'$$,
   $$VALUES ('QUEUED', 0, 1::bigint, true, true)$$,
   'a released row is QUEUED, due at once, with attempt as before the claim');
-SELECT is(wharf.release((pg_temp.event('a3')).id, 1), false, 'releasing it again returns false');
+-- A retry of a release whose reply was lost: the attempt history holds the
+-- epoch's lease as released.
+UPDATE wharf.provider_event SET next_attempt_at = now() - interval '1 minute' WHERE delivery_key = 'a3';
+SELECT ok(wharf.release((pg_temp.event('a3')).id, 1),
+          'releasing it again under its epoch returns true (the first try committed)');
+SELECT results_eq(
+  $$SELECT e.state, e.attempt, e.next_attempt_at < now(), (SELECT count(*) FROM wharf.event_attempt h WHERE h.event_id = e.id)
+      FROM wharf.provider_event e WHERE e.delivery_key = 'a3'$$,
+  $$VALUES ('QUEUED', 0, true, 1::bigint)$$,
+  '... and writes nothing');
 SELECT results_eq($$SELECT delivery_key, attempt, lease_epoch FROM wharf.claim('w4')$$,
                   $$VALUES ('a3', 1, 2::bigint)$$,
                   'the released row is claimed again at once, under a new epoch');
+SELECT ok(wharf.release((pg_temp.event('a3')).id, 1), 'a repeat of epoch 1''s release still returns true');
+SELECT results_eq($$SELECT state, attempt, lease_epoch FROM wharf.provider_event WHERE delivery_key = 'a3'$$,
+                  $$VALUES ('LEASED', 1, 2::bigint)$$, '... and leaves the new lease alone');
 
 -- reap
 SELECT is(wharf.reap(), 0, 'reap takes back no lease that has not expired');
@@ -117,6 +129,8 @@ SELECT results_eq(
   $$VALUES ('QUEUED', 1, 'LeaseExpired', true, true)$$,
   'a reaped row is QUEUED after the retry delay with failures + 1 and error_class LeaseExpired');
 SELECT is(wharf.complete((pg_temp.event('a3')).id, 2), false, 'the reaped holder''s complete returns false');
+SELECT is(wharf.release((pg_temp.event('a3')).id, 2), false, 'the reaped holder''s release returns false');
+SELECT is(wharf.release((pg_temp.event('a2')).id, 1), false, 'releasing a completed lease returns false');
 SELECT set_eq($$SELECT delivery_key FROM wharf.provider_event WHERE state = 'LEASED'$$,
               ARRAY['b1', 'i1'], 'the leases that had not expired are left alone');
 
@@ -130,6 +144,11 @@ SELECT results_eq(
       FROM wharf.provider_event WHERE delivery_key = 'a3'$$,
   $$VALUES ('DEAD', 2, 'LeaseExpired', true)$$,
   'a reaped row whose failures reach max_attempts is DEAD');
+SELECT results_eq($$SELECT lease_epoch, ended, error_class, left_state FROM wharf.event_attempt
+                     WHERE event_id = (pg_temp.event('a3')).id ORDER BY lease_epoch$$,
+                  $$VALUES (1::bigint, 'released', NULL, 'QUEUED'), (2, 'expired', 'LeaseExpired', 'QUEUED'),
+                           (3, 'expired', 'LeaseExpired', 'DEAD')$$,
+                  'the attempt history keeps how each lease ended and the state it left');
 
 -- Workspace state and the one-lease backstop.
 SELECT wharf.set_workspace_state(2, 'ACTIVE');
@@ -180,6 +199,7 @@ SELECT wharf.fail(id, lease_epoch, 'transient', 'ECONNRESET') FROM wharf.claim('
 SELECT is(wharf.next_due_at(), (SELECT next_attempt_at FROM wharf.provider_event WHERE delivery_key = 'due-1'),
           'a retry waiting out its delay: its next_attempt_at');
 SELECT ok(wharf.next_due_at() > clock_timestamp() + interval '29 minutes', 'which is in the future (half to all of an hour)');
+SELECT is(wharf.release(pg_temp.id('due-1'), 1), false, 'releasing a failed lease returns false');
 
 -- complete_many: many leases ended in one statement, each as complete would.
 SELECT throws_ok($$SELECT wharf.complete_many(NULL, '{1}', '{handled}')$$, '22004', NULL, 'complete_many rejects NULL ids');

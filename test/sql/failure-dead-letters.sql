@@ -1,8 +1,9 @@
 -- wharf.retry_delay and wharf.fail: bounded exponential delay with equal
--- jitter, the four failure kinds, the unknown-failure budget, and DEAD rows
--- that keep their payload but no message.
+-- jitter, the four failure kinds, the unknown-failure budget, DEAD rows
+-- that keep their payload but no message, and a failure repeated after its
+-- first try committed answering as that try did (contract v6).
 BEGIN;
-SELECT plan(54);
+SELECT plan(78);
 
 -- Fixture: workspace 1 with one generic connection; rows admitted through
 -- wharf.admit.
@@ -82,16 +83,37 @@ SELECT results_eq(
       FROM wharf.provider_event WHERE delivery_key = 'f1'$$,
   $$VALUES ('QUEUED', 0, 'ECONNRESET', true, true)$$,
   'a transient failure keeps failures, records the class and waits the first delay');
+-- A repeat of a failure whose first try committed (its reply lost in a
+-- failover): the first try's answer, and nothing written (a write would draw
+-- a new delay, and a second history entry of the epoch would raise 23505).
+UPDATE wharf.provider_event SET next_attempt_at = now() + interval '1 hour' WHERE delivery_key = 'f1';
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 1, 'transient', 'ECONNRESET'), 'QUEUED',
+          'repeating the transient failure under its epoch returns QUEUED (the first try committed)');
+SELECT results_eq(
+  $$SELECT e.state, e.failures, e.next_attempt_at = now() + interval '1 hour',
+           (SELECT count(*) FROM wharf.event_attempt h WHERE h.event_id = e.id)
+      FROM wharf.provider_event e WHERE e.delivery_key = 'f1'$$,
+  $$VALUES ('QUEUED', 0, true, 1::bigint)$$,
+  '... and writes nothing');
 SELECT ok(wharf.complete((pg_temp.event('g1')).id, 1), 'g1 completes');
 SELECT pg_temp.admit_with_headers('repo:g', 'g2');
 SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10)$$, ARRAY['g2'],
               'a failed row waiting for its retry holds back its own scope (f2), not another (g2)');
-SELECT is(wharf.fail((pg_temp.event('f1')).id, 1, 'unknown', 'Error'), NULL, 'the failed lease''s epoch is spent');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 1, 'unknown', 'Error'), NULL,
+          'another failure under the failed lease''s epoch returns NULL: the epoch is spent');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 1, 'transient', 'ETIMEDOUT'), NULL,
+          '... also of the same kind with another class');
 
 -- unknown: the budget of max_attempts.
 SELECT wharf.set_setting('max_attempts', '3');
 SELECT is(pg_temp.reclaim('f1'), 2::bigint, 'f1 is leased again once due, under epoch 2');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 1, 'transient', 'ECONNRESET'), 'QUEUED',
+          'a repeat of epoch 1''s failure still returns QUEUED once the row is leased again');
+SELECT results_eq($$SELECT state, lease_epoch, failures FROM wharf.provider_event WHERE delivery_key = 'f1'$$,
+                  $$VALUES ('LEASED', 2::bigint, 0)$$, '... and leaves the new lease alone');
 SELECT is(wharf.fail((pg_temp.event('f1')).id, 2, 'unknown', 'TypeError'), 'QUEUED', 'an unknown failure under budget returns QUEUED');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 2, 'unknown', 'TypeError'), 'QUEUED',
+          'repeating it returns QUEUED, counting no second failure (below)');
 SELECT results_eq(
   $$SELECT state, failures, error_class,
            next_attempt_at BETWEEN now() + interval '2 seconds' AND clock_timestamp() + interval '4 seconds'
@@ -105,6 +127,14 @@ SELECT is(pg_temp.reclaim('f1'), 4::bigint, 'f1 is leased under epoch 4');
 SELECT is(wharf.fail((pg_temp.event('f1')).id, 4, 'unknown', 'TypeError'), 'QUEUED', 'the second unknown failure is retried');
 SELECT is(pg_temp.reclaim('f1'), 5::bigint, 'f1 is leased under epoch 5');
 SELECT is(wharf.fail((pg_temp.event('f1')).id, 5, 'unknown', 'RangeError'), 'DEAD', 'the unknown failure that reaches max_attempts returns DEAD');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 5, 'unknown', 'RangeError'), 'DEAD', 'repeating it returns DEAD');
+SELECT is(wharf.fail((pg_temp.event('f1')).id, 4, 'unknown', 'TypeError'), 'QUEUED',
+          'a repeat of epoch 4''s failure returns QUEUED, what it left, though the row is DEAD now');
+SELECT results_eq($$SELECT lease_epoch, ended, left_state FROM wharf.event_attempt
+                     WHERE event_id = (pg_temp.event('f1')).id ORDER BY lease_epoch$$,
+                  $$VALUES (1::bigint, 'transient', 'QUEUED'), (2, 'unknown', 'QUEUED'), (3, 'transient', 'QUEUED'),
+                           (4, 'unknown', 'QUEUED'), (5, 'unknown', 'DEAD')$$,
+                  'the attempt history keeps the state each failure left');
 SELECT results_eq(
   $$SELECT state, failures, attempt, error_class, outcome, dead_at BETWEEN now() AND clock_timestamp(), leased_until IS NULL
       FROM wharf.provider_event WHERE delivery_key = 'f1'$$,
@@ -118,16 +148,19 @@ SELECT pg_temp.admit_with_headers('repo:h', 'h1');
 SELECT pg_temp.admit_with_headers('repo:u', 'u1');
 SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10)$$, ARRAY['h1', 'u1'], 'h1 and u1 are leased');
 SELECT is(wharf.fail((pg_temp.event('h1')).id, 1, 'permanent', 'SyntaxError'), 'DEAD', 'a permanent failure returns DEAD');
+SELECT is(wharf.fail((pg_temp.event('h1')).id, 1, 'permanent', 'SyntaxError'), 'DEAD', 'repeating it returns DEAD');
 SELECT results_eq(
   $$SELECT state, failures, error_class, outcome FROM wharf.provider_event WHERE delivery_key = 'h1'$$,
   $$VALUES ('DEAD', 0, 'SyntaxError', NULL::text)$$,
   'a permanent failure is DEAD at once without using the budget');
 SELECT is(wharf.fail((pg_temp.event('u1')).id, 1, 'uncertain', 'OutcomeUncertain'), 'DEAD', 'an uncertain failure returns DEAD');
+SELECT is(wharf.fail((pg_temp.event('u1')).id, 1, 'uncertain', 'OutcomeUncertain'), 'DEAD', 'repeating it returns DEAD');
 SELECT results_eq(
   $$SELECT state, outcome, error_class FROM wharf.provider_event WHERE delivery_key = 'u1'$$,
   $$VALUES ('DEAD', 'uncertain', 'OutcomeUncertain')$$,
   'an uncertain failure is DEAD with outcome uncertain');
-SELECT is(wharf.fail((pg_temp.event('u1')).id, 1, 'transient', 'Error'), NULL, 'failing a DEAD row again returns NULL');
+SELECT is(wharf.fail((pg_temp.event('u1')).id, 1, 'transient', 'Error'), NULL,
+          'failing the DEAD row again with another kind returns NULL');
 SELECT results_eq(
   $$SELECT payload, headers, subject, received_at FROM wharf.provider_event WHERE delivery_key = 'h1'$$,
   $$VALUES ('{"key": "h1"}'::jsonb, '{"x-request-id": "r-1"}'::jsonb, 'repo:h', now())$$,
@@ -161,6 +194,7 @@ UPDATE wharf.provider_event SET transient_since = clock_timestamp() - interval '
 SELECT is(pg_temp.reclaim('t1'), 3::bigint, 't1 is leased a third time');
 SELECT is(wharf.fail((pg_temp.event('t1')).id, 3, 'transient', 'HTTP503'), 'DEAD',
           'a transient failure older than transient_max_age returns DEAD');
+SELECT is(wharf.fail((pg_temp.event('t1')).id, 3, 'transient', 'HTTP503'), 'DEAD', 'repeating it returns DEAD');
 SELECT results_eq(
   $$SELECT state, failures, error_class FROM wharf.provider_event WHERE delivery_key = 't1'$$,
   $$VALUES ('DEAD', 0, 'HTTP503')$$,
@@ -169,6 +203,34 @@ SELECT ok((SELECT failing_since IS NULL FROM wharf.scope WHERE scope_key = (pg_t
           'its scope is no longer failing');
 SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10) WHERE delivery_key LIKE 't%'$$, ARRAY['t2'],
               'the next event of the scope runs');
+
+-- A repeat answers from the attempt history, not from the row: a DEAD row
+-- replayed since still gets DEAD, what its failure left.
+SELECT ok(wharf.replay(1, (pg_temp.event('h1')).id, 'ops'), 'h1 is replayed');
+SELECT is(wharf.fail((pg_temp.event('h1')).id, 1, 'permanent', 'SyntaxError'), 'DEAD',
+          'a repeat of the failure that killed h1 returns DEAD, though h1 is QUEUED again');
+SELECT results_eq($$SELECT state, error_class, dead_at IS NULL FROM wharf.provider_event WHERE delivery_key = 'h1'$$,
+                  $$VALUES ('QUEUED', 'SyntaxError', true)$$, '... and leaves the replayed row alone');
+
+-- A lease that ended otherwise is lost, however its fail is repeated: NULL.
+SELECT pg_temp.admit_with_headers(k, k) FROM unnest(ARRAY['x-reaped', 'x-released', 'x-done']) k;
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10) WHERE delivery_key LIKE 'x-%'$$,
+              ARRAY['x-reaped', 'x-released', 'x-done'], 'three more leases, under epoch 1');
+UPDATE wharf.provider_event SET leased_until = clock_timestamp() - interval '1 second' WHERE delivery_key = 'x-reaped';
+SELECT is(wharf.reap(), 1, 'the reaper takes back x-reaped');
+SELECT ok(wharf.release((pg_temp.event('x-released')).id, 1), 'x-released is given back');
+SELECT ok(wharf.complete((pg_temp.event('x-done')).id, 1), 'x-done completes');
+SELECT is(wharf.fail((pg_temp.event('x-reaped')).id, 1, 'transient', 'ECONNRESET'), NULL, 'failing a reaped lease returns NULL');
+SELECT is(wharf.fail((pg_temp.event('x-reaped')).id, 1, 'unknown', 'LeaseExpired'), NULL,
+          '... also as the reaper recorded it');
+SELECT is(wharf.fail((pg_temp.event('x-released')).id, 1, 'transient', 'ECONNRESET'), NULL, 'failing a released lease returns NULL');
+SELECT is(wharf.fail((pg_temp.event('x-done')).id, 1, 'transient', 'ECONNRESET'), NULL, 'failing a completed lease returns NULL');
+SELECT results_eq(
+  $$SELECT e.delivery_key, e.state, e.failures, (SELECT array_agg(h.ended) FROM wharf.event_attempt h WHERE h.event_id = e.id)
+      FROM wharf.provider_event e WHERE e.delivery_key LIKE 'x-%' ORDER BY e.id$$,
+  $$VALUES ('x-reaped', 'QUEUED', 1, ARRAY['expired']), ('x-released', 'QUEUED', 0, ARRAY['released']),
+           ('x-done', 'DONE', 0, NULL::text[])$$,
+  'none of them changed a row or its history');
 
 SELECT * FROM finish();
 ROLLBACK;
