@@ -1,7 +1,8 @@
 // Claimers on separate connections racing over one inbox: order per scope,
 // one lease per scope, no double handling, every row ends DONE or DEAD; and a
 // row waiting for its retry holds back its own scope only.
-// A completion retried under its epoch while its first try is still open waits for it, then reports it.
+// A completion, a failure or a release retried under its epoch while its
+// first try is still open waits for it, then reports it.
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -325,5 +326,75 @@ describe('a completion retried while its first try is still open', () => {
 
   it('completes the row itself when the first try rolled back', async () => {
     expect(await racedRetry('retry-rollback', 'ROLLBACK')).toEqual({ retried: ['the row'], state: { state: 'DONE', lease_epoch: '1' } });
+  });
+});
+
+describe('a failure or a release retried while its first try is still open', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    // A failed row stays QUEUED, not due, for the whole test.
+    await setSettings(db.pool, { base_delay: '1 hour', max_delay: '1 hour' });
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  const writes = {
+    fail: `SELECT wharf.fail($1, $2, 'unknown', 'TypeError')::text AS answer`,
+    release: 'SELECT wharf.release($1, $2)::text AS answer',
+  };
+
+  /**
+   * One leased row; the first try of `write` runs in `first`, open, and the
+   * retry on another session. The retry's answer, and the row and its
+   * history after: one failure counted, one history entry, however the
+   * first try ended.
+   */
+  async function racedRetry(write: keyof typeof writes, scope: string, firstEnds: 'COMMIT' | 'ROLLBACK') {
+    const [id] = await admitEvents(db.pool, [{ scope }]);
+    const { rows } = await db.pool.query<{ lease_epoch: string }>(
+      'SELECT lease_epoch FROM wharf.claim($1, 10) WHERE id = $2', ['racer', id]);
+    const epoch = rows[0]!.lease_epoch;
+    const first = await db.connect();
+    const retry = await db.connect();
+    const retryPid = await backendPid(retry);
+    try {
+      await first.query('BEGIN');
+      await first.query(writes[write], [id, epoch]);
+      const retried = retry.query<{ answer: string | null }>(writes[write], [id, epoch]);
+      // The retry waits on the row lock the first try holds (pinned, not timed).
+      await blockedOnLock(db.pool, retryPid, { timeout: 10_000, what: 'the retry to wait for the first try' });
+      await first.query(firstEnds);
+      const answer = (await retried).rows[0]?.answer;
+      const { rows: state } = await db.pool.query(
+        `SELECT e.state, e.failures, e.lease_epoch::text,
+                (SELECT array_agg(h.ended || ' ' || h.left_state) FROM wharf.event_attempt h WHERE h.event_id = e.id) AS history
+           FROM wharf.provider_event e WHERE e.id = $1`, [id]);
+      return { answer, ...state[0] };
+    } finally {
+      await first.end();
+      await retry.end();
+    }
+  }
+
+  it('a failure: answers the state the first try left once it commits, writing nothing more', async () => {
+    expect(await racedRetry('fail', 'fail-commit', 'COMMIT'))
+      .toEqual({ answer: 'QUEUED', state: 'QUEUED', failures: 1, lease_epoch: '1', history: ['unknown QUEUED'] });
+  });
+
+  it('a failure: written by the retry itself when the first try rolled back', async () => {
+    expect(await racedRetry('fail', 'fail-rollback', 'ROLLBACK'))
+      .toEqual({ answer: 'QUEUED', state: 'QUEUED', failures: 1, lease_epoch: '1', history: ['unknown QUEUED'] });
+  });
+
+  it('a release: answers true once the first try commits, writing nothing more', async () => {
+    expect(await racedRetry('release', 'release-commit', 'COMMIT'))
+      .toEqual({ answer: 'true', state: 'QUEUED', failures: 0, lease_epoch: '1', history: ['released QUEUED'] });
+  });
+
+  it('a release: written by the retry itself when the first try rolled back', async () => {
+    expect(await racedRetry('release', 'release-rollback', 'ROLLBACK'))
+      .toEqual({ answer: 'true', state: 'QUEUED', failures: 0, lease_epoch: '1', history: ['released QUEUED'] });
   });
 });
