@@ -1,24 +1,37 @@
 -- Connections: workspaces, the verified links between a provider and a
--- workspace, and their subscriptions. Every change takes the lifecycle lock in
--- exclusive mode and bumps the connection's generation, so that admission
--- (which takes the same locks shared) sees a change either wholly before or
--- wholly after a delivery.
+-- workspace, and their subscriptions. Every change takes the lifecycle lock
+-- of each (provider, source) it touches in exclusive mode and bumps the
+-- connection's generation, so that admission (which takes its sources' locks
+-- shared before it reads anything about them) sees a change either wholly
+-- before or wholly after a delivery.
 --
 -- Lifecycle locks are transaction-scoped advisory locks: unlike FOR SHARE row
--- locks they queue fairly, so a stream of admissions cannot starve a change.
+-- locks they queue fairly, so a stream of admissions cannot starve a change
+-- (a new shared request waits behind a waiting exclusive one).
+--
+-- The one lock order, for every transaction that takes several:
+--   1. workspace (changes only: a workspace's state, a connection created in it),
+--   2. body (admission only: one body signed alone, sql/80),
+--   3. source (admission shared, changes exclusive),
+--   4. scope rows (sql/20, lock_scopes),
+-- each class in ascending key (bigint) order, never a class after a later
+-- one. A transaction holding locks of class n waits only for locks of a class
+-- after n, so no two of them wait for each other in a cycle.
 --
 -- The changes an operator makes are SECURITY DEFINER with a fixed
 -- search_path and not executable by PUBLIC (sql/README.md, "Roles and GRANTs").
 
--- The advisory lock key of one lifecycle object ('source', 'connection',
--- 'workspace'). 64-bit hashes: a collision only makes two objects wait for
+-- The advisory lock key of one lifecycle object ('workspace', 'body',
+-- 'source'). 64-bit hashes: a collision only makes two objects wait for
 -- each other, it never lets a change and an admission overlap.
 CREATE OR REPLACE FUNCTION wharf.lifecycle_key(p_kind text, p_id text) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT hashtextextended('wharf:' || p_kind || ':' || p_id, 0)
 $$;
 
--- The lifecycle object of a provider's source: its subscriptions and routes.
+-- The lifecycle object of a provider's source: its connections, their
+-- states, routes, secrets and subscriptions, and the states of their
+-- workspaces, as far as admission reads them.
 CREATE OR REPLACE FUNCTION wharf.source_lock_id(p_provider text, p_source text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT p_provider || ' ' || p_source
@@ -77,7 +90,16 @@ BEGIN
     RAISE EXCEPTION 'wharf: unknown workspace state %', quote_literal(p_state) USING ERRCODE = '22023';
   END IF;
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  -- The workspace first: a connection being created in it (upsert_connection
+  -- holds this lock shared) commits before the read below, or waits.
   PERFORM wharf.lock_lifecycle('workspace', p_id::text);
+  -- Then every source its connections fall under, exclusive, in key order:
+  -- admissions of those sources in flight commit first, later ones read the
+  -- new state.
+  PERFORM pg_advisory_xact_lock(k.key)
+     FROM (SELECT DISTINCT wharf.lifecycle_key('source', wharf.source_lock_id(c.provider, c.source)) AS key
+             FROM wharf.connection c WHERE c.workspace_id = p_id
+            ORDER BY 1) k;
   UPDATE wharf.workspace SET state = p_state WHERE id = p_id;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
@@ -113,6 +135,9 @@ BEGIN
     RAISE EXCEPTION 'wharf: unknown workspace %', p_workspace_id USING ERRCODE = 'P0002';
   END IF;
 
+  -- The workspace shared (a change of its state waits for this connection,
+  -- and so locks its source too), then the source exclusive.
+  PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('workspace', p_workspace_id::text));
   PERFORM wharf.lock_lifecycle('source', wharf.source_lock_id(p_provider, p_source));
   -- Two statements, not `external_id IS NOT DISTINCT FROM p_external_id`,
   -- which no index can serve: that walked every connection of the workspace
@@ -134,12 +159,27 @@ BEGIN
     VALUES (p_workspace_id, p_provider, p_source, p_kind, p_external_id, p_route)
     RETURNING id INTO v_id;
   ELSIF v_route IS DISTINCT FROM p_route THEN
-    PERFORM wharf.lock_lifecycle('connection', v_id::text);
     UPDATE wharf.connection
        SET route = p_route, generation = generation + 1, updated_at = now()
      WHERE id = v_id;
   END IF;
   RETURN v_id;
+END $$;
+
+-- Locks the source a connection falls under, exclusive, for a change of the
+-- connection (its state, route, secret or subscriptions); P0002 for an
+-- unknown connection. A connection's provider and source never change.
+CREATE OR REPLACE FUNCTION wharf.lock_connection_for_change(p_connection_id bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_provider text;
+  v_source   text;
+BEGIN
+  SELECT provider, source INTO v_provider, v_source FROM wharf.connection WHERE id = p_connection_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wharf: unknown connection %', p_connection_id USING ERRCODE = 'P0002';
+  END IF;
+  PERFORM wharf.lock_lifecycle('source', wharf.source_lock_id(v_provider, v_source));
 END $$;
 
 -- Sets a connection ACTIVE, PAUSED (its deliveries stored, none claimed until
@@ -155,13 +195,10 @@ BEGIN
     RAISE EXCEPTION 'wharf: unknown connection state %', quote_literal(p_state) USING ERRCODE = '22023';
   END IF;
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
-  PERFORM wharf.lock_lifecycle('connection', p_id::text);
+  PERFORM wharf.lock_connection_for_change(p_id);
   UPDATE wharf.connection
      SET state = p_state, generation = generation + 1, updated_at = now()
    WHERE id = p_id AND state IS DISTINCT FROM p_state;
-  IF NOT FOUND AND NOT EXISTS (SELECT FROM wharf.connection WHERE id = p_id) THEN
-    RAISE EXCEPTION 'wharf: unknown connection %', p_id USING ERRCODE = 'P0002';
-  END IF;
   -- Out of PAUSED: the scopes a claim parked for this connection's heads
   -- (sql/30) are claimable again, in their usual order.
   IF p_state <> 'PAUSED' THEN
@@ -177,22 +214,6 @@ BEGIN
   IF p_state = 'ACTIVE' THEN
     PERFORM wharf.notify_idle_claimers();
   END IF;
-END $$;
-
--- Locks a connection's source and the connection for a subscription change;
--- P0002 for an unknown connection.
-CREATE OR REPLACE FUNCTION wharf.lock_connection_for_change(p_connection_id bigint) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-  v_provider text;
-  v_source   text;
-BEGIN
-  SELECT provider, source INTO v_provider, v_source FROM wharf.connection WHERE id = p_connection_id;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'wharf: unknown connection %', p_connection_id USING ERRCODE = 'P0002';
-  END IF;
-  PERFORM wharf.lock_lifecycle('source', wharf.source_lock_id(v_provider, v_source));
-  PERFORM wharf.lock_lifecycle('connection', p_connection_id::text);
 END $$;
 
 -- The connection's workspace receives events about p_subject. True when the

@@ -66,7 +66,7 @@ BEGIN
 
   -- A secret is part of the connection's configuration: same lock, same
   -- generation bump as every other change (sql/70-connections.sql).
-  PERFORM wharf.lock_lifecycle('connection', p_connection_id::text);
+  PERFORM wharf.lock_connection_for_change(p_connection_id);
   INSERT INTO wharf.connection_secret (connection_id, token_sha256, signing_key)
   SELECT p_connection_id,
          CASE WHEN v_place <> 'token' THEN NULL

@@ -1,6 +1,6 @@
 // wharf.admit under real concurrent sessions: deduplication across 16
-// connections, lifecycle changes racing admissions (the lifecycle lock and
-// WH409), fan-out through App and PAT connections, and bad input.
+// connections, lifecycle changes racing admissions (the source's lifecycle
+// lock), fan-out through App and PAT connections, and bad input.
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { admit, type Admission, type Receipt } from '../../edge/sql/admission.js';
@@ -186,7 +186,7 @@ describe('a suspension racing 100 admissions', () => {
     expect(Number(logged!.count)).toBe(refused.length);
   });
 
-  it('set_connection_state: stored before it committed, else dropped or told to retry (WH409), never stored after', async () => {
+  it('set_connection_state: stored before it committed, else dropped, never stored after, never told to retry', async () => {
     const source = 'https://race-connection.example.com';
     const app = await connection(301, source, 'app_installation', '1', ['repo:acme/api']);
 
@@ -206,16 +206,12 @@ describe('a suspension racing 100 admissions', () => {
     const retried = results.filter((result) => result === 'WH409');
     expect(stored.length + dropped.length + retried.length).toBe(100);
     expect(stored.length).toBeGreaterThanOrEqual(30);
-    expect(dropped.length + retried.length).toBeGreaterThan(0);
+    expect(dropped.length).toBeGreaterThan(0);
+    // Read once under the source's lock (contract v6): no admission is told
+    // its route changed.
+    expect(retried).toEqual([]);
     expect([...storedKeys].sort()).toEqual([...visibleToChange].sort());
     expect(storedKeys.size).toBe(stored.length);
-
-    // The provider retries a WH409 against the current route: dropped, nothing stored.
-    for (const [index, result] of results.entries()) {
-      if (result !== 'WH409') continue;
-      const again = await admit(db.pool, push(source, '1', `c-${index}`, ['repo:acme/api']));
-      expect(again.dropped).toBe('source-inactive');
-    }
     expect(await sql('SELECT 1 FROM wharf.provider_event WHERE source = $1', [source])).toHaveLength(storedKeys.size);
   });
 });
@@ -248,59 +244,95 @@ describe('a lifecycle change committed while an admission waits for its lock', (
     late = await connection(ws.late, source, 'pat', 'p', []);
   });
 
-  /** Holds `change` uncommitted, starts the admission, commits once the admission waits. */
+  /**
+   * Holds `change` uncommitted, starts the admission, and commits once the
+   * admission waits for the change's lock: the admission must wait (it reads
+   * nothing of its source before it holds that source's lock), so the test
+   * fails if it settles first.
+   */
   async function admitDuring(change: string, params: unknown[], deliveryKey: string): Promise<Receipt> {
     await holder.query('BEGIN');
     await holder.query(change, params);
     const pid = await backendPid(admitter);
     const admission = admit(admitter, push(source, '1', deliveryKey, ['repo:acme/api']));
     const settled = admission.then(
-      () => undefined,
-      () => undefined,
+      () => 'settled' as const,
+      () => 'settled' as const,
     );
-    // An admission that did not wait at all settles first; the assertions then fail on its result.
-    await Promise.race([blockedOnLock(db.pool, pid), settled]);
+    const first = await Promise.race([blockedOnLock(db.pool, pid).then(() => 'waited' as const), settled]);
     await holder.query('COMMIT');
+    expect(first).toBe('waited');
     return admission;
   }
 
-  it('a new subscription raises WH409 for an admission that read the route before it; the retry reaches it', async () => {
-    await expect(
-      admitDuring('SELECT wharf.subscribe($1, $2)', [late, 'repo:acme/api'], 'sub-1'),
-    ).rejects.toMatchObject({ code: 'WH409' });
-    expect(await storedWorkspaces(source, 'sub-1')).toEqual([]);
-
-    const retry = await admit(db.pool, push(source, '1', 'sub-1', ['repo:acme/api']));
-    expect(retry.events.map((event) => [event.workspace_id, event.outcome])).toEqual([
+  // Contract v6: the route is read once, after the source's lock, so an
+  // admission that waited for a change reads what the change committed; no
+  // WH409, no retry needed.
+  it('a new subscription committed while the admission waits: the admission reaches it', async () => {
+    const receipt = await admitDuring('SELECT wharf.subscribe($1, $2)', [late, 'repo:acme/api'], 'sub-1');
+    expect(receipt.events.map((event) => [event.workspace_id, event.outcome])).toEqual([
       [ws.app, 'stored'],
       [ws.pat, 'stored'],
       [ws.late, 'stored'],
     ]);
+    expect(await storedWorkspaces(source, 'sub-1')).toEqual([ws.app, ws.pat, ws.late]);
   });
 
-  it('an unsubscription raises WH409 and stores no row for the recipient it removed', async () => {
-    await expect(
-      admitDuring('SELECT wharf.unsubscribe($1, $2)', [pat, 'repo:acme/api'], 'unsub-1'),
-    ).rejects.toMatchObject({ code: 'WH409' });
-    expect(await storedWorkspaces(source, 'unsub-1')).toEqual([]);
-    const retry = await admit(db.pool, push(source, '1', 'unsub-1', ['repo:acme/api']));
-    expect(retry.events.map((event) => event.workspace_id)).toEqual([ws.app]);
+  it('an unsubscription committed while the admission waits: no row for the recipient it removed', async () => {
+    const receipt = await admitDuring('SELECT wharf.unsubscribe($1, $2)', [pat, 'repo:acme/api'], 'unsub-1');
+    expect(receipt.events.map((event) => event.workspace_id)).toEqual([ws.app]);
+    expect(await storedWorkspaces(source, 'unsub-1')).toEqual([ws.app]);
   });
 
-  it('a recipient suspended raises WH409 and stores no row for it', async () => {
-    await expect(
-      admitDuring(`SELECT wharf.set_connection_state($1, 'SUSPENDED')`, [pat], 'suspend-1'),
-    ).rejects.toMatchObject({ code: 'WH409' });
-    expect(await storedWorkspaces(source, 'suspend-1')).toEqual([]);
-    const retry = await admit(db.pool, push(source, '1', 'suspend-1', ['repo:acme/api']));
-    expect(retry.events.map((event) => event.workspace_id)).toEqual([ws.app]);
+  it('a recipient suspended while the admission waits is refused, and nothing is stored for it', async () => {
+    const receipt = await admitDuring(`SELECT wharf.set_connection_state($1, 'SUSPENDED')`, [pat], 'suspend-1');
+    expect(receipt.events.map((event) => event.workspace_id)).toEqual([ws.app]);
+    expect(receipt.refused).toEqual([{ connection_id: pat, workspace_id: ws.pat, reason: 'connection-inactive' }]);
+    expect(await storedWorkspaces(source, 'suspend-1')).toEqual([ws.app]);
   });
 
-  it('a workspace suspended while the admission waits is refused by the locked read', async () => {
+  it('the source suspended while the admission waits: dropped source-inactive', async () => {
+    const receipt = await admitDuring(`SELECT wharf.set_connection_state($1, 'SUSPENDED')`, [app], 'source-1');
+    expect(receipt).toMatchObject({ events: [], refused: [], dropped: 'source-inactive' });
+    expect(await storedWorkspaces(source, 'source-1')).toEqual([]);
+  });
+
+  it('a workspace suspended while the admission waits is refused by the read after it', async () => {
     const receipt = await admitDuring(`SELECT wharf.set_workspace_state($1, 'SUSPENDED')`, [ws.app], 'ws-1');
     expect(receipt.events.map((event) => [event.workspace_id, event.outcome])).toEqual([[ws.pat, 'stored']]);
     expect(receipt.refused).toEqual([{ connection_id: app, workspace_id: ws.app, reason: 'workspace-inactive' }]);
     expect(await storedWorkspaces(source, 'ws-1')).toEqual([ws.pat]);
+  });
+
+  it('a connection created in a workspace while its suspension waits: the suspension locks the new source too', async () => {
+    // The creation holds the workspace's lock shared: the suspension waits
+    // for it, then finds the new connection and locks its source, so an
+    // admission through it waits for the suspension and is refused.
+    const other = `${source}/other`;
+    const creator = holder;
+    await creator.query('BEGIN');
+    const { rows } = await creator.query<{ id: string }>(
+      `SELECT wharf.upsert_connection($1, 'github', $2, 'app_installation', '77') AS id`, [ws.late, other]);
+    const created = Number(rows[0]!.id);
+    await creator.query('SELECT wharf.subscribe($1, $2)', [created, 'repo:acme/api']);
+    const suspender = await db.connect();
+    try {
+      await suspender.query('BEGIN');
+      const suspenderPid = await backendPid(suspender);
+      const suspension = suspender.query(`SELECT wharf.set_workspace_state($1, 'SUSPENDED')`, [ws.late]);
+      await blockedOnLock(db.pool, suspenderPid, { timeout: 10_000, what: 'the suspension to wait for the creation' });
+      await creator.query('COMMIT');
+      await suspension;
+      const pid = await backendPid(admitter);
+      const admission = admit(admitter, push(other, '77', 'created-1', ['repo:acme/api']));
+      await blockedOnLock(db.pool, pid, { timeout: 10_000, what: 'the admission to wait for the suspension' });
+      await suspender.query('COMMIT');
+      const receipt = await admission;
+      expect(receipt.events).toEqual([]);
+      expect(receipt.refused).toEqual([{ connection_id: created, workspace_id: ws.late, reason: 'workspace-inactive' }]);
+    } finally {
+      await suspender.end();
+    }
   });
 
   afterAll(async () => {

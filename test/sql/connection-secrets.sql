@@ -80,8 +80,9 @@ SELECT is((SELECT previous_valid_until FROM wharf.connection_secret WHERE connec
 SELECT is(pg_temp.generation('gitlab'), 2::bigint, 'setting a secret bumps the connection''s generation');
 SELECT ok(EXISTS (SELECT FROM held_lifecycle_lock
                    WHERE mode = 'ExclusiveLock'
-                     AND key = wharf.lifecycle_key('connection', pg_temp.conn('gitlab')::text)),
-          'set_connection_secret holds the connection''s lifecycle lock in exclusive mode');
+                     AND key = wharf.lifecycle_key('source', (SELECT wharf.source_lock_id(provider, source) FROM wharf.connection
+                                                              WHERE id = pg_temp.conn('gitlab')))),
+          'set_connection_secret holds its source''s lifecycle lock in exclusive mode');
 
 -- GitLab rotation: the previous digest stays valid for secret_overlap ---------------
 SELECT wharf.set_connection_secret(pg_temp.conn('gitlab'), 'glpat-token-2');

@@ -76,9 +76,10 @@ SELECT ok(EXISTS (SELECT FROM held_lifecycle_lock
                      AND key = wharf.lifecycle_key('source', wharf.source_lock_id('gitlab', 'https://gitlab.example.com'))),
           'upsert_connection holds the source''s lifecycle lock in exclusive mode');
 SELECT ok(EXISTS (SELECT FROM held_lifecycle_lock
-                   WHERE mode = 'ExclusiveLock'
-                     AND key = wharf.lifecycle_key('connection', (SELECT id FROM conn WHERE name = 'hook')::text)),
-          'a route change holds the connection''s lifecycle lock in exclusive mode');
+                   WHERE mode = 'ShareLock'
+                     AND key = wharf.lifecycle_key('workspace', (SELECT workspace_id FROM wharf.connection
+                                                                 WHERE id = (SELECT id FROM conn WHERE name = 'hook'))::text)),
+          'upsert_connection holds its workspace''s lifecycle lock in shared mode (a change of the workspace waits for it)');
 
 SELECT throws_ok($$SELECT wharf.upsert_connection(20, 'github', 'https://github.com', 'app_installation', '100')$$,
                  '23505', NULL, 'an App installation belongs to one workspace per provider and source');
@@ -107,8 +108,9 @@ SELECT results_eq(
   $$VALUES ('SUSPENDED', 2::bigint)$$, 'a state change is written and bumps the generation');
 SELECT ok(EXISTS (SELECT FROM held_lifecycle_lock
                    WHERE mode = 'ExclusiveLock'
-                     AND key = wharf.lifecycle_key('connection', (SELECT id FROM conn WHERE name = 'app')::text)),
-          'set_connection_state holds the connection''s lifecycle lock in exclusive mode');
+                     AND key = wharf.lifecycle_key('source', (SELECT wharf.source_lock_id(provider, source) FROM wharf.connection
+                                                              WHERE id = (SELECT id FROM conn WHERE name = 'app')))),
+          'set_connection_state holds its source''s lifecycle lock in exclusive mode');
 SELECT wharf.set_connection_state((SELECT id FROM conn WHERE name = 'app'), 'SUSPENDED');
 SELECT is((SELECT generation FROM wharf.connection WHERE id = (SELECT id FROM conn WHERE name = 'app')), 2::bigint,
           'setting the state it already has changes nothing');
@@ -146,11 +148,9 @@ SELECT is((SELECT generation FROM wharf.connection WHERE id = (SELECT id FROM co
           'a new subscription bumps the connection''s generation');
 SELECT ok(EXISTS (SELECT FROM held_lifecycle_lock
                    WHERE mode = 'ExclusiveLock'
-                     AND key = wharf.lifecycle_key('source', wharf.source_lock_id('github', 'https://github.com')))
-          AND EXISTS (SELECT FROM held_lifecycle_lock
-                       WHERE mode = 'ExclusiveLock'
-                         AND key = wharf.lifecycle_key('connection', (SELECT id FROM conn WHERE name = 'pat')::text)),
-          'subscribe holds the source''s and the connection''s lifecycle locks in exclusive mode');
+                     AND key = wharf.lifecycle_key('source', (SELECT wharf.source_lock_id(provider, source) FROM wharf.connection
+                                                              WHERE id = (SELECT id FROM conn WHERE name = 'pat')))),
+          'subscribe holds its source''s lifecycle lock in exclusive mode');
 SELECT is(wharf.subscribe((SELECT id FROM conn WHERE name = 'pat'), 'repo:acme/api'), false,
           'subscribe returns false when the subscription exists');
 SELECT is((SELECT generation FROM wharf.connection WHERE id = (SELECT id FROM conn WHERE name = 'pat')), 2::bigint,
