@@ -315,9 +315,7 @@ DECLARE
   v_route    jsonb := v_item.route;
   v_subject  text := v_item.subjects[1];
   v_source   wharf.connection;
-  v_routes   wharf.admission_route[];
-  v_first    wharf.admission_recipient[];  -- before the lifecycle locks
-  v_locked   wharf.admission_recipient[];  -- ... and under them
+  v_read     wharf.admission_recipient[];  -- under the source's lifecycle lock
   v_events   jsonb := '[]'::jsonb;
   v_refused  jsonb := '[]'::jsonb;
   v_drop     text;
@@ -337,21 +335,17 @@ BEGIN
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
 
   -- 0. A body signed alone, stored before from this source: the rows already
-  -- stored answer (see admit_items).
+  -- stored answer (body_stored). Its lock makes concurrent admissions of one
+  -- body take turns (class 2 of the one lock order, sql/70).
   IF v_item.body_sha256 IS NOT NULL THEN
     PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('body',
       p_source || ' ' || coalesce(v_route->>'connection_id', '') || ' ' || p_body_sha256));
-    v_events := coalesce((
-      SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
-                       ORDER BY e.workspace_id NULLS FIRST)
-        FROM wharf.provider_event e
-       WHERE e.source = p_source AND e.body_sha256 = v_item.body_sha256
-         AND (NOT v_connection_signed OR e.connection_id::text = v_route->>'connection_id')
-         AND e.received_at > now() - wharf.setting_interval('replay_window')), '[]'::jsonb);
-    IF jsonb_array_length(v_events) > 0 THEN
+    v_events := wharf.body_stored(v_item);
+    IF v_events IS NOT NULL THEN
       RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
                                 'refused', '[]'::jsonb, 'dropped', NULL);
     END IF;
+    v_events := '[]'::jsonb;
   END IF;
 
   -- 1. Control events: one installation row in the provider's system scope.
@@ -363,6 +357,14 @@ BEGIN
       v_drop := 'invalid-event-route';
     END IF;
   ELSE
+    -- 3. (first) Lifecycle lock: the source's, shared, before anything about
+    -- it is read (class 3 of the one lock order, sql/70). Every change of
+    -- its connections, their subscriptions or their workspaces holds it
+    -- exclusive: it committed before the reads below, or waits until this
+    -- admission commits. Queued fairly, so no stream of admissions starves a
+    -- change.
+    PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)));
+
     -- 2. Source: the connection named by a verified route fact.
     IF v_route ? 'connection_id' THEN
       SELECT * INTO v_source FROM wharf.connection
@@ -395,23 +397,15 @@ BEGIN
   END IF;
 
   IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
-    -- 3. Lifecycle lock: read the source and recipients, lock them shared
-    -- (source, connections by id, workspaces by id), read them again.
-    v_routes := ARRAY[ROW(1, p_provider, p_source, v_item.subjects, v_connection_signed, NULL, false, NULL,
-                          v_source.id)::wharf.admission_route];
-    v_first := wharf.admission_recipients(v_routes);
-    PERFORM wharf.lock_lifecycles(v_routes, v_first);
-    v_locked := wharf.admission_recipients(v_routes);
-    IF cardinality(wharf.routes_changed(v_first, v_locked)) > 0 THEN
-      RAISE EXCEPTION 'wharf.admit: the route of % changed during admission; retry', p_source
-        USING ERRCODE = 'WH409';
-    END IF;
+    -- 3. The source and recipients, read once under the source's lock.
+    v_read := wharf.admission_recipients(ARRAY[ROW(1, p_provider, p_source, v_item.subjects, v_connection_signed,
+                                                   NULL, false, NULL, v_source.id)::wharf.admission_route]);
 
     -- 4. Activity: the source itself must be ACTIVE (or PAUSED: a paused
     -- workspace or connection stores and holds); then per workspace.
-    IF NOT EXISTS (SELECT FROM unnest(v_locked) f WHERE f.is_source AND f.state IN ('ACTIVE', 'PAUSED')) THEN
+    IF NOT EXISTS (SELECT FROM unnest(v_read) f WHERE f.is_source AND f.state IN ('ACTIVE', 'PAUSED')) THEN
       v_drop := 'source-inactive';
-    ELSIF NOT EXISTS (SELECT FROM unnest(v_locked) f WHERE NOT f.is_source) THEN
+    ELSIF NOT EXISTS (SELECT FROM unnest(v_read) f WHERE NOT f.is_source) THEN
       v_drop := 'no-subscriber';
     ELSE
       FOR v_ws IN
@@ -419,7 +413,7 @@ BEGIN
                bool_or(f.workspace_state IN ('ACTIVE', 'PAUSED')) AS workspace_active,
                min(f.connection_id) FILTER (WHERE f.state IN ('ACTIVE', 'PAUSED')) AS active_connection_id,
                jsonb_agg(f.connection_id ORDER BY f.connection_id) AS connection_ids
-          FROM unnest(v_locked) f WHERE NOT f.is_source
+          FROM unnest(v_read) f WHERE NOT f.is_source
          GROUP BY 1 ORDER BY 1
       LOOP
         IF v_ws.workspace_active AND v_ws.active_connection_id IS NOT NULL THEN
@@ -470,47 +464,66 @@ CREATE FUNCTION wharf.admit_items(p_items wharf.admission_item[]) RETURNS jsonb[
     AS $_$
 DECLARE
   v_routes    wharf.admission_route[];  -- per item: v_routes[n] is item n's
-  v_first     wharf.admission_recipient[];
-  v_locked    wharf.admission_recipient[];
-  v_changed   integer[];
+  v_read      wharf.admission_recipient[];  -- read once, under the source locks
+  v_segments  integer[];  -- per item: the segment it is stored in, from 1
   v_source_active boolean[];  -- per item: its source ACTIVE or PAUSED
-  v_subscribed    boolean[];  -- per item: some recipient read under the locks
+  v_subscribed    boolean[];  -- per item: some recipient read
   v_rows      wharf.admission_row[];
   v_events    jsonb[];   -- per item, the receipt's events
   v_refused   jsonb[];   -- per item, the receipt's refusals
   v_drops     text[];    -- per item, the drop reason
-  v_stored    boolean;
-  v_ids       bigint[];  -- the rows this call stored ...
-  v_keys      text[];    -- ... and their dedupe keys
+  v_stored    boolean := false;
+  v_ids       bigint[] := ARRAY[]::bigint[];  -- the rows this call stored ...
+  v_keys      text[] := ARRAY[]::text[];    -- ... and their dedupe keys
+  v_first     integer;   -- the item that starts a segment
+  v_answer    jsonb;     -- ... and the rows its body already has
+  v_answered  integer[] := ARRAY[]::integer[];  -- the items a segment answered so
+  v_existing  text[];    -- the scopes of those items that existed before
 BEGIN
+  IF cardinality(p_items) = 0 THEN
+    RETURN ARRAY[]::jsonb[];
+  END IF;
   -- Held to commit: a claimer going idle (mark_idle) waits for this
   -- admission, so that the claim it makes next sees its rows (rule 6).
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
 
-  -- 0. A body signed alone, stored before from this source (a redelivery
+  -- 0. and 3. The locks before anything is read (classes 2 and 3 of the one
+  -- lock order, sql/70), each class in key order, in one statement:
+  --  - every body signed alone, exclusive: concurrent admissions of one body
+  --    take turns, so that the second is the first's duplicate (rule 0);
+  --  - every source of a work event, shared: a change of the source's
+  --    connections, their subscriptions or their workspaces (which takes it
+  --    exclusive) commits before the reads below, or waits until this
+  --    transaction commits. Queued fairly, so no stream of admissions starves
+  --    a change.
+  PERFORM CASE WHEN l.shared THEN pg_advisory_xact_lock_shared(l.key) ELSE pg_advisory_xact_lock(l.key) END
+     FROM (SELECT false AS shared, wharf.lifecycle_key('body',
+                    i.source || ' ' || coalesce(i.route->>'connection_id', '') || ' ' || encode(i.body_sha256, 'hex')) AS key
+             FROM unnest(p_items) i
+            WHERE i.error_code IS NULL AND i.body_sha256 IS NOT NULL
+           UNION
+           SELECT true, wharf.lifecycle_key('source', wharf.source_lock_id(i.provider, i.source))
+             FROM unnest(p_items) i
+            WHERE i.error_code IS NULL AND NOT coalesce(i.route->'control' = 'true', false)
+           ORDER BY 1, 2) l;
+
+  -- 0.-2. A body signed alone, stored before from this source (a redelivery
   -- under another delivery id, or a captured body relabelled by its unsigned
   -- headers): the rows already stored answer. A connection-signed body
   -- (Forgejo) only ever answers with its own connection's rows: two
   -- workspaces' webhooks on one repository receive identical bodies, and
-  -- neither may see, or pre-empt, the other's. The lock makes concurrent
-  -- admissions of one body take turns (the first class of locks, in key order).
-  PERFORM pg_advisory_xact_lock(k.key)
-     FROM (SELECT DISTINCT wharf.lifecycle_key('body',
-                    i.source || ' ' || coalesce(i.route->>'connection_id', '') || ' ' || encode(i.body_sha256, 'hex')) AS key
-             FROM unnest(p_items) i
-            WHERE i.error_code IS NULL AND i.body_sha256 IS NOT NULL
-            ORDER BY 1) k;
-
-  -- 1.-2. Control events, and the source of every other item, with the drops
-  -- these rules decide; an item refused by its arguments gets a route without
-  -- source, drop or control, which nothing below admits.
+  -- neither may see, or pre-empt, the other's. Then control events, and the
+  -- source of every other item, with the drops these rules decide; an item
+  -- refused by its arguments gets a route without source, drop or control,
+  -- which nothing below admits.
   SELECT array_agg(ROW(r.n, i.provider, i.source, i.subjects, i.route ? 'connection_id', r.body_events,
                        r.control, r.drop_reason, r.source_id)::wharf.admission_route ORDER BY r.n)
     INTO v_routes
     FROM unnest(p_items) WITH ORDINALITY AS i(provider, source, delivery_key, event_type, route, subjects,
                                               payload, headers, body_sha256, error_code, error_message, n)
     CROSS JOIN LATERAL (
-      SELECT i.n::integer AS n, dup.events AS body_events,
+      SELECT i.n::integer AS n,
+             CASE WHEN i.body_sha256 IS NOT NULL THEN wharf.body_stored(p_items[i.n]) END AS body_events,
              i.error_code IS NULL AND coalesce(i.route->'control' = 'true', false) AS control,
              CASE
                WHEN i.error_code IS NOT NULL THEN NULL
@@ -528,15 +541,6 @@ BEGIN
              END AS drop_reason,
              CASE WHEN i.error_code IS NULL AND NOT coalesce(i.route->'control' = 'true', false) THEN src.id END AS source_id
         FROM (SELECT 1) one
-        LEFT JOIN LATERAL (
-          SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
-                           ORDER BY e.workspace_id NULLS FIRST) AS events
-            FROM wharf.provider_event e
-           WHERE i.error_code IS NULL AND i.body_sha256 IS NOT NULL
-             AND e.source = i.source AND e.body_sha256 = i.body_sha256
-             AND (NOT i.route ? 'connection_id' OR e.connection_id::text = i.route->>'connection_id')
-             AND e.received_at > now() - wharf.setting_interval('replay_window')
-        ) dup ON true
         LEFT JOIN LATERAL (
           SELECT c.id, c.route FROM wharf.connection c
            WHERE i.route ? 'connection_id'
@@ -562,16 +566,25 @@ BEGIN
                                CASE WHEN r.body_events IS NULL THEN r.source_id END)::wharf.admission_route
                       FROM unnest(v_routes) r ORDER BY r.n);
 
-  -- 3. Lifecycle lock: read the recipients, lock every source, connection
-  -- and workspace in shared mode (sources by key, connections by id,
-  -- workspaces by id: the second class of locks, in one order for every
-  -- caller), read them again under the locks. An item whose source or
-  -- recipients changed in between is refused with WH409.
+  -- The segments: each item whose body an earlier valid item carries starts
+  -- one (a source and digest, whatever the connection: more segments than
+  -- needed never change what is stored, fewer would).
+  IF cardinality(p_items) = 1 THEN
+    v_segments := '{1}';
+  ELSE
+    v_segments := ARRAY(
+      SELECT 1 + count(*) FILTER (WHERE x.repeats) OVER (ORDER BY x.n)
+        FROM (SELECT i.n, i.error_code IS NULL AND i.body_sha256 IS NOT NULL
+                          AND row_number() OVER (PARTITION BY i.error_code IS NULL AND i.body_sha256 IS NOT NULL,
+                                                              i.source, i.body_sha256 ORDER BY i.n) > 1 AS repeats
+                FROM unnest(p_items) WITH ORDINALITY AS i(provider, source, delivery_key, event_type, route, subjects,
+                                                          payload, headers, body_sha256, error_code, error_message, n)) x
+       ORDER BY x.n);
+  END IF;
+
+  -- 3. The recipients, read once under the source locks.
   IF EXISTS (SELECT FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL) THEN
-    v_first := wharf.admission_recipients(v_routes);
-    PERFORM wharf.lock_lifecycles(v_routes, v_first);
-    v_locked := wharf.admission_recipients(v_routes);
-    v_changed := wharf.routes_changed(v_first, v_locked);
+    v_read := wharf.admission_recipients(v_routes);
   END IF;
 
   -- 4. Activity, per item: whether its source is ACTIVE (or PAUSED, which
@@ -584,7 +597,7 @@ BEGIN
             FROM (SELECT k AS n, NULL::boolean AS is_source, NULL::text AS state
                     FROM generate_series(1, cardinality(p_items)) k
                   UNION ALL
-                  SELECT l.n, l.is_source, l.state FROM unnest(v_locked) l) f
+                  SELECT l.n, l.is_source, l.state FROM unnest(v_read) l) f
            GROUP BY f.n) x;
 
   -- ... then per workspace of each item with an active source (it admits
@@ -596,8 +609,8 @@ BEGIN
            bool_or(l.workspace_state IN ('ACTIVE', 'PAUSED')) OVER ws AS workspace_active,
            bool_or(l.workspace_state = 'ACTIVE') OVER ws AS claimable,
            min(l.connection_id) FILTER (WHERE l.state IN ('ACTIVE', 'PAUSED')) OVER ws AS active_connection_id
-      FROM unnest(v_locked) l
-     WHERE NOT l.is_source AND v_source_active[l.n] AND l.n <> ALL (coalesce(v_changed, '{}'))
+      FROM unnest(v_read) l
+     WHERE NOT l.is_source AND v_source_active[l.n]
     WINDOW ws AS (PARTITION BY l.n, l.workspace_id)
   )
   SELECT
@@ -611,7 +624,6 @@ BEGIN
           SELECT ROW(r.n, NULL, NULL, 'system:' || r.provider || ':' || r.source, true)::wharf.admission_row
             FROM unnest(v_routes) r
            WHERE r.control AND r.body_events IS NULL AND r.drop_reason IS NULL
-             AND r.n <> ALL (coalesce(v_changed, '{}'))
           ORDER BY 1),
     -- Refusals: every recipient of a workspace that admits nothing.
     ARRAY(SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -627,9 +639,8 @@ BEGIN
                   SELECT x.n, x.connection_id, x.workspace_id, x.workspace_active FROM recipients x
                    WHERE NOT (x.workspace_active AND x.active_connection_id IS NOT NULL)) f
            GROUP BY f.n ORDER BY f.n),
-    -- Drops decided under the locks.
-    ARRAY(SELECT CASE WHEN (p_items[k]).error_code IS NOT NULL OR k = ANY (coalesce(v_changed, '{}'))
-                           OR (v_routes[k]).body_events IS NOT NULL THEN NULL
+    -- Drops decided after the reads.
+    ARRAY(SELECT CASE WHEN (p_items[k]).error_code IS NOT NULL OR (v_routes[k]).body_events IS NOT NULL THEN NULL
                       WHEN (v_routes[k]).drop_reason IS NOT NULL THEN (v_routes[k]).drop_reason
                       WHEN (v_routes[k]).control THEN NULL
                       WHEN NOT v_source_active[k] THEN 'source-inactive'
@@ -639,44 +650,84 @@ BEGIN
     INTO v_rows, v_refused, v_drops;
 
   -- The scope of every row to store, made when missing and locked, in the
-  -- one lock order (lock_scopes, sql/20): the third class of locks. Locked
-  -- before the rows are inserted, so that within a scope ids are assigned
-  -- and committed in the same order and a claim never passes over a row
-  -- still being inserted.
+  -- one lock order (lock_scopes, sql/20): the last class of locks, taken for
+  -- every segment at once, so that no segment waits for a scope lock while
+  -- holding those of the segments before it. Locked before the rows are
+  -- inserted, so that within a scope ids are assigned and committed in the
+  -- same order and a claim never passes over a row still being inserted. An
+  -- item that starts a segment may yet be answered by its body's rows: the
+  -- scopes it would make are noted, to be removed again if it is.
+  IF v_segments[cardinality(v_segments)] > 1 THEN
+    v_existing := ARRAY(SELECT s.scope_key FROM wharf.scope s
+                         WHERE s.scope_key = ANY (ARRAY(SELECT r.scope_key FROM unnest(v_rows) r
+                                                         WHERE v_segments[r.n] > 1
+                                                           AND r.n = array_position(v_segments, v_segments[r.n]))));
+  END IF;
   PERFORM wharf.lock_scopes(ARRAY(SELECT r.scope_key FROM unnest(v_rows) r),
                             ARRAY(SELECT r.workspace_id FROM unnest(v_rows) r),
                             ARRAY(SELECT r.scope_active FROM unnest(v_rows) r));
 
-  -- 5. Insert, in array order, each workspace's row due at once; a delivery
-  -- stored before (or earlier in the array) is a duplicate. The new rows are
-  -- the youngest of their scopes: each heads its scope when it has no head.
-  -- The scope trigger is told that this statement keeps the scopes (sql/20).
+  -- 5. Insert, segment by segment, in array order, each workspace's row due
+  -- at once; a delivery stored before (or earlier in the array) is a
+  -- duplicate. The new rows are the youngest of their scopes: each heads its
+  -- scope when it has no head. The scope trigger is told that this statement
+  -- keeps the scopes (sql/20).
   PERFORM set_config('wharf.keeping_scopes', 'on', true);
-  WITH stored AS (
-    INSERT INTO wharf.provider_event
-      (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
-       payload, headers, body_sha256)
-    SELECT r.workspace_id, i.provider, i.delivery_key, i.event_type, i.subjects[1], r.scope_key, i.source,
-           r.connection_id, i.payload, i.headers, i.body_sha256
-      FROM unnest(v_rows) WITH ORDINALITY AS r(n, workspace_id, connection_id, scope_key, scope_active, k)
-      CROSS JOIN LATERAL (SELECT (p_items[r.n]).*) i
-     ORDER BY r.k
-    ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
-    RETURNING id, scope_key, next_attempt_at, provider || ':' || event_type AS kind,
-              coalesce(workspace_id::text, '') || ' ' || provider || ' ' || delivery_key AS dedupe_key
-  ), heads AS (
-    UPDATE wharf.scope s
-       SET head_id = h.id, head_due_at = h.due_at, head_kind = h.kind, ready_at = greatest(h.due_at, clock_timestamp())
-      FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at, x.kind
-              FROM stored x ORDER BY x.scope_key, x.id) h
-     WHERE s.scope_key = h.scope_key AND s.head_id IS NULL
-  )
-  SELECT count(*) > 0, array_agg(id), array_agg(dedupe_key) INTO v_stored, v_ids, v_keys FROM stored;
+  FOR v_segment IN 1 .. v_segments[cardinality(v_segments)] LOOP
+    IF v_segment > 1 THEN
+      -- Its first item repeats a body of the segments before: what they
+      -- stored answers it now, and nothing else is decided for it.
+      v_first := array_position(v_segments, v_segment);
+      v_answer := wharf.body_stored(p_items[v_first]);
+      IF v_answer IS NOT NULL THEN
+        v_routes := ARRAY(SELECT CASE WHEN r.n = v_first
+                                      THEN ROW(r.n, r.provider, r.source, r.subjects, r.connection_signed, v_answer,
+                                               false, NULL, NULL)::wharf.admission_route
+                                      ELSE r END
+                            FROM unnest(v_routes) r ORDER BY r.n);
+        v_refused[v_first] := '[]';
+        v_drops[v_first] := NULL;
+        v_answered := v_answered || v_first;
+      END IF;
+    END IF;
+    WITH stored AS (
+      INSERT INTO wharf.provider_event
+        (workspace_id, provider, delivery_key, event_type, subject, scope_key, source, connection_id,
+         payload, headers, body_sha256)
+      SELECT r.workspace_id, i.provider, i.delivery_key, i.event_type, i.subjects[1], r.scope_key, i.source,
+             r.connection_id, i.payload, i.headers, i.body_sha256
+        FROM unnest(v_rows) WITH ORDINALITY AS r(n, workspace_id, connection_id, scope_key, scope_active, k)
+        CROSS JOIN LATERAL (SELECT (p_items[r.n]).*) i
+       WHERE v_segments[r.n] = v_segment AND (v_routes[r.n]).body_events IS NULL
+       ORDER BY r.k
+      ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
+      RETURNING id, scope_key, next_attempt_at, provider || ':' || event_type AS kind,
+                coalesce(workspace_id::text, '') || ' ' || provider || ' ' || delivery_key AS dedupe_key
+    ), heads AS (
+      UPDATE wharf.scope s
+         SET head_id = h.id, head_due_at = h.due_at, head_kind = h.kind, ready_at = greatest(h.due_at, clock_timestamp())
+        FROM (SELECT DISTINCT ON (x.scope_key) x.scope_key, x.id, x.next_attempt_at AS due_at, x.kind
+                FROM stored x ORDER BY x.scope_key, x.id) h
+       WHERE s.scope_key = h.scope_key AND s.head_id IS NULL
+    )
+    SELECT v_stored OR count(*) > 0, v_ids || coalesce(array_agg(id), '{}'), v_keys || coalesce(array_agg(dedupe_key), '{}')
+      INTO v_stored, v_ids, v_keys FROM stored;
+  END LOOP;
   PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  -- The scopes made in vain for answered items, as if never made: one after
+  -- another, an answered item locks no scope.
+  IF cardinality(v_answered) > 0 THEN
+    DELETE FROM wharf.scope s
+     WHERE s.scope_key = ANY (ARRAY(SELECT r.scope_key FROM unnest(v_rows) r WHERE r.n = ANY (v_answered)
+                                    EXCEPT
+                                    SELECT r.scope_key FROM unnest(v_rows) r WHERE r.n <> ALL (v_answered)))
+       AND s.scope_key <> ALL (v_existing) AND s.head_id IS NULL AND s.leased_id IS NULL;
+  END IF;
 
   -- The receipts' events: each row's id, stored by this call (the first row
   -- of its dedupe key, matched to what the INSERT returned by grouping both
-  -- by that key) or found stored before.
+  -- by that key) or found stored before. The rows of an item a segment
+  -- answered with its body's rows were never offered.
   v_events := ARRAY(
     SELECT coalesce(jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.event_id,
                                                  'outcome', e.outcome)
@@ -693,6 +744,7 @@ BEGIN
                                    NULL::bigint AS stored_id
                               FROM unnest(v_rows) WITH ORDINALITY AS r(n, workspace_id, connection_id, scope_key, scope_active, k)
                               CROSS JOIN LATERAL (SELECT (p_items[r.n]).provider, (p_items[r.n]).delivery_key) i
+                             WHERE (v_routes[r.n]).body_events IS NULL
                             UNION ALL
                             SELECT NULL, NULL, NULL, NULL, NULL, s.dedupe_key, s.id
                               FROM unnest(v_ids, v_keys) AS s(id, dedupe_key)) y
@@ -734,9 +786,6 @@ BEGIN
     SELECT CASE
              WHEN i.error_code IS NOT NULL
                THEN jsonb_build_object('error', jsonb_build_object('code', i.error_code, 'message', i.error_message))
-             WHEN k.n = ANY (coalesce(v_changed, '{}'))
-               THEN jsonb_build_object('error', jsonb_build_object('code', 'WH409',
-                      'message', format('wharf.admit: the route of %s changed during admission; retry', i.source)))
              ELSE jsonb_build_object('delivery_key', i.delivery_key,
                                      'events', coalesce(r.body_events, v_events[k.n]),
                                      'refused', CASE WHEN r.body_events IS NULL THEN v_refused[k.n] ELSE '[]' END,
@@ -756,34 +805,8 @@ CREATE FUNCTION wharf.admit_many(p_deliveries jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-DECLARE
-  v_items    wharf.admission_item[] := wharf.admission_items(p_deliveries);
-  v_round    integer := 0;
-  v_rounds   integer[];  -- per item, the round it is admitted in
-  v_indexes  integer[];
-  v_results  jsonb[];
-  v_receipts jsonb[] := array_fill(NULL::jsonb, ARRAY[cardinality(v_items)]);
 BEGIN
-  -- The n-th element with a body digest already carried by an earlier valid
-  -- element goes to round n; nearly every array has one round.
-  v_rounds := ARRAY(
-    SELECT CASE WHEN i.error_code IS NULL AND i.body_sha256 IS NOT NULL
-                THEN row_number() OVER (PARTITION BY i.error_code IS NULL AND i.body_sha256 IS NOT NULL,
-                                                     i.source, i.route->>'connection_id', i.body_sha256 ORDER BY k) - 1
-                ELSE 0 END
-      FROM unnest(v_items) WITH ORDINALITY AS i(provider, source, delivery_key, event_type, route, subjects,
-                                                payload, headers, body_sha256, error_code, error_message, k)
-     ORDER BY k);
-  LOOP
-    v_indexes := ARRAY(SELECT k FROM unnest(v_rounds) WITH ORDINALITY AS r(round, k) WHERE r.round = v_round ORDER BY k);
-    EXIT WHEN cardinality(v_indexes) = 0;
-    v_results := wharf.admit_items(ARRAY(SELECT v_items[k] FROM unnest(v_indexes) WITH ORDINALITY AS x(k, o) ORDER BY o));
-    FOR j IN 1 .. cardinality(v_indexes) LOOP
-      v_receipts[v_indexes[j]] := v_results[j];
-    END LOOP;
-    v_round := v_round + 1;
-  END LOOP;
-  RETURN to_jsonb(v_receipts);
+  RETURN to_jsonb(wharf.admit_items(wharf.admission_items(p_deliveries)));
 END $$;
 
 --
@@ -915,6 +938,26 @@ BEGIN
   RETURN jsonb_build_object(
     'token', v_sweep.lease_token, 'since', v_sweep.window_since, 'until', v_sweep.window_until,
     'cursor', v_sweep.page_cursor, 'pages_done', v_sweep.pages_done, 'resumed', v_resumed);
+END $$;
+
+--
+-- Name: body_stored(wharf.admission_item); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.body_stored(p_item wharf.admission_item) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+  IF p_item.error_code IS NOT NULL OR p_item.body_sha256 IS NULL THEN
+    RETURN NULL;
+  END IF;
+  RETURN (
+    SELECT jsonb_agg(jsonb_build_object('workspace_id', e.workspace_id, 'event_id', e.id, 'outcome', 'duplicate')
+                     ORDER BY e.workspace_id NULLS FIRST)
+      FROM wharf.provider_event e
+     WHERE e.source = p_item.source AND e.body_sha256 = p_item.body_sha256
+       AND (NOT p_item.route ? 'connection_id' OR e.connection_id::text = p_item.route->>'connection_id')
+       AND e.received_at > now() - wharf.setting_interval('replay_window'));
 END $$;
 
 --
@@ -2809,7 +2852,6 @@ BEGIN
     RAISE EXCEPTION 'wharf: unknown connection %', p_connection_id USING ERRCODE = 'P0002';
   END IF;
   PERFORM wharf.lock_lifecycle('source', wharf.source_lock_id(v_provider, v_source));
-  PERFORM wharf.lock_lifecycle('connection', p_connection_id::text);
 END $$;
 
 --
@@ -2821,27 +2863,6 @@ CREATE FUNCTION wharf.lock_lifecycle(p_kind text, p_id text) RETURNS void
     AS $$
   SELECT pg_advisory_xact_lock(wharf.lifecycle_key(p_kind, p_id))
 $$;
-
---
--- Name: lock_lifecycles(wharf.admission_route[], wharf.admission_recipient[]); Type: FUNCTION; Schema: wharf; Owner: -
---
-
-CREATE FUNCTION wharf.lock_lifecycles(p_routes wharf.admission_route[], p_read wharf.admission_recipient[]) RETURNS void
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-  PERFORM pg_advisory_xact_lock_shared(l.key)
-     FROM (SELECT 0 AS rank, wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS id,
-                  wharf.lifecycle_key('source', wharf.source_lock_id(r.provider, r.source)) AS key
-             FROM unnest(p_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL
-           UNION
-           SELECT 1, f.connection_id, wharf.lifecycle_key('connection', f.connection_id::text)
-             FROM unnest(p_read) f
-           UNION
-           SELECT 2, f.workspace_id, wharf.lifecycle_key('workspace', f.workspace_id::text)
-             FROM unnest(p_read) f WHERE NOT f.is_source
-           ORDER BY rank, id) l;
-END $$;
 
 --
 -- Name: lock_scope(text, bigint); Type: FUNCTION; Schema: wharf; Owner: -
@@ -3754,28 +3775,6 @@ BEGIN
 END $$;
 
 --
--- Name: routes_changed(wharf.admission_recipient[], wharf.admission_recipient[]); Type: FUNCTION; Schema: wharf; Owner: -
---
-
-CREATE FUNCTION wharf.routes_changed(p_first wharf.admission_recipient[], p_locked wharf.admission_recipient[]) RETURNS integer[]
-    LANGUAGE plpgsql IMMUTABLE
-    AS $$
-BEGIN
-  RETURN ARRAY(
-    SELECT x.n
-      FROM (SELECT f.n, 1 AS read, f.is_source, f.connection_id, f.generation FROM unnest(p_first) f
-            UNION ALL
-            SELECT f.n, 2, f.is_source, f.connection_id, f.generation FROM unnest(p_locked) f) x
-     GROUP BY x.n
-    HAVING array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
-             FILTER (WHERE x.read = 1)
-           IS DISTINCT FROM
-           array_agg(ARRAY[x.connection_id, x.generation] ORDER BY x.is_source DESC, x.connection_id)
-             FILTER (WHERE x.read = 2)
-     ORDER BY x.n);
-END $$;
-
---
 -- Name: safe_headers(jsonb); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3970,7 +3969,7 @@ BEGIN
 
   -- A secret is part of the connection's configuration: same lock, same
   -- generation bump as every other change (sql/70-connections.sql).
-  PERFORM wharf.lock_lifecycle('connection', p_connection_id::text);
+  PERFORM wharf.lock_connection_for_change(p_connection_id);
   INSERT INTO wharf.connection_secret (connection_id, token_sha256, signing_key)
   SELECT p_connection_id,
          CASE WHEN v_place <> 'token' THEN NULL
@@ -4002,13 +4001,10 @@ BEGIN
     RAISE EXCEPTION 'wharf: unknown connection state %', quote_literal(p_state) USING ERRCODE = '22023';
   END IF;
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
-  PERFORM wharf.lock_lifecycle('connection', p_id::text);
+  PERFORM wharf.lock_connection_for_change(p_id);
   UPDATE wharf.connection
      SET state = p_state, generation = generation + 1, updated_at = now()
    WHERE id = p_id AND state IS DISTINCT FROM p_state;
-  IF NOT FOUND AND NOT EXISTS (SELECT FROM wharf.connection WHERE id = p_id) THEN
-    RAISE EXCEPTION 'wharf: unknown connection %', p_id USING ERRCODE = 'P0002';
-  END IF;
   -- Out of PAUSED: the scopes a claim parked for this connection's heads
   -- (sql/30) are claimable again, in their usual order.
   IF p_state <> 'PAUSED' THEN
@@ -4098,7 +4094,16 @@ BEGIN
     RAISE EXCEPTION 'wharf: unknown workspace state %', quote_literal(p_state) USING ERRCODE = '22023';
   END IF;
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
+  -- The workspace first: a connection being created in it (upsert_connection
+  -- holds this lock shared) commits before the read below, or waits.
   PERFORM wharf.lock_lifecycle('workspace', p_id::text);
+  -- Then every source its connections fall under, exclusive, in key order:
+  -- admissions of those sources in flight commit first, later ones read the
+  -- new state.
+  PERFORM pg_advisory_xact_lock(k.key)
+     FROM (SELECT DISTINCT wharf.lifecycle_key('source', wharf.source_lock_id(c.provider, c.source)) AS key
+             FROM wharf.connection c WHERE c.workspace_id = p_id
+            ORDER BY 1) k;
   UPDATE wharf.workspace SET state = p_state WHERE id = p_id;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'wharf: unknown workspace %', p_id USING ERRCODE = 'P0002';
@@ -4612,6 +4617,9 @@ BEGIN
     RAISE EXCEPTION 'wharf: unknown workspace %', p_workspace_id USING ERRCODE = 'P0002';
   END IF;
 
+  -- The workspace shared (a change of its state waits for this connection,
+  -- and so locks its source too), then the source exclusive.
+  PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('workspace', p_workspace_id::text));
   PERFORM wharf.lock_lifecycle('source', wharf.source_lock_id(p_provider, p_source));
   -- Two statements, not `external_id IS NOT DISTINCT FROM p_external_id`,
   -- which no index can serve: that walked every connection of the workspace
@@ -4633,7 +4641,6 @@ BEGIN
     VALUES (p_workspace_id, p_provider, p_source, p_kind, p_external_id, p_route)
     RETURNING id INTO v_id;
   ELSIF v_route IS DISTINCT FROM p_route THEN
-    PERFORM wharf.lock_lifecycle('connection', v_id::text);
     UPDATE wharf.connection
        SET route = p_route, generation = generation + 1, updated_at = now()
      WHERE id = v_id;
