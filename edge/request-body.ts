@@ -1,6 +1,7 @@
 // The raw body, read under a size limit, and its validation as UTF-8 JSON
 // that PostgreSQL's jsonb accepts (no NUL, no unpaired surrogate escape).
 import type { Bytes } from './crypto.js';
+import { jsonSourceAt, parseJson } from './json-source.js';
 
 /**
  * How many body bytes a receiver holds at once, across its requests, before
@@ -102,7 +103,8 @@ export function parseJsonBody(body: Bytes): ParsedBody {
   if (text.includes('\u0000')) return nulInBody;
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    // Remembering the text: an id past 2^53 is read from it (textAt).
+    value = parseJson(text);
   } catch {
     return { ok: false, reason: 'invalid-json', message: 'The body is not JSON.' };
   }
@@ -166,7 +168,7 @@ export function parseFormBody(body: Bytes, jsonFields: readonly string[] = []): 
     const field = value[name];
     if (typeof field !== 'string' || !field.startsWith('{')) continue;
     try {
-      value[name] = JSON.parse(field);
+      value[name] = parseJson(field);
     } catch {
       return { ok: false, reason: 'invalid-json', message: `The form's ${name} field is not JSON.` };
     }
@@ -174,7 +176,20 @@ export function parseFormBody(body: Bytes, jsonFields: readonly string[] = []): 
   const bad = findUnstorableString(value);
   if (bad === 'nul') return nulInBody;
   if (bad === 'surrogate') return { ok: false, reason: 'invalid-json', message: 'The body holds an unpaired surrogate.' };
-  return { ok: true, text: JSON.stringify(value), value };
+  return { ok: true, text: formJson(value), value };
+}
+
+/**
+ * The stored text of a form's fields: each as JSON, a field parsed as JSON
+ * as the text it was sent as (JSON.stringify would write its numbers past
+ * 2^53 rounded).
+ */
+function formJson(fields: JsonObject): string {
+  let text = '';
+  for (const [name, field] of Object.entries(fields)) {
+    text += `${text === '' ? '{' : ','}${JSON.stringify(name)}:${jsonSourceAt(field, []) ?? JSON.stringify(field)}`;
+  }
+  return text === '' ? '{}' : `${text}}`;
 }
 
 /** Whether the request says its body is a URL-encoded form. */
