@@ -3,6 +3,7 @@
 // over the raw bytes first, then parses. Each refusal stores nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Hono } from 'hono';
+import twilioLibrary from 'twilio';
 import { createEdgeApp } from '../../edge/app.js';
 import {
   signForgejoBody, signGitHubBody, signHubSignatureBody, signLinearBody, signOutlineBody, signPaddleBody, signShopifyBody,
@@ -27,6 +28,7 @@ afterAll(async () => {
 });
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
+const form = 'application/x-www-form-urlencoded';
 
 type Body = Uint8Array<ArrayBuffer>;
 const utf8 = (text: string): Body => new TextEncoder().encode(text);
@@ -130,5 +132,40 @@ describe('Linear: the signed webhookTimestamp is in the body', () => {
     expect(await post(endpoint, JSON.stringify({ ...issue, webhookTimestamp: Date.now() - 120_000 })))
       .toEqual({ status: 401, error: 'stale-timestamp', stored: 0 });
     expect(await post(endpoint, JSON.stringify({ ...issue, webhookTimestamp: Date.now() }))).toMatchObject({ status: 202, stored: 1 });
+  });
+});
+
+describe('Twilio: a correctly signed body that is no form in UTF-8', () => {
+  const authToken = 'twilio_auth_token_for_bad_bodies';
+  // Signed as Twilio's library signs the fields a form parser reads from the body (URLSearchParams).
+  async function post(text: string, contentType = form) {
+    const endpoint = await connect('twilio', authToken);
+    const fields = Object.fromEntries(new URLSearchParams(text));
+    const signature = twilioLibrary.getExpectedTwilioSignature(authToken, `http://localhost${endpoint}`, fields);
+    return postSigned(endpoint, utf8(text), { 'x-twilio-signature': signature }, contentType);
+  }
+
+  it('a percent-escape that is not UTF-8 is 400 invalid-form, nothing stored', async () => {
+    expect(await post('MessageSid=SM1&AccountSid=AC1&Body=caf%E9')).toEqual({ status: 400, error: 'invalid-form', stored: 0 });
+  });
+
+  it('JSON sent as a form is 400 invalid-form, nothing stored', async () => {
+    expect(await post('{"MessageSid": "SM1", "AccountSid": "AC1"}')).toEqual({ status: 400, error: 'invalid-form', stored: 0 });
+    expect(await post('{"MessageSid":"SM1","AccountSid":"AC1"}')).toEqual({ status: 400, error: 'invalid-form', stored: 0 });
+    expect(await post('{"MessageSid":"SM1"}', 'application/json')).toEqual({ status: 400, error: 'invalid-form', stored: 0 });
+  });
+
+  it('a form signed otherwise is still 401 bad-signature', async () => {
+    const endpoint = await connect('twilio', authToken);
+    const signature = twilioLibrary.getExpectedTwilioSignature('another_token_0000000000000000', `http://localhost${endpoint}`, {});
+    expect(await postSigned(endpoint, utf8('Body=caf%E9'), { 'x-twilio-signature': signature }, form))
+      .toEqual({ status: 401, error: 'bad-signature', stored: 0 });
+  });
+});
+
+describe('Slack: a correctly signed form that is no form in UTF-8', () => {
+  it('is 400 invalid-form, nothing stored', async () => {
+    const text = 'command=%2Fdeploy&trigger_id=1.2&team_id=T1&text=caf%E9';
+    expect(await postSigned('/hooks/slack/test', utf8(text), await slackHeaders(text), form)).toEqual({ status: 400, error: 'invalid-form', stored: 0 });
   });
 });
