@@ -182,7 +182,8 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     c: Context, adapter: Adapter, endpoint: Endpoint, body: Bytes, facts: Facts, release: () => void,
   ): Promise<Response> {
     const headers = c.req.raw.headers;
-    const verification = await adapter.verify({ headers, body, endpoint, nowMs: Date.now(), url: c.req.url });
+    const nowMs = Date.now();
+    const verification = await adapter.verify({ headers, body, endpoint, nowMs, url: c.req.url });
     if (!verification.ok) {
       return reject(c, 401, verification.reason, 'The delivery is not signed by this endpoint.', facts);
     }
@@ -191,8 +192,9 @@ export function createWebhookReceiver(deps: ReceiverDeps) {
     release();
     const parsed = adapter.parseBody ? adapter.parseBody(body, headers) : parseJsonBody(body);
     if (!parsed.ok) return reject(c, 400, parsed.reason, parsed.message, facts);
-    const reading = await adapter.read({ headers, text: parsed.text, payload: parsed.value, endpoint });
+    const reading = await adapter.read({ headers, text: parsed.text, payload: parsed.value, endpoint, nowMs });
     if (reading.kind === 'invalid') return reject(c, 400, 'missing-field', reading.message, facts);
+    if (reading.kind === 'stale') return reject(c, 401, 'stale-timestamp', 'The delivery is not signed by this endpoint.', facts);
     if (reading.kind === 'handshake') return c.json(reading.body, 200);
     if (reading.deliveryKey.length > maxKeyLength || reading.eventType.length > maxKeyLength) {
       return reject(c, 400, 'field-too-long',

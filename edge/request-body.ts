@@ -1,6 +1,7 @@
 // The raw body, read under a size limit, and its validation as UTF-8 JSON
 // that PostgreSQL's jsonb accepts (no NUL, no unpaired surrogate escape).
 import type { Bytes } from './crypto.js';
+import { jsonSourceAt, parseJson } from './json-source.js';
 
 /**
  * How many body bytes a receiver holds at once, across its requests, before
@@ -102,7 +103,8 @@ export function parseJsonBody(body: Bytes): ParsedBody {
   if (text.includes('\u0000')) return nulInBody;
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    // Remembering the text: an id past 2^53 is read from it (textAt).
+    value = parseJson(text);
   } catch {
     return { ok: false, reason: 'invalid-json', message: 'The body is not JSON.' };
   }
@@ -120,53 +122,64 @@ export function parseJsonBody(body: Bytes): ParsedBody {
   return { ok: true, text, value: value as JsonObject };
 }
 
+export interface FormReading {
+  /** Each field a string, a repeated field an array of its values in order. */
+  fields: JsonObject;
+  /**
+   * The body is a form as the edge stores one: UTF-8 of the printable ASCII
+   * a form is written in, every percent-escape UTF-8, and not JSON (a form
+   * escapes the "{" a JSON object starts with).
+   */
+  wellFormed: boolean;
+}
+
+// A byte that is not UTF-8 becomes U+FFFD, as a form parser reads it.
+const replacingDecoder = new TextDecoder('utf-8');
+
 /**
- * The fields of an `application/x-www-form-urlencoded` body as sent: each a
- * string, a repeated field an array of its values in order; undefined for a
- * body that is no form (not UTF-8, a raw character a form escapes, a
- * percent-escape that is not UTF-8: decodeURIComponent throws rather than
- * put U+FFFD in its place). What a provider that signs the fields (Twilio)
- * verifies.
+ * The fields of an `application/x-www-form-urlencoded` body as a form parser
+ * reads them (WHATWG's, URLSearchParams: `+` a space, a percent-escape that
+ * is not UTF-8 U+FFFD), whatever the body: what a provider that signs the
+ * fields (Twilio) signed, so that a signed body that is no form can be told
+ * from a forged one. Only a well-formed one is stored (parseFormBody): for
+ * it these fields are exactly the ones decodeURIComponent reads.
  */
-export function formFields(body: Bytes): JsonObject | undefined {
-  let text: string;
-  try {
-    text = decoder.decode(body);
-  } catch {
-    return undefined;
-  }
-  if (!/^[\x21-\x7e]*$/.test(text)) return undefined;
+export function readForm(body: Bytes): FormReading {
+  const text = replacingDecoder.decode(body);
   const fields: JsonObject = {};
-  try {
-    for (const pair of text.split('&')) {
-      if (pair === '') continue;
-      const at = pair.indexOf('=');
-      const [rawName, rawValue] = at < 0 ? [pair, ''] : [pair.slice(0, at), pair.slice(at + 1)];
-      const name = decodeURIComponent(rawName.replaceAll('+', ' '));
-      const field = decodeURIComponent(rawValue.replaceAll('+', ' '));
-      const previous = fields[name];
-      fields[name] = !Object.hasOwn(fields, name) ? field : Array.isArray(previous) ? [...previous, field] : [previous, field];
-    }
-  } catch {
-    return undefined;
+  // After an "&": URLSearchParams drops a leading "?", which a form body keeps.
+  for (const [name, field] of new URLSearchParams(`&${text}`)) {
+    const previous = fields[name];
+    fields[name] = !Object.hasOwn(fields, name) ? field : Array.isArray(previous) ? [...previous, field] : [previous, field];
   }
-  return fields;
+  return { fields, wellFormed: /^[\x21-\x7e]*$/.test(text) && !text.startsWith('{') && decodesAsUtf8(text) };
+}
+
+/** Every percent-escape of `text` is UTF-8 (decodeURIComponent throws rather than put U+FFFD in its place). */
+function decodesAsUtf8(text: string): boolean {
+  try {
+    decodeURIComponent(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
- * A form body (Twilio, Slack's slash commands and interactivity) as the JSON
- * object stored for it (formFields). A field named in `jsonFields` whose
- * value is a JSON object (Slack's `payload`) is stored as that object. What
- * is stored obeys the rule of JSON bodies: no NUL, no unpaired surrogate.
+ * A well-formed form body (Twilio, Slack's slash commands and
+ * interactivity) as the JSON object stored for it (readForm). A field named
+ * in `jsonFields` whose value is a JSON object (Slack's `payload`) is stored
+ * as that object. What is stored obeys the rule of JSON bodies: no NUL, no
+ * unpaired surrogate.
  */
 export function parseFormBody(body: Bytes, jsonFields: readonly string[] = []): ParsedBody {
-  const value = formFields(body);
-  if (!value) return { ok: false, reason: 'invalid-form', message: 'The body is not a URL-encoded form in UTF-8.' };
+  const { fields: value, wellFormed } = readForm(body);
+  if (!wellFormed) return { ok: false, reason: 'invalid-form', message: 'The body is not a URL-encoded form in UTF-8.' };
   for (const name of jsonFields) {
     const field = value[name];
     if (typeof field !== 'string' || !field.startsWith('{')) continue;
     try {
-      value[name] = JSON.parse(field);
+      value[name] = parseJson(field);
     } catch {
       return { ok: false, reason: 'invalid-json', message: `The form's ${name} field is not JSON.` };
     }
@@ -174,7 +187,20 @@ export function parseFormBody(body: Bytes, jsonFields: readonly string[] = []): 
   const bad = findUnstorableString(value);
   if (bad === 'nul') return nulInBody;
   if (bad === 'surrogate') return { ok: false, reason: 'invalid-json', message: 'The body holds an unpaired surrogate.' };
-  return { ok: true, text: JSON.stringify(value), value };
+  return { ok: true, text: formJson(value), value };
+}
+
+/**
+ * The stored text of a form's fields: each as JSON, a field parsed as JSON
+ * as the text it was sent as (JSON.stringify would write its numbers past
+ * 2^53 rounded).
+ */
+function formJson(fields: JsonObject): string {
+  let text = '';
+  for (const [name, field] of Object.entries(fields)) {
+    text += `${text === '' ? '{' : ','}${JSON.stringify(name)}:${jsonSourceAt(field, []) ?? JSON.stringify(field)}`;
+  }
+  return text === '' ? '{}' : `${text}}`;
 }
 
 /** Whether the request says its body is a URL-encoded form. */

@@ -49,13 +49,20 @@ export type Reading =
   /** A provider handshake: answered 200 with `body`, nothing stored. */
   | { kind: 'handshake'; body: Record<string, unknown> }
   /** The provider's required fields are missing: 400. */
-  | { kind: 'invalid'; message: string };
+  | { kind: 'invalid'; message: string }
+  /**
+   * A timestamp signed inside the body (Linear's webhookTimestamp) is too far
+   * from the receiver's clock: 401 stale-timestamp, as for a timestamp header.
+   */
+  | { kind: 'stale' };
 
 export interface VerifiedBody {
   headers: Headers;
   text: string;
   payload: JsonObject;
   endpoint: Endpoint;
+  /** The receiver's clock when the delivery was verified. */
+  nowMs: number;
 }
 
 export interface Adapter {
@@ -77,6 +84,11 @@ export interface Adapter {
    * headers (GitHub, Forgejo): admit also deduplicates by the body's SHA-256.
    */
   signsBodyOnly: boolean;
+  /**
+   * The signature, over the raw bytes: nothing of the body is parsed before
+   * it verifies, so that a signed body the edge cannot read is a 400 that
+   * names the body's fault, never a signature failure.
+   */
   verify(request: SignedRequest): Promise<Verification>;
   /**
    * The verified body as the object to store: JSON by default

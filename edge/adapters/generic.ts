@@ -9,7 +9,7 @@ import { bytesOf, concatBytes, fromBase64, hmacSha256, toBase64, utf8, type Byte
 import {
   allOf, badSignature, maxSignatures, headerShape, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verified, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
-import { atPointer, pointerTokens, textAt } from './payload.js';
+import { pointerTokens, textAt, textAtPointer } from './payload.js';
 import type { JsonObject } from '../request-body.js';
 
 function keyOf(secret: string): Bytes | undefined {
@@ -57,7 +57,7 @@ export function subjectsFromPointers(payload: JsonObject, route: Record<string, 
   const pointers = Array.isArray(route.subject_pointers) ? route.subject_pointers : [];
   return pointers.flatMap((pointer) => {
     if (typeof pointer !== 'string') return [];
-    const value = textAt(atPointer(payload, pointer));
+    const value = textAtPointer(payload, pointer);
     const name = pointerTokens(pointer).at(-1);
     return value === undefined || !name ? [] : [`${name}:${value}`];
   });

@@ -14,7 +14,7 @@ import {
   type Adapter, type Endpoint, type Verification,
 } from './adapter.js';
 import { subjectsFromPointers } from './generic.js';
-import { atPointer, textAt } from './payload.js';
+import { textAtPointer } from './payload.js';
 
 // A connection's route object lives as long as its cache entry: its scheme
 // is read once per entry, not per delivery.
@@ -78,7 +78,7 @@ function verifyConfigured(scheme: HmacScheme, secret: string, body: Bytes, heade
 function fieldOf(source: FieldSource | undefined, headers: Headers, payload: JsonObject): string | undefined {
   if (!source) return undefined;
   if ('header' in source) return headers.get(source.header) || undefined;
-  return textAt(atPointer(payload, source.pointer));
+  return textAtPointer(payload, source.pointer);
 }
 
 export const hmac: Adapter = {

@@ -6,10 +6,9 @@
 // then the organization.
 import { fromHex, hmacSha256, toHex, type Bytes } from '../crypto.js';
 import {
-  badSignature, fresh, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp, verifyWithAny,
-  type Adapter, type Verification,
+  fresh, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny, type Adapter, type Verification,
 } from './adapter.js';
-import { at, subjectsOf, textAt } from './payload.js';
+import { subjectsOf, textAt } from './payload.js';
 
 /** Linear's SDK refuses a webhookTimestamp further than this from its clock. */
 const linearToleranceMs = 60 * 1000;
@@ -18,22 +17,14 @@ export async function signLinearBody(secret: string, body: Bytes | string): Prom
   return toHex(await hmacSha256(secret, body));
 }
 
-const decoder = new TextDecoder();
-
-export async function verifyLinearSignature(
-  secret: string, body: Bytes, header: string | null, nowMs: number,
-): Promise<Verification> {
+/**
+ * The signature over the raw body. Its timestamp is inside the body: read
+ * once the verified body is parsed (linear.read), so that a signed body
+ * that is not a JSON object is a 400, never a 401.
+ */
+export async function verifyLinearSignature(secret: string, body: Bytes, header: string | null): Promise<Verification> {
   if (!header) return missingSignature;
-  const signature = await hmacMatches(secret, body, fromHex(header));
-  if (!signature.ok) return signature;
-  // Only now, the body authentic, is it parsed for its signed timestamp.
-  let timestamp: unknown;
-  try {
-    timestamp = at(JSON.parse(decoder.decode(body)), 'webhookTimestamp');
-  } catch {
-    return badSignature;
-  }
-  return typeof timestamp === 'number' && fresh(timestamp, nowMs, linearToleranceMs) ? signature : staleTimestamp;
+  return hmacMatches(secret, body, fromHex(header));
 }
 
 export const linear: Adapter = {
@@ -44,11 +35,13 @@ export const linear: Adapter = {
   signatureHeaders: ['linear-signature'],
   signsBodyOnly: true,
   checkHeaders: (headers) => headerShape(headers.get('linear-signature'), /^[0-9a-fA-F]{64}$/),
-  verify({ headers, body, endpoint, nowMs }) {
-    return verifyWithAny(signingKeysOf(endpoint),
-      (secret) => verifyLinearSignature(secret, body, headers.get('linear-signature'), nowMs));
+  verify({ headers, body, endpoint }) {
+    return verifyWithAny(signingKeysOf(endpoint), (secret) => verifyLinearSignature(secret, body, headers.get('linear-signature')));
   },
-  async read({ headers, payload, endpoint }) {
+  async read({ headers, payload, endpoint, nowMs }) {
+    const timestamp = payload.webhookTimestamp;
+    if (typeof timestamp !== 'number') return missingField('webhookTimestamp (milliseconds)');
+    if (!fresh(timestamp, nowMs, linearToleranceMs)) return { kind: 'stale' };
     const deliveryKey = headers.get('linear-delivery');
     const type = textAt(payload, 'type');
     if (!deliveryKey || endpoint.kind !== 'connection') return missingField('the Linear-Delivery header');

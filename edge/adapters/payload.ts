@@ -1,4 +1,5 @@
 // Reading facts out of a verified JSON body.
+import { jsonSourceAt } from '../json-source.js';
 import type { JsonObject } from '../request-body.js';
 
 /** The value at `path` under `value`, or undefined. */
@@ -11,12 +12,18 @@ export function at(value: unknown, ...path: (string | number)[]): unknown {
   return current;
 }
 
-/** A non-empty string or a finite number as text (providers send ids either way). */
+/**
+ * A non-empty string, or a number as its text (providers send ids either
+ * way). A number that is not a safe integer is read as the body wrote it
+ * when `value` is a parsed body (jsonSourceAt): its double would drop the
+ * digits of an id past 2^53, and merge two ids that differ only there.
+ */
 export function textAt(value: unknown, ...path: (string | number)[]): string | undefined {
   const found = at(value, ...path);
   if (typeof found === 'string') return found === '' ? undefined : found;
-  if (typeof found === 'number' && Number.isFinite(found)) return String(found);
-  return undefined;
+  if (typeof found !== 'number') return undefined;
+  if (Number.isSafeInteger(found)) return String(found);
+  return jsonSourceAt(value, path) ?? (Number.isFinite(found) ? String(found) : undefined);
 }
 
 /** `prefix + value` for each value present, in order: the subjects, most specific first. */
@@ -27,10 +34,10 @@ export function subjectsOf(...candidates: [prefix: string, value: string | undef
   return subjects;
 }
 
-/** RFC 6901: the value that `pointer` ("/data/customer_id") names in `document`. */
-export function atPointer(document: JsonObject, pointer: string): unknown {
+/** RFC 6901: textAt of the value that `pointer` ("/data/customer_id") names in `document`. */
+export function textAtPointer(document: JsonObject, pointer: string): string | undefined {
   const tokens = pointerTokens(pointer);
-  return tokens.length === 0 ? undefined : at(document, ...tokens);
+  return tokens.length === 0 ? undefined : textAt(document, ...tokens);
 }
 
 /** The unescaped reference tokens of a JSON pointer; none for a malformed one. */

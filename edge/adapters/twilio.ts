@@ -10,7 +10,7 @@
 // SHA-256; the body is deduplicated by its SHA-256 too. Subjects: the message
 // or call SID, then the account.
 import { fromBase64, hmacWith, sha256Hex, toBase64 } from '../crypto.js';
-import { formFields, parseFormBody } from '../request-body.js';
+import { parseFormBody, readForm } from '../request-body.js';
 import {
   badSignature, headerShape, matchesAny, missingField, missingSignature, signingKeysOf, verifyWithAny, type Adapter,
   type Endpoint, type Verification,
@@ -74,10 +74,10 @@ export const twilio: Adapter = {
     algorithmOf(headers) === 'sha1' ? /^[A-Za-z0-9+/]{27}=$/ : /^[A-Za-z0-9+/]{43}=$/),
   parseBody: (body) => parseFormBody(body),
   verify({ headers, body, endpoint, url }) {
-    // The form's fields are what Twilio signs: parsed before the check, and
-    // a body that is no form cannot be authentic.
-    const fields = formFields(body);
-    if (!fields) return Promise.resolve(badSignature);
+    // The form's fields are what Twilio signs: read before the check, as a
+    // form parser reads any body. One that is not a well-formed form is
+    // refused by parseBody once verified (400 invalid-form), not here.
+    const { fields } = readForm(body);
     const signed = signedUrls(endpoint, url);
     const algorithm = algorithmOf(headers);
     return verifyWithAny(signingKeysOf(endpoint), async (authToken) =>
