@@ -11,7 +11,8 @@
 //   valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/tmp/vg/cg.%p \
 //     postgres -D /tmp/vg/data -p 5499 -c listen_addresses=127.0.0.1 -c autovacuum=off
 // then, with databases on it migrated to the two commits to compare:
-//   CALLGRIND_DIR=/tmp/vg npx tsx bench/sql-instructions.ts <base url> <head url> [events]
+//   CALLGRIND_DIR=/tmp/vg npx tsx bench/sql-instructions.ts <base url> <head url> [events] [operation,…]
+// (operations: admit, admit_many of 1, admit_many of 32, drain, ordered drain; all by default)
 //
 // Each figure is marginal: a backend that does `events` operations and one
 // that does three times as many are counted, and the difference is divided
@@ -26,12 +27,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { claimEvents, completeEvents } from '../worker/sql/claim-lease.js';
 import { admitPush, loadWharfBacklog, setupWharfInstallation } from './systems/wharf-inbox.js';
+import { pushDeliveries } from './workloads/admission.js';
 
 const callgrindDir = process.env.CALLGRIND_DIR ?? '/tmp/vg';
 const scopes = 1_000;
 const claimBatch = 50;
 
-type Operation = 'admit' | 'drain' | 'ordered drain';
+const operations = ['admit', 'admit_many of 1', 'admit_many of 32', 'drain', 'ordered drain'] as const;
+type Operation = (typeof operations)[number];
+/** Deliveries per admit_many call of each admit_many operation. */
+const batchSizes: Partial<Record<Operation, number>> = { 'admit_many of 1': 1, 'admit_many of 32': 32 };
 /** Events per scope in the ordered drain's backlog. */
 const perScope = 5;
 
@@ -65,6 +70,13 @@ async function admit(client: pg.Client, count: number, label: string): Promise<v
   }
 }
 
+/** Admissions as the Node receiver sends them: `count` deliveries in admit_many calls of `size`, each counted per delivery. */
+async function admitMany(client: pg.Client, count: number, size: number, label: string): Promise<void> {
+  for (let first = 0; first < count; first += size) {
+    await client.query('SELECT wharf.admit_many($1::jsonb)', [pushDeliveries(first, size, scopes, { label })]);
+  }
+}
+
 /** Claims and completions as the worker makes them (worker/sql/claim-lease.ts). */
 async function drain(client: pg.Client): Promise<void> {
   for (;;) {
@@ -84,8 +96,11 @@ async function marginalInstructions(url: string, operation: Operation, count: nu
     const measure = async (n: number): Promise<number> => {
       await pool.query('DELETE FROM wharf.provider_event');
       await pool.query('VACUUM wharf.provider_event, wharf.scope');
-      if (operation !== 'admit') await loadWharfBacklog(pool, connectionId, n, operation === 'drain' ? n : n / perScope);
-      return countBackend(url, (client) => (operation === 'admit' ? admit(client, n, `${Date.now()}-${n}`) : drain(client)));
+      const size = batchSizes[operation];
+      if (operation === 'admit') return countBackend(url, (client) => admit(client, n, `${Date.now()}-${n}`));
+      if (size !== undefined) return countBackend(url, (client) => admitMany(client, n, size, `${Date.now()}-${n}`));
+      await loadWharfBacklog(pool, connectionId, n, operation === 'drain' ? n : n / perScope);
+      return countBackend(url, drain);
     };
     const few = await measure(count);
     const many = await measure(3 * count);
@@ -96,15 +111,18 @@ async function marginalInstructions(url: string, operation: Operation, count: nu
 }
 
 async function main(): Promise<void> {
-  const [baseUrl, headUrl, eventsText] = process.argv.slice(2);
+  const [baseUrl, headUrl, eventsText, only] = process.argv.slice(2);
   if (!baseUrl || !headUrl) {
-    throw new Error('usage: CALLGRIND_DIR=<dir> tsx bench/sql-instructions.ts <base database url> <head database url> [events]');
+    throw new Error('usage: CALLGRIND_DIR=<dir> tsx bench/sql-instructions.ts <base database url> <head database url> [events] [operation,…]');
   }
   const events = Number(eventsText ?? 300);
-  for (const operation of ['admit', 'drain', 'ordered drain'] as const) {
-    const count = operation === 'admit' ? events : 3 * events;
+  const chosen = only ? only.split(',') : operations;
+  for (const operation of operations.filter((name) => chosen.includes(name))) {
+    const admits = operation === 'admit' || batchSizes[operation] !== undefined;
+    // admit_many of 32: whole calls, and the figure per delivery.
+    const count = !admits ? 3 * events : Math.ceil(events / (batchSizes[operation] ?? 1)) * (batchSizes[operation] ?? 1);
     const [base, head] = [await marginalInstructions(baseUrl, operation, count), await marginalInstructions(headUrl, operation, count)];
-    const unit = operation === 'admit' ? 'per admission' : 'per drained event';
+    const unit = operation === 'admit_many of 1' ? 'per call' : admits ? 'per admission' : 'per drained event';
     process.stdout.write(`${operation.padEnd(13)} base ${(base / 1000).toFixed(0)}k, head ${(head / 1000).toFixed(0)}k instructions ${unit}`
       + ` (head/base ${(head / base).toFixed(3)})\n`);
   }

@@ -354,10 +354,9 @@ BEGIN
        ORDER BY x.n);
   END IF;
 
-  -- 3. The recipients, read once under the source locks.
-  IF EXISTS (SELECT FROM unnest(v_routes) r WHERE r.source_id IS NOT NULL AND r.drop_reason IS NULL) THEN
-    v_read := wharf.admission_recipients(v_routes);
-  END IF;
+  -- 3. The recipients, read once under the source locks (nearly every
+  -- array has an item to route: no statement first to find out).
+  v_read := wharf.admission_recipients(v_routes);
 
   -- 4. Activity, per item: whether its source is ACTIVE (or PAUSED, which
   -- stores and holds) and whether anyone subscribes; one filler row per item,
@@ -534,20 +533,24 @@ BEGIN
      GROUP BY e.n
      ORDER BY e.n);
 
-  -- Every refusal and drop, in array order: no payload, no header.
-  INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
-  SELECT i.provider, i.source, i.delivery_key, x.connection_id, x.workspace_id, x.reason
-    FROM generate_series(1, cardinality(p_items)) k(n)
-    CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
-    CROSS JOIN LATERAL (
-      SELECT (f->>'connection_id')::bigint AS connection_id, (f->>'workspace_id')::bigint AS workspace_id,
-             f->>'reason' AS reason, o AS rank
-        FROM jsonb_array_elements(v_refused[k.n]) WITH ORDINALITY AS f(f, o)
-      UNION ALL
-      SELECT (v_routes[k.n]).source_id, NULL, v_drops[k.n], 0
-       WHERE v_drops[k.n] IS NOT NULL
-    ) x
-   ORDER BY k.n, x.rank;
+  -- Every refusal and drop, in array order: no payload, no header. (Tested
+  -- as expressions, not a query: most arrays have none.)
+  IF cardinality(array_remove(v_drops, NULL)) > 0
+     OR v_refused <> array_fill('[]'::jsonb, ARRAY[cardinality(p_items)]) THEN
+    INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
+    SELECT i.provider, i.source, i.delivery_key, x.connection_id, x.workspace_id, x.reason
+      FROM generate_series(1, cardinality(p_items)) k(n)
+      CROSS JOIN LATERAL (SELECT (p_items[k.n]).*) i
+      CROSS JOIN LATERAL (
+        SELECT (f->>'connection_id')::bigint AS connection_id, (f->>'workspace_id')::bigint AS workspace_id,
+               f->>'reason' AS reason, o AS rank
+          FROM jsonb_array_elements(v_refused[k.n]) WITH ORDINALITY AS f(f, o)
+        UNION ALL
+        SELECT (v_routes[k.n]).source_id, NULL, v_drops[k.n], 0
+         WHERE v_drops[k.n] IS NOT NULL
+      ) x
+     ORDER BY k.n, x.rank;
+  END IF;
 
   -- 6. Wake-up, delivered at commit, only while some claimer is idle.
   IF v_stored THEN
@@ -606,35 +609,17 @@ BEGIN
   RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'duplicate');
 END $$;
 
--- Admits one verified delivery and returns its receipt:
---   {delivery_key, events: [{workspace_id, event_id, outcome}],
---    refused: [{connection_id, workspace_id, reason}], dropped: reason|null}
--- Raises 22004/22023 for missing or malformed arguments (admission_item;
--- nothing written). (WH409, "route changed", is no longer raised: the route
--- is read once, under its source's lock; the edge still maps it to 503 for
--- a database of an earlier release.) p_body_sha256 (hex), for providers that sign the body
--- alone (GitHub, Forgejo): a body already stored from this source within
--- replay_window is a duplicate, whatever delivery key or event type comes
--- with it. SECURITY DEFINER: the edge's role needs EXECUTE on this function.
---
--- The rules of admit_items for one delivery, statement by statement: for
--- one delivery a plan over arrays costs more to start than the statements it
--- saves (bench/RESULTS.md). A property test admits random arrays through
--- both and compares everything they write (test/sql/admit-many.test.ts).
-CREATE OR REPLACE FUNCTION wharf.admit(
-  p_provider text, p_source text, p_delivery_key text, p_event_type text,
-  p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text DEFAULT NULL)
-RETURNS jsonb
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+-- Admits one delivery, an admission_item without error, and returns its
+-- receipt (see admit). The rules of admit_items for one delivery, statement
+-- by statement: for one delivery a plan over arrays costs more to start than
+-- the statements it saves (bench/RESULTS.md §1). A property test admits random
+-- arrays through both and compares everything they write
+-- (test/sql/admit-many.test.ts). Internal: admit's and admit_many's.
+CREATE OR REPLACE FUNCTION wharf.admit_item(p_item wharf.admission_item) RETURNS jsonb
+LANGUAGE plpgsql AS $$
 DECLARE
-  -- A variable, not an argument expression: admission_item is inlined only
-  -- while its arguments are cheap, and a call to provider_known is not.
-  v_known    boolean := wharf.provider_known(p_provider);
-  v_item     wharf.admission_item := wharf.admission_item(p_provider, p_source, p_delivery_key, p_event_type,
-                                                           p_route, p_subjects, p_payload, p_headers, p_body_sha256,
-                                                           v_known);
-  v_route    jsonb := v_item.route;
-  v_subject  text := v_item.subjects[1];
+  v_route    jsonb := p_item.route;
+  v_subject  text := p_item.subjects[1];
   v_source   wharf.connection;
   v_read     wharf.admission_recipient[];  -- under the source's lifecycle lock
   v_events   jsonb := '[]'::jsonb;
@@ -647,10 +632,6 @@ DECLARE
   -- workspace, so it reaches that connection alone, whatever it names.
   v_connection_signed boolean := v_route ? 'connection_id';
 BEGIN
-  IF v_item.error_code IS NOT NULL THEN
-    RAISE EXCEPTION '%', v_item.error_message USING ERRCODE = v_item.error_code;
-  END IF;
-
   -- Held to commit: a claimer going idle (mark_idle) waits for this
   -- admission, so that the claim it makes next sees the row (rule 6).
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;
@@ -658,12 +639,12 @@ BEGIN
   -- 0. A body signed alone, stored before from this source: the rows already
   -- stored answer (body_stored). Its lock makes concurrent admissions of one
   -- body take turns (class 2 of the one lock order, sql/70).
-  IF v_item.body_sha256 IS NOT NULL THEN
+  IF p_item.body_sha256 IS NOT NULL THEN
     PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('body',
-      p_source || ' ' || coalesce(v_route->>'connection_id', '') || ' ' || p_body_sha256));
-    v_events := wharf.body_stored(v_item);
+      p_item.source || ' ' || coalesce(v_route->>'connection_id', '') || ' ' || encode(p_item.body_sha256, 'hex')));
+    v_events := wharf.body_stored(p_item);
     IF v_events IS NOT NULL THEN
-      RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+      RETURN jsonb_build_object('delivery_key', p_item.delivery_key, 'events', v_events,
                                 'refused', '[]'::jsonb, 'dropped', NULL);
     END IF;
     v_events := '[]'::jsonb;
@@ -671,34 +652,35 @@ BEGIN
 
   -- 1. Control events: one installation row in the provider's system scope.
   IF v_route->'control' = 'true' THEN
-    IF wharf.is_control_event(p_provider, p_event_type, v_route, p_payload) THEN
-      v_events := jsonb_build_array(wharf.store_event(v_item, NULL, NULL, 'system:' || p_provider || ':' || p_source));
+    IF wharf.is_control_event(p_item.provider, p_item.event_type, v_route, p_item.payload) THEN
+      v_events := jsonb_build_array(wharf.store_event(p_item, NULL, NULL, 'system:' || p_item.provider || ':' || p_item.source));
       v_stored := v_events->0->>'outcome' = 'stored';
     ELSE
       v_drop := 'invalid-event-route';
     END IF;
   ELSE
-    -- 3. (first) Lifecycle lock: the source's, shared, before anything about
-    -- it is read (class 3 of the one lock order, sql/70). Every change of
+    -- 3. Lifecycle lock, taken before rule 2 reads the source: the source's,
+    -- shared, before anything about it is read (class 3 of the one lock
+    -- order, sql/70). Every change of
     -- its connections, their subscriptions or their workspaces holds it
     -- exclusive: it committed before the reads below, or waits until this
     -- admission commits. Queued fairly, so no stream of admissions starves a
     -- change.
-    PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('source', wharf.source_lock_id(p_provider, p_source)));
+    PERFORM pg_advisory_xact_lock_shared(wharf.lifecycle_key('source', wharf.source_lock_id(p_item.provider, p_item.source)));
 
     -- 2. Source: the connection named by a verified route fact.
     IF v_route ? 'connection_id' THEN
       SELECT * INTO v_source FROM wharf.connection
        WHERE id = CASE WHEN v_route->>'connection_id' ~ '^[0-9]{1,18}$'
                        THEN (v_route->>'connection_id')::bigint END
-         AND provider = p_provider AND source = p_source;
+         AND provider = p_item.provider AND source = p_item.source;
     ELSIF v_route ? 'installation_id' THEN
       SELECT * INTO v_source FROM wharf.connection
-       WHERE provider = p_provider AND source = p_source AND kind = 'app_installation'
+       WHERE provider = p_item.provider AND source = p_item.source AND kind = 'app_installation'
          AND external_id = v_route->>'installation_id';
     ELSIF v_route ? 'team_id' THEN
       SELECT * INTO v_source FROM wharf.connection
-       WHERE provider = p_provider AND source = p_source AND kind = 'slack_team'
+       WHERE provider = p_item.provider AND source = p_item.source AND kind = 'slack_team'
          AND external_id = v_route->>'team_id';
     ELSE
       v_drop := 'work-event-without-source';
@@ -719,7 +701,7 @@ BEGIN
 
   IF v_drop IS NULL AND v_source.id IS NOT NULL THEN
     -- 3. The source and recipients, read once under the source's lock.
-    v_read := wharf.admission_recipients(ARRAY[ROW(1, p_provider, p_source, v_item.subjects, v_connection_signed,
+    v_read := wharf.admission_recipients(ARRAY[ROW(1, p_item.provider, p_item.source, p_item.subjects, v_connection_signed,
                                                    NULL, false, NULL, v_source.id)::wharf.admission_route]);
 
     -- 4. Activity: the source itself must be ACTIVE (or PAUSED: a paused
@@ -739,8 +721,8 @@ BEGIN
       LOOP
         IF v_ws.workspace_active AND v_ws.active_connection_id IS NOT NULL THEN
           -- 5. Insert: one row per admitted workspace, due at once.
-          v_events := v_events || wharf.store_event(v_item, v_ws.workspace_id, v_ws.active_connection_id,
-                                                    v_ws.workspace_id || ':' || p_provider || ':' || v_subject);
+          v_events := v_events || wharf.store_event(p_item, v_ws.workspace_id, v_ws.active_connection_id,
+                                                    v_ws.workspace_id || ':' || p_item.provider || ':' || v_subject);
           v_stored := v_stored OR v_events->-1->>'outcome' = 'stored';
         ELSE
           v_refused := v_refused || (
@@ -756,10 +738,10 @@ BEGIN
   -- Every refusal and drop, in order: no payload, no header.
   IF v_drop IS NOT NULL OR jsonb_array_length(v_refused) > 0 THEN
     INSERT INTO wharf.admission_log (provider, source, delivery_key, connection_id, workspace_id, reason)
-    SELECT p_provider, p_source, p_delivery_key, (r->>'connection_id')::bigint, (r->>'workspace_id')::bigint, r->>'reason'
+    SELECT p_item.provider, p_item.source, p_item.delivery_key, (r->>'connection_id')::bigint, (r->>'workspace_id')::bigint, r->>'reason'
       FROM jsonb_array_elements(v_refused) WITH ORDINALITY AS x(r, o)
     UNION ALL
-    SELECT p_provider, p_source, p_delivery_key, v_source.id, NULL, v_drop WHERE v_drop IS NOT NULL;
+    SELECT p_item.provider, p_item.source, p_item.delivery_key, v_source.id, NULL, v_drop WHERE v_drop IS NOT NULL;
   END IF;
 
   -- 6. Wake-up, delivered at commit, only while some claimer is idle.
@@ -767,8 +749,38 @@ BEGIN
     PERFORM wharf.notify_idle_claimers();
   END IF;
 
-  RETURN jsonb_build_object('delivery_key', p_delivery_key, 'events', v_events,
+  RETURN jsonb_build_object('delivery_key', p_item.delivery_key, 'events', v_events,
                             'refused', v_refused, 'dropped', v_drop);
+END $$;
+
+-- Admits one verified delivery and returns its receipt:
+--   {delivery_key, events: [{workspace_id, event_id, outcome}],
+--    refused: [{connection_id, workspace_id, reason}], dropped: reason|null}
+-- Raises 22004/22023 for missing or malformed arguments (admission_item;
+-- nothing written). (WH409, "route changed", is no longer raised: the route
+-- is read once, under its source's lock; the edge still maps it to 503 for
+-- a database of an earlier release.) p_body_sha256 (hex), for providers that
+-- sign the body alone (GitHub, Forgejo): a body already stored from this
+-- source within replay_window is a duplicate, whatever delivery key or event
+-- type comes with it. SECURITY DEFINER: the edge's role needs EXECUTE on this
+-- function.
+CREATE OR REPLACE FUNCTION wharf.admit(
+  p_provider text, p_source text, p_delivery_key text, p_event_type text,
+  p_route jsonb, p_subjects text[], p_payload jsonb, p_headers jsonb, p_body_sha256 text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  -- A variable, not an argument expression: admission_item is inlined only
+  -- while its arguments are cheap, and a call to provider_known is not.
+  v_known    boolean := wharf.provider_known(p_provider);
+  v_item     wharf.admission_item := wharf.admission_item(p_provider, p_source, p_delivery_key, p_event_type,
+                                                           p_route, p_subjects, p_payload, p_headers, p_body_sha256,
+                                                           v_known);
+BEGIN
+  IF v_item.error_code IS NOT NULL THEN
+    RAISE EXCEPTION '%', v_item.error_message USING ERRCODE = v_item.error_code;
+  END IF;
+  RETURN wharf.admit_item(v_item);
 END $$;
 
 -- Admits many deliveries in one transaction, as admitting them one after
@@ -781,8 +793,16 @@ END $$;
 -- SECURITY DEFINER: the edge's role needs EXECUTE on this function only.
 CREATE OR REPLACE FUNCTION wharf.admit_many(p_deliveries jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  v_items wharf.admission_item[] := wharf.admission_items(p_deliveries);
 BEGIN
-  RETURN to_jsonb(wharf.admit_items(wharf.admission_items(p_deliveries)));
+  -- One delivery (a receiver's lone request, the common case at low load):
+  -- admit's own path, whose fixed cost is a third of admit_items' plans over
+  -- arrays (bench/RESULTS.md §1).
+  IF cardinality(v_items) = 1 AND v_items[1].error_code IS NULL THEN
+    RETURN jsonb_build_array(wharf.admit_item(v_items[1]));
+  END IF;
+  RETURN to_jsonb(wharf.admit_items(v_items));
 END $$;
 
 REVOKE ALL ON FUNCTION wharf.admit(text, text, text, text, jsonb, text[], jsonb, jsonb, text),

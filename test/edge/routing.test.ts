@@ -8,6 +8,7 @@ import { createEdgeApp } from '../../edge/app.js';
 import { signGitHubBody, signSlackRequest, verifyStandardWebhook } from '../../edge/adapters/index.js';
 import type { Database } from '../../db/database.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { raiseRouteChangedFor } from '../support/route-changed.js';
 import {
   countEvents, edgeEnv, freshId, githubSecret, newDeliveryKey, recorder, scenario, seedConnection, slackSecret,
 } from '../support/edge-fixtures.js';
@@ -287,7 +288,23 @@ describe('database failures', () => {
     }
   });
 
-  it('answer 503 with Retry-After when the route changes while admit waits (WH409), and store nothing', async () => {
+  it('answer 503 with Retry-After when admit answers WH409 (the route changed: a database before migration 0062), and store nothing', async () => {
+    const s = await scenario(db.pool, 'forgejo', freshId());
+    const key = newDeliveryKey();
+    const body = JSON.stringify(s.payload(key));
+    const stop = await raiseRouteChangedFor(db.pool, key);
+    try {
+      const { status, headers: answer, json } = await postTo(app, s.path, body, await s.sign(body, { deliveryKey: key }));
+      expect(status).toBe(503);
+      expect(json.error).toBe('route-changed');
+      expect(answer.get('retry-after')).not.toBeNull();
+    } finally {
+      await stop();
+    }
+    expect(await countEvents(db.pool, key)).toBe(0);
+  });
+
+  it('decide a delivery under a connection change that committed while admit waited for its source: 202, dropped, nothing stored', async () => {
     const s = await scenario(db.pool, 'forgejo', freshId());
     const connection = Number(s.path.split('/').at(-1));
     const key = newDeliveryKey();
@@ -303,7 +320,7 @@ describe('database failures', () => {
     await changer.query('BEGIN');
     await changer.query(`SELECT wharf.set_connection_state($1, 'SUSPENDED')`, [connection]);
     const pending = postTo(app, s.path, body, headers);
-    // Commit the change only once admit is waiting for the connection's lock.
+    // Commit the change only once admit is waiting for the source's lock.
     for (let waiting = false; !waiting;) {
       const { rows } = await db.pool.query(
         `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
@@ -311,10 +328,10 @@ describe('database failures', () => {
       if (!waiting) await new Promise((resolve) => setTimeout(resolve, 10));
     }
     await changer.query('COMMIT');
-    const { status, headers: answer, json } = await pending;
-    expect(status).toBe(503);
-    expect(json.error).toBe('route-changed');
-    expect(answer.get('retry-after')).not.toBeNull();
+    await changer.end();
+    const { status, json } = await pending;
+    expect(status).toBe(202);
+    expect(json).toMatchObject({ events: [], dropped: 'source-inactive' });
     expect(await countEvents(db.pool, key)).toBe(0);
   });
 });

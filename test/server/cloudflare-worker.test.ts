@@ -14,6 +14,7 @@ import twilioLibrary from 'twilio';
 import { signGitHubBody, signSlackRequest } from '../../edge/adapters/index.js';
 import { createEdgeApp } from '../../edge/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { raiseRouteChangedFor } from '../support/route-changed.js';
 import { startDelayProxy, type DelayProxy } from '../support/delay-proxy.js';
 import type { ProviderScenario } from '../support/edge-fixtures.js';
 import {
@@ -142,11 +143,12 @@ async function githubRepository(): Promise<{ connectionId: number; workspace: nu
 }
 
 /**
- * Holds the lifecycle lock of a connection in an open transaction that also
- * changes it (a new subscription bumps its generation), so that an admission
- * for it waits; resolves once PostgreSQL shows an admit waiting for the lock.
+ * Holds the lifecycle lock of a connection's source in an open transaction
+ * that also changes the connection (a new subscription), so that an admission
+ * from that source waits; resolves once PostgreSQL shows an admit waiting for
+ * the lock.
  */
-async function holdConnection(connectionId: number): Promise<{ admitWaiting(): Promise<void>; commit(): Promise<void>; rollback(): Promise<void>; client: pg.Client }> {
+async function holdConnection(connectionId: number): Promise<{ admitWaiting(): Promise<void>; rollback(): Promise<void>; client: pg.Client }> {
   const client = await db.connect();
   await client.query('BEGIN');
   await client.query('SELECT wharf.subscribe($1, $2)', [connectionId, `repo:acme/other-${freshId()}`]);
@@ -161,9 +163,6 @@ async function holdConnection(connectionId: number): Promise<{ admitWaiting(): P
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
       throw new Error('no admission waited for the lock');
-    },
-    async commit() {
-      await client.query('COMMIT');
     },
     async rollback() {
       await client.query('ROLLBACK');
@@ -296,18 +295,15 @@ describe.each(['neon-http', 'hyperdrive'] as const)('%s inside workerd', (pathNa
     expect(unknown.json.error).toBe('unknown-connection');
   });
 
-  it('answers WH409 (a route changed during admission) with 503 and Retry-After', async () => {
+  it('answers WH409 (a route changed during admission, from a database before migration 0062) with 503 and Retry-After', async () => {
     const repo = await githubRepository();
     const { key, body, headers } = await repo.push();
-    const change = await holdConnection(repo.connectionId);
+    const stop = await raiseRouteChangedFor(db.pool, key);
     try {
-      const answering = post(path().worker, '/hooks/github/test', body, headers);
-      await change.admitWaiting();
-      await change.commit();
-      const answer = await answering;
+      const answer = await post(path().worker, '/hooks/github/test', body, headers);
       expect(answer).toMatchObject({ status: 503, retryAfter: '1', json: { error: 'route-changed' } });
     } finally {
-      await change.client.end();
+      await stop();
     }
     expect(await countEvents(db.pool, key)).toBe(0);
   });

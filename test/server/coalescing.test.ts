@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readAdmitBatch } from '../../edge/settings.js';
 import { startNodeServer, type NodeServer } from '../../server/node.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { backendPid, blockedOnLock } from '../support/sessions.js';
 import {
   countEvents, edgeEnv, freshId, newDeliveryKey, recorder, scenario, type ProviderScenario, type Recorded,
 } from '../support/edge-fixtures.js';
@@ -313,7 +314,7 @@ describe('group commit in the Node receiver', () => {
     expect(receiver.recorded.lines.some((line) => line.fields.event === 'admit_batch_split' && line.fields.sqlstate === '22003')).toBe(true);
   });
 
-  it('answers 503 to the one delivery whose route changed during its batch (WH409) and commits the rest', async () => {
+  it('a batch whose source changes while it waits reads the change after it commits: every delivery admitted, none told to retry', async () => {
     const receiver = await startReceiver();
     const changed = await scenario(db.pool, 'github', freshId());
     const { rows } = await db.pool.query<{ id: string }>('SELECT connection_id AS id FROM wharf.subscription WHERE subject = $1', [changed.subject]);
@@ -321,26 +322,32 @@ describe('group commit in the Node receiver', () => {
     const lock = await holdInserts();
     const first = deliver(receiver);
     await untilWaitingIn('wharf.admit(');
-    // A lifecycle change of one connection, in flight: it holds the connection's lock exclusively.
+    // A lifecycle change of one connection of the same source: it waits for
+    // the admission in flight (which holds the source's lock shared), then
+    // holds that lock exclusively until it commits.
     const change = await db.connect();
     held.push(change);
     await change.query('BEGIN');
-    await change.query(`SELECT wharf.set_connection_state($1, 'PAUSED')`, [changedConnection]);
-    const routeChanged = deliver(receiver, changed);
+    const changer = await backendPid(change);
+    const changing = change.query(`SELECT wharf.set_connection_state($1, 'PAUSED')`, [changedConnection]);
+    await blockedOnLock(db.pool, changer, { timeout: 10_000, what: 'the change to wait for the admission in flight' });
+    const paused = deliver(receiver, changed);
     const others = [deliver(receiver), deliver(receiver)];
     await until(async () => (await waiting(receiver)) === 3);
     await lock.release();
-    // The batch read the route, then waits for the connection's lock; the change commits under it.
+    await changing;
+    // The batch waits for the source's lock before it reads anything; the change commits, then the batch reads it.
     await untilWaitingIn('wharf.admit_many(');
     await change.query('COMMIT');
 
-    const [retry, ...admitted] = await Promise.all([routeChanged, first, ...others]);
-    expect(retry!.status).toBe(503);
-    expect(retry!.json.error).toBe('route-changed');
-    expect(retry!.retryAfter).not.toBeNull();
-    expect(await countEvents(db.pool, retry!.deliveryKey)).toBe(0);
-    expect(admitted.map((a) => a.status)).toEqual([202, 202, 202]);
-    await expectEveryReceiptStored(admitted);
+    const answers = await Promise.all([paused, first, ...others]);
+    expect(answers.map((a) => a.status)).toEqual([202, 202, 202, 202]);
+    await expectEveryReceiptStored(answers);
+    // Admitted under the committed change: a paused connection's delivery is stored and held.
+    const { rows: held_ } = await db.pool.query<{ connection_state: string }>(
+      `SELECT c.state AS connection_state FROM wharf.provider_event e JOIN wharf.connection c ON c.id = e.connection_id
+        WHERE e.delivery_key = $1`, [answers[0]!.deliveryKey]);
+    expect(held_).toEqual([{ connection_state: 'PAUSED' }]);
     expect(await batchSizes(receiver)).toMatchObject({ count: 2, sum: 4 });
   });
 });
