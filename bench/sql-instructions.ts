@@ -12,7 +12,9 @@
 //     postgres -D /tmp/vg/data -p 5499 -c listen_addresses=127.0.0.1 -c autovacuum=off
 // then, with databases on it migrated to the two commits to compare:
 //   CALLGRIND_DIR=/tmp/vg npx tsx bench/sql-instructions.ts <base url> <head url> [events] [operation,…]
-// (operations: admit, admit_many of 1, admit_many of 32, drain, ordered drain; all by default)
+// (operations: admit, admit_many of 1, admit_many of 32, plain insert, drain, ordered drain; all by
+// default). `plain insert` is the reference of the admission goals: the admission-cost workload's
+// single-row INSERT of the same payload into a table of its own (created when missing).
 //
 // Each figure is marginal: a backend that does `events` operations and one
 // that does three times as many are counted, and the difference is divided
@@ -26,14 +28,16 @@ import { existsSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { claimEvents, completeEvents } from '../worker/sql/claim-lease.js';
-import { admitPush, loadWharfBacklog, setupWharfInstallation } from './systems/wharf-inbox.js';
-import { pushDeliveries } from './workloads/admission.js';
+import { admitPush, loadWharfBacklog, setupWharfInstallation, subjectOf } from './systems/wharf-inbox.js';
+import { makePayload } from './payload.js';
+import { createPlainInbox } from './systems/minimal-receiver.js';
+import { plainInsert, pushDeliveries } from './workloads/admission.js';
 
 const callgrindDir = process.env.CALLGRIND_DIR ?? '/tmp/vg';
 const scopes = 1_000;
 const claimBatch = 50;
 
-const operations = ['admit', 'admit_many of 1', 'admit_many of 32', 'drain', 'ordered drain'] as const;
+const operations = ['admit', 'admit_many of 1', 'admit_many of 32', 'plain insert', 'drain', 'ordered drain'] as const;
 type Operation = (typeof operations)[number];
 /** Deliveries per admit_many call of each admit_many operation. */
 const batchSizes: Partial<Record<Operation, number>> = { 'admit_many of 1': 1, 'admit_many of 32': 32 };
@@ -77,6 +81,14 @@ async function admitMany(client: pg.Client, count: number, size: number, label: 
   }
 }
 
+/** The admission goals' reference: the same push payload, one single-row INSERT each. */
+async function insertPlain(client: pg.Client, count: number, label: string): Promise<void> {
+  for (let seq = 0; seq < count; seq += 1) {
+    const subject = subjectOf(seq % scopes);
+    await client.query(plainInsert, [`${label}-${seq}`, subject, makePayload(subject, seq)]);
+  }
+}
+
 /** Claims and completions as the worker makes them (worker/sql/claim-lease.ts). */
 async function drain(client: pg.Client): Promise<void> {
   for (;;) {
@@ -98,6 +110,10 @@ async function marginalInstructions(url: string, operation: Operation, count: nu
       await pool.query('VACUUM wharf.provider_event, wharf.scope');
       const size = batchSizes[operation];
       if (operation === 'admit') return countBackend(url, (client) => admit(client, n, `${Date.now()}-${n}`));
+      if (operation === 'plain insert') {
+        if ((await pool.query(`SELECT to_regclass('plain_inbox') AS t`)).rows[0].t === null) await createPlainInbox(pool);
+        return countBackend(url, (client) => insertPlain(client, n, `${Date.now()}-${n}`));
+      }
       if (size !== undefined) return countBackend(url, (client) => admitMany(client, n, size, `${Date.now()}-${n}`));
       await loadWharfBacklog(pool, connectionId, n, operation === 'drain' ? n : n / perScope);
       return countBackend(url, drain);
@@ -118,7 +134,7 @@ async function main(): Promise<void> {
   const events = Number(eventsText ?? 300);
   const chosen = only ? only.split(',') : operations;
   for (const operation of operations.filter((name) => chosen.includes(name))) {
-    const admits = operation === 'admit' || batchSizes[operation] !== undefined;
+    const admits = operation === 'admit' || operation === 'plain insert' || batchSizes[operation] !== undefined;
     // admit_many of 32: whole calls, and the figure per delivery.
     const count = !admits ? 3 * events : Math.ceil(events / (batchSizes[operation] ?? 1)) * (batchSizes[operation] ?? 1);
     const [base, head] = [await marginalInstructions(baseUrl, operation, count), await marginalInstructions(headUrl, operation, count)];
