@@ -1,7 +1,9 @@
 // The providers Wharf receives from, on the TypeScript side: one entry each.
 // The SQL side is the table wharf.provider (a foreign key of wharf.connection);
 // test/db/providers.test.ts fails when the two disagree. Adding a provider is
-// a row there, an entry here and its adapter in edge/adapters/.
+// a row there, an entry here and its adapter in edge/adapters/; the lists of
+// providers in the docs and the CLI's help are tested against this one
+// (test/docs/provider-lists.test.ts) or made from it.
 
 /**
  * Where a provider's secret lives:
