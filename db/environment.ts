@@ -7,6 +7,7 @@
 //
 // To add a variable: declare it below, read it (defaults from here), run
 // `npm run docs:config`.
+import { providersWithSecretIn, titlesOf } from './providers.js';
 
 /** Who reads a variable; the reference groups them so. */
 export const readers = {
@@ -69,7 +70,9 @@ export const environment = {
     kind: 'secret',
     defaultText: '`wharf start`: a development ring, kept in `.wharf/`',
     readBy: ['edge', 'node-server', 'cli'],
-    description: 'The key ring connections\' signing keys are stored under (AES-256-GCM): comma-separated `<key id>:<base64 of 32 random bytes>`, newest first. The newest encrypts, every key decrypts. Without it, Outline, Forgejo and Standard Webhooks connections answer 503 `secret-unreadable`.',
+    // The providers from the registry, so that a new one is never left out.
+    description: 'The key ring connections\' signing keys are stored under (AES-256-GCM): comma-separated `<key id>:<base64 of 32 random bytes>`, newest first. The newest encrypts, every key decrypts. '
+      + `Without it, a connection of ${titlesOf(providersWithSecretIn('signing_key'), 'or')} answers 503 \`secret-unreadable\`.`,
   },
   WHARF_MAX_BODY_BYTES: {
     kind: 'bytes',

@@ -56,7 +56,8 @@ export function readAdmitBatch(env: EdgeEnv): AdmitBatchBound | undefined {
   return deliveries === 1 ? undefined : { deliveries, bytes };
 }
 
-const appVariables = {
+/** The variables of an app-keyed provider's app: its secrets, and the source its deliveries are stored under. */
+export const appVariables = {
   github: {
     secret: 'GITHUB_APP_<APP>_WEBHOOK_SECRET',
     previous: 'GITHUB_APP_<APP>_WEBHOOK_SECRET_PREVIOUS',

@@ -1,8 +1,9 @@
 // `wharf connections add|list|suspend|pause|resume|activate|rotate-secret`.
 import { Command, Option } from 'commander';
 import { environment } from '../../db/environment.js';
-import { providerNames } from '../../db/providers.js';
+import { providerNames, providers, type Provider } from '../../db/providers.js';
 import { adapters } from '../../edge/adapters/index.js';
+import { appVariables } from '../../edge/settings.js';
 import { answerOf, type OperatorApiClient } from '../../operator/api/client.js';
 import type { Connection } from '../../operator/sql/operator.js';
 import {
@@ -69,13 +70,35 @@ function secretDirections(connection: Connection | undefined, publicUrl: string)
     + (destination ? `  secret:   ${destination}\n` : '');
 }
 
+/**
+ * The source an app's deliveries carry is the edge's to say: a connection
+ * of any other finds none of them (202, stored nowhere).
+ */
+function sourceHelp(): string {
+  const apps = Object.entries(appVariables)
+    .map(([provider, { source }]) => `${provider}: the app's ${source} (default ${environment[source].default})`);
+  return `the provider's server, which its events are stored under, e.g. https://api.stripe.com; ${apps.join('; ')}`;
+}
+
+/**
+ * Each kind with the providers that take it, from the registry, so that the
+ * help names every provider's: `app_installation (github), …, hmac (hmac)`.
+ */
+function kindsHelp(): string {
+  const byKind = new Map<string, Provider[]>();
+  for (const name of providerNames) {
+    for (const kind of providers[name].kinds) byKind.set(kind, [...(byKind.get(kind) ?? []), name]);
+  }
+  return [...byKind].map(([kind, names]) => `${kind} (${names.join(', ')})`).join(', ');
+}
+
 export function connectionsCommand(): Command {
   const command = new Command('connections').description('links between a provider and a workspace');
   command.addCommand(operatorCommand('add', 'create a connection (ACTIVE), or set the route of an existing one')
     .requiredOption('-w, --workspace <id>', 'the workspace', idParser('workspace'))
     .requiredOption('--provider <name>', providerNames.join(', '))
-    .requiredOption('--source <url>', 'the provider server, e.g. https://github.com')
-    .requiredOption('--kind <kind>', 'e.g. app_installation, webhook, pat, slack_team')
+    .requiredOption('--source <url>', sourceHelp())
+    .requiredOption('--kind <kind>', kindsHelp())
     .option('--external-id <id>', "the provider's id for it (installation id, team id)")
     .option('--route <json>', 'verified route, e.g. {"subject_prefixes":["repo:acme/"]}')
     .option('--signature <json>', 'provider hmac: the signature scheme (docs/configured-hmac.md), e.g. '

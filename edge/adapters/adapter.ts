@@ -65,6 +65,17 @@ export interface VerifiedBody {
   nowMs: number;
 }
 
+/**
+ * A timestamp the provider signs with the body: where it is sent (a header,
+ * or a field of the signed body), its unit, and how far from the receiver's
+ * clock it may be before verify refuses it (stale-timestamp).
+ */
+export interface SignedTimestamp {
+  in: string;
+  unit: 'seconds' | 'milliseconds';
+  toleranceMs: number;
+}
+
 export interface Adapter {
   provider: Provider;
   /** Which kind of endpoint the route's parameter names. */
@@ -106,6 +117,12 @@ export interface Adapter {
    * (test/edge/provider-registry.test.ts checks both).
    */
   signatureHeaders: readonly string[];
+  /**
+   * The timestamp it signs, as its check uses it; `configured` when each
+   * connection's route says (provider hmac); absent when the provider signs
+   * none. The docs' lists of tolerances are tested against it.
+   */
+  signedTimestamp?: SignedTimestamp | 'configured';
   /**
    * The status of a stored delivery's answer when the provider counts 202 as
    * a failure (Zoom wants 200 or 204); 202 otherwise.

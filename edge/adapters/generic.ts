@@ -7,10 +7,13 @@
 import { constantTimeEqual } from '../../db/constant-time.js';
 import { bytesOf, concatBytes, fromBase64, hmacSha256, toBase64, utf8, type Bytes } from '../crypto.js';
 import {
-  allOf, badSignature, maxSignatures, headerShape, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verified, verifyWithAny, type Adapter, type Verification,
+  allOf, badSignature, maxSignatures, headerShape, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verified, verifyWithAny,
+  type Adapter, type SignedTimestamp, type Verification,
 } from './adapter.js';
 import { pointerTokens, textAt, textAtPointer } from './payload.js';
 import type { JsonObject } from '../request-body.js';
+
+const standardTimestamp: SignedTimestamp = { in: 'webhook-timestamp', unit: 'seconds', toleranceMs: timestampToleranceMs };
 
 function keyOf(secret: string): Bytes | undefined {
   return fromBase64(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret);
@@ -38,7 +41,7 @@ export async function verifyStandardWebhook(
   if (!id || !timestamp || !signatures) return missingSignature;
   const key = keyOf(secret);
   if (!key || !/^\d{1,12}$/.test(timestamp)) return badSignature;
-  if (Math.abs(nowMs - Number(timestamp) * 1000) > timestampToleranceMs) return staleTimestamp;
+  if (Math.abs(nowMs - Number(timestamp) * 1000) > standardTimestamp.toleranceMs) return staleTimestamp;
   // Several signatures while the sender rotates its key: any v1 one may
   // match. One HMAC over the body, compared with each (at most a few): an
   // unsigned header of many entries must not cost one body hash each.
@@ -70,6 +73,7 @@ export const generic: Adapter = {
   keptHeaders: ['content-type', 'user-agent', 'webhook-id', 'webhook-timestamp'],
   signatureHeaders: ['webhook-signature'],
   signsBodyOnly: false,
+  signedTimestamp: standardTimestamp,
   checkHeaders: (headers) => allOf(
     headerShape(headers.get('webhook-id'), /^[\x21-\x7e]{1,255}$/),
     headerShape(headers.get('webhook-timestamp'), /^\d{1,12}$/),

@@ -90,6 +90,8 @@ export const hmac: Adapter = {
   // as an event type, delivery id or timestamp header when saved.
   signatureHeaders: [],
   signsBodyOnly: false,
+  // route.signature.timestamp: its header or pair, unit and tolerance_seconds.
+  signedTimestamp: 'configured',
   // Which headers must be there depends on the connection: checked once it is known (checkEndpointHeaders).
   checkHeaders: () => verified,
   checkEndpointHeaders(headers, endpoint) {

@@ -6,12 +6,13 @@
 // then the organization.
 import { fromHex, hmacSha256, toHex, type Bytes } from '../crypto.js';
 import {
-  fresh, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny, type Adapter, type Verification,
+  fresh, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, verifyWithAny,
+  type Adapter, type SignedTimestamp, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
-/** Linear's SDK refuses a webhookTimestamp further than this from its clock. */
-const linearToleranceMs = 60 * 1000;
+/** The body's webhookTimestamp, in milliseconds: Linear's SDK refuses one further than 60 s from its clock. */
+const linearTimestamp: SignedTimestamp = { in: 'webhookTimestamp', unit: 'milliseconds', toleranceMs: 60 * 1000 };
 
 export async function signLinearBody(secret: string, body: Bytes | string): Promise<string> {
   return toHex(await hmacSha256(secret, body));
@@ -34,6 +35,7 @@ export const linear: Adapter = {
   keptHeaders: ['content-type', 'user-agent', 'linear-delivery', 'linear-event'],
   signatureHeaders: ['linear-signature'],
   signsBodyOnly: true,
+  signedTimestamp: linearTimestamp,
   checkHeaders: (headers) => headerShape(headers.get('linear-signature'), /^[0-9a-fA-F]{64}$/),
   verify({ headers, body, endpoint }) {
     return verifyWithAny(signingKeysOf(endpoint), (secret) => verifyLinearSignature(secret, body, headers.get('linear-signature')));
@@ -41,7 +43,7 @@ export const linear: Adapter = {
   async read({ headers, payload, endpoint, nowMs }) {
     const timestamp = payload.webhookTimestamp;
     if (typeof timestamp !== 'number') return missingField('webhookTimestamp (milliseconds)');
-    if (!fresh(timestamp, nowMs, linearToleranceMs)) return { kind: 'stale' };
+    if (!fresh(timestamp, nowMs, linearTimestamp.toleranceMs)) return { kind: 'stale' };
     const deliveryKey = headers.get('linear-delivery');
     const type = textAt(payload, 'type');
     if (!deliveryKey || endpoint.kind !== 'connection') return missingField('the Linear-Delivery header');

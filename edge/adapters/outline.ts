@@ -2,9 +2,13 @@
 // "<t>.<body>")>`, t within five minutes. Routing fact: the endpoint's connection.
 import { bytesOf, concatBytes, fromHex, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
 import {
-  badSignature, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verifyWithAny, type Adapter, type Verification,
+  badSignature, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verifyWithAny,
+  type Adapter, type SignedTimestamp, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
+
+/** The `t` of Outline-Signature, in milliseconds. */
+const outlineTimestamp: SignedTimestamp = { in: 'Outline-Signature', unit: 'milliseconds', toleranceMs: timestampToleranceMs };
 
 function signedContent(timestampMs: string, body: Bytes | string): Bytes {
   return concatBytes(utf8(`${timestampMs}.`), bytesOf(body));
@@ -26,7 +30,7 @@ export async function verifyOutlineSignature(
   const t = parts.get('t');
   const s = parts.get('s');
   if (!t || !s || !/^\d{1,15}$/.test(t)) return badSignature;
-  if (Math.abs(nowMs - Number(t)) > timestampToleranceMs) return staleTimestamp;
+  if (Math.abs(nowMs - Number(t)) > outlineTimestamp.toleranceMs) return staleTimestamp;
   return hmacMatches(secret, signedContent(t, body), fromHex(s));
 }
 
@@ -37,6 +41,7 @@ export const outline: Adapter = {
   keptHeaders: ['content-type', 'user-agent'],
   signatureHeaders: ['outline-signature'],
   signsBodyOnly: false,
+  signedTimestamp: outlineTimestamp,
   checkHeaders: (headers) =>
     headerShape(headers.get('outline-signature'), /^(?=.*(?:^|,)\s*t=\d{1,15}\s*(?:,|$))(?=.*(?:^|,)\s*s=[0-9a-fA-F]{64}\s*(?:,|$)).{0,200}$/),
   verify({ headers, body, endpoint, nowMs }) {

@@ -6,12 +6,15 @@
 import { bytesOf, concatBytes, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
 import {
   headerShape, missingField, signingKeysOf,
-  verifyTimestampedPairs, verifyWithAny, type Adapter, type Verification,
+  verifyTimestampedPairs, verifyWithAny, type Adapter, type SignedTimestamp, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 
-/** Paddle's SDKs refuse a signature older than this (WebhooksValidator.MAX_VALID_TIME_DIFFERENCE). */
-const paddleToleranceMs = 5 * 1000;
+/**
+ * The `ts` of Paddle-Signature, in seconds. Paddle's SDKs refuse a signature
+ * older than 5 s (WebhooksValidator.MAX_VALID_TIME_DIFFERENCE).
+ */
+const paddleTimestamp: SignedTimestamp = { in: 'Paddle-Signature', unit: 'seconds', toleranceMs: 5 * 1000 };
 
 function signedContent(timestamp: string, body: Bytes | string): Bytes {
   return concatBytes(utf8(`${timestamp}:`), bytesOf(body));
@@ -26,7 +29,7 @@ export function verifyPaddleSignature(
   secret: string, body: Bytes, header: string | null, nowMs: number,
 ): Promise<Verification> {
   return verifyTimestampedPairs(secret, header, nowMs, {
-    separator: ';', timestamp: 'ts', signature: 'h1', toleranceMs: paddleToleranceMs, signed: (timestamp) => signedContent(timestamp, body),
+    separator: ';', timestamp: 'ts', signature: 'h1', toleranceMs: paddleTimestamp.toleranceMs, signed: (timestamp) => signedContent(timestamp, body),
   });
 }
 
@@ -37,6 +40,7 @@ export const paddle: Adapter = {
   keptHeaders: ['content-type', 'user-agent'],
   signatureHeaders: ['paddle-signature'],
   signsBodyOnly: false,
+  signedTimestamp: paddleTimestamp,
   checkHeaders: (headers) => headerShape(headers.get('paddle-signature'),
     /^(?=.{0,2048}$)(?=(?:.*;)?\s*ts=\d{1,12}\s*(?:;|$))(?=(?:.*;)?\s*h1=[0-9a-fA-F]{64}\s*(?:;|$))/),
   verify({ headers, body, endpoint, nowMs }) {

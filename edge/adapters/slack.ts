@@ -7,7 +7,8 @@
 // (Slack would show a body to the user).
 import { bytesOf, concatBytes, fromHex, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
 import {
-  allOf, badSignature, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verifyWithAny, type Adapter, type Verification,
+  allOf, badSignature, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp, timestampToleranceMs, verifyWithAny,
+  type Adapter, type SignedTimestamp, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
 import { isFormBody, parseFormBody, parseJsonBody, type JsonObject } from '../request-body.js';
@@ -47,6 +48,8 @@ function readForm(form: JsonObject): Reading {
   };
 }
 
+const slackTimestamp: SignedTimestamp = { in: 'X-Slack-Request-Timestamp', unit: 'seconds', toleranceMs: timestampToleranceMs };
+
 function signedContent(timestamp: string, body: Bytes | string): Bytes {
   return concatBytes(utf8(`v0:${timestamp}:`), bytesOf(body));
 }
@@ -61,7 +64,7 @@ export async function verifySlackSignature(
 ): Promise<Verification> {
   if (!timestampHeader || !signatureHeader) return missingSignature;
   if (!/^\d{1,12}$/.test(timestampHeader)) return badSignature;
-  if (Math.abs(nowMs - Number(timestampHeader) * 1000) > timestampToleranceMs) return staleTimestamp;
+  if (Math.abs(nowMs - Number(timestampHeader) * 1000) > slackTimestamp.toleranceMs) return staleTimestamp;
   if (!signatureHeader.startsWith('v0=')) return badSignature;
   return hmacMatches(secret, signedContent(timestampHeader, body), fromHex(signatureHeader.slice(3)));
 }
@@ -72,6 +75,7 @@ export const slack: Adapter = {
   keptHeaders: ['content-type', 'user-agent', 'x-slack-request-timestamp', 'x-slack-retry-num', 'x-slack-retry-reason'],
   signatureHeaders: ['x-slack-signature'],
   signsBodyOnly: false,
+  signedTimestamp: slackTimestamp,
   checkHeaders: (headers) => allOf(
     headerShape(headers.get('x-slack-request-timestamp'), /^\d{1,12}$/),
     headerShape(headers.get('x-slack-signature'), /^v0=[0-9a-fA-F]{64}$/),

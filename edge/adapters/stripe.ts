@@ -7,9 +7,12 @@
 import { bytesOf, concatBytes, hmacSha256, toHex, utf8, type Bytes } from '../crypto.js';
 import {
   headerShape, missingField, signingKeysOf,
-  timestampToleranceMs, verifyTimestampedPairs, verifyWithAny, type Adapter, type Verification,
+  timestampToleranceMs, verifyTimestampedPairs, verifyWithAny, type Adapter, type SignedTimestamp, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
+
+/** The `t` of Stripe-Signature, in seconds. */
+const stripeTimestamp: SignedTimestamp = { in: 'Stripe-Signature', unit: 'seconds', toleranceMs: timestampToleranceMs };
 
 function signedContent(timestamp: string, body: Bytes | string): Bytes {
   return concatBytes(utf8(`${timestamp}.`), bytesOf(body));
@@ -24,7 +27,7 @@ export function verifyStripeSignature(
   secret: string, body: Bytes, header: string | null, nowMs: number,
 ): Promise<Verification> {
   return verifyTimestampedPairs(secret, header, nowMs, {
-    separator: ',', timestamp: 't', signature: 'v1', toleranceMs: timestampToleranceMs, signed: (timestamp) => signedContent(timestamp, body),
+    separator: ',', timestamp: 't', signature: 'v1', toleranceMs: stripeTimestamp.toleranceMs, signed: (timestamp) => signedContent(timestamp, body),
   });
 }
 
@@ -35,6 +38,7 @@ export const stripe: Adapter = {
   keptHeaders: ['content-type', 'user-agent'],
   signatureHeaders: ['stripe-signature'],
   signsBodyOnly: false,
+  signedTimestamp: stripeTimestamp,
   checkHeaders: (headers) => headerShape(headers.get('stripe-signature'),
     /^(?=.{0,2048}$)(?=(?:.*,)?\s*t=\d{1,12}\s*(?:,|$))(?=(?:.*,)?\s*v1=[0-9a-fA-F]{64}\s*(?:,|$))/),
   verify({ headers, body, endpoint, nowMs }) {

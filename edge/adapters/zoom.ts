@@ -8,9 +8,11 @@
 import { bytesOf, concatBytes, fromHex, hmacSha256, sha256Hex, toHex, utf8, type Bytes } from '../crypto.js';
 import {
   allOf, badSignature, fresh, headerShape, hmacMatches, missingField, missingSignature, signingKeysOf, staleTimestamp,
-  timestampToleranceMs, verifyWithAny, type Adapter, type Verification,
+  timestampToleranceMs, verifyWithAny, type Adapter, type SignedTimestamp, type Verification,
 } from './adapter.js';
 import { subjectsOf, textAt } from './payload.js';
+
+const zoomTimestamp: SignedTimestamp = { in: 'x-zm-request-timestamp', unit: 'seconds', toleranceMs: timestampToleranceMs };
 
 function signedContent(timestamp: string, body: Bytes | string): Bytes {
   return concatBytes(utf8(`v0:${timestamp}:`), bytesOf(body));
@@ -26,7 +28,7 @@ export async function verifyZoomSignature(
 ): Promise<Verification> {
   if (!timestampHeader || !signatureHeader) return missingSignature;
   if (!/^\d{1,12}$/.test(timestampHeader) || !signatureHeader.startsWith('v0=')) return badSignature;
-  if (!fresh(Number(timestampHeader) * 1000, nowMs, timestampToleranceMs)) return staleTimestamp;
+  if (!fresh(Number(timestampHeader) * 1000, nowMs, zoomTimestamp.toleranceMs)) return staleTimestamp;
   return hmacMatches(secret, signedContent(timestampHeader, body), fromHex(signatureHeader.slice(3)));
 }
 
@@ -37,6 +39,7 @@ export const zoom: Adapter = {
   keptHeaders: ['content-type', 'user-agent', 'x-zm-request-timestamp', 'x-zm-trackingid'],
   signatureHeaders: ['x-zm-signature'],
   signsBodyOnly: false,
+  signedTimestamp: zoomTimestamp,
   // Zoom counts any answer but 200 and 204 as a failed delivery, and retries it.
   acceptedStatus: 200,
   checkHeaders: (headers) => allOf(

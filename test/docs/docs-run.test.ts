@@ -154,7 +154,6 @@ const runs: Record<string, DocumentRun> = {
     },
   },
   'docs/deploy-edge.md': localWorkerRecipes(),
-  'docs/providers.md': guide({ migrate: true, extra: { WHARF_SECRET_KEYS: testSecretKeys } }),
   'docs/workers.md': guide({ migrate: true }),
   // "The examples below use workspace 1, as npm start's database has it."
   'docs/operating.md': guide({ migrate: true, seed: async (db) => { await db.pool.query('SELECT wharf.upsert_workspace(1)'); } }),

@@ -5,6 +5,7 @@
 // it describes where the API is, not at the host's root.
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { providers, providersWithSecretIn } from '../../db/providers.js';
 import { operatorApi } from '../../operator/api/app.js';
 import { startBulkReplay } from '../../operator/sql/bulk-replay.js';
 import { createApiToken } from '../../operator/sql/operator.js';
@@ -35,6 +36,8 @@ interface JsonSchema {
 }
 
 interface Operation {
+  summary?: string;
+  description?: string;
   responses: Record<string, unknown>;
   parameters?: { name: string; in: string; required?: boolean }[];
   requestBody?: { required?: boolean; content: Record<string, { schema: JsonSchema }> };
@@ -79,6 +82,13 @@ describe('GET /api/openapi.json', () => {
     expect(replay?.parameters?.map((parameter) => `${parameter.in}:${parameter.name}`).sort()).toEqual(['path:id', 'path:ws']);
     expect(Object.keys(replay?.responses ?? {}).sort()).toEqual(['202', '400', '401', '403', '404', '409', '429', '503']);
     expect(JSON.stringify(document)).toContain('"scheme":"bearer"');
+  });
+
+  it("names, for rotate-secret, every provider whose connection holds its own secret (db/providers.ts)", () => {
+    const rotate = document.paths['/connections/{id}/rotate-secret']?.post;
+    const text = `${rotate?.summary ?? ''} ${rotate?.description ?? ''}`;
+    expect(providersWithSecretIn('token', 'signing_key').filter((name) => !text.includes(providers[name].title)).join(', '),
+      `the providers ${JSON.stringify(text)} does not name`).toBe('');
   });
 
   it('documents the filters the event list validates', () => {

@@ -2,6 +2,7 @@
 // (a workspace token may only read its own workspace's connections).
 import { createRoute, type RouteHandler } from '@hono/zod-openapi';
 import type { Database } from '../../../db/database.js';
+import { providersWithSecretIn, titlesOf } from '../../../db/providers.js';
 import type { KeyRing } from '../../../db/secret-box.js';
 import { rotateConnectionSecret } from '../../sql/connection-secrets.js';
 import {
@@ -21,6 +22,12 @@ import {
 import { z } from '@hono/zod-openapi';
 
 const tags = ['admin'];
+
+// Which providers' connections hold a secret of their own, from the registry:
+// a provider added there is never missing here.
+const rotateSecretDescription = `A signing key for ${titlesOf(providersWithSecretIn('signing_key'))} `
+  + `(stored encrypted under WHARF_SECRET_KEYS); a token for ${titlesOf(providersWithSecretIn('token'))} (stored as its SHA-256 only). `
+  + `A connection of ${titlesOf(providersWithSecretIn('app'), 'or')} has none (400): its app's secret is in the edge's environment.`;
 
 /** What each state-changing verb sets; resume and activate are the same. */
 const stateOf = { suspend: 'SUSPENDED', pause: 'PAUSED', resume: 'ACTIVE', activate: 'ACTIVE' } as const;
@@ -141,7 +148,8 @@ export function adminRoutes(db: Database, keyRing: Promise<KeyRing | undefined>)
     // The new secret is in this answer only; give it to the provider now.
     .openapi(createRoute({
       method: 'post', path: '/connections/{id}/rotate-secret', tags,
-      summary: "Give a connection a new signing key (Outline, Forgejo, Standard Webhooks, GitLab token)",
+      summary: 'Give a connection a new secret, shown once',
+      description: rotateSecretDescription,
       request: { params: connectionParam, body: jsonBody(rotateSecretBody) },
       responses: { 200: json(rotatedSecret, 'the new secret, shown once'), ...errors(400, 403, 404) },
     }), async (c) => {
