@@ -1131,22 +1131,32 @@ CREATE FUNCTION wharf.cancel_bulk_replay(p_workspace_id bigint, p_id bigint, p_a
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  v_replay wharf.bulk_replay;
-  v_now    timestamptz;
+  v_replay  wharf.bulk_replay;
+  v_running boolean;
+  v_now     timestamptz;
 BEGIN
   IF p_workspace_id IS NULL OR p_id IS NULL OR p_account IS NULL OR p_account = '' THEN
     RAISE EXCEPTION 'wharf.cancel_bulk_replay: workspace, id and account are required' USING ERRCODE = '22004';
   END IF;
-  SELECT * INTO v_replay FROM wharf.bulk_replay WHERE id = p_id AND workspace_id = p_workspace_id FOR UPDATE;
+  -- As it is when asked, before the wait: the batch in flight may finish it.
+  SELECT finished_at IS NULL INTO v_running FROM wharf.bulk_replay WHERE id = p_id AND workspace_id = p_workspace_id;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'wharf: workspace % has no bulk replay %', p_workspace_id, p_id USING ERRCODE = 'P0002';
   END IF;
-  IF v_replay.finished_at IS NOT NULL THEN
+  -- Exclusive: from here no batch starts (see the top of this file); the one
+  -- in flight holds it shared, and this waits for it to commit.
+  PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('bulk_replay', p_id::text));
+  SELECT * INTO v_replay FROM wharf.bulk_replay WHERE id = p_id AND workspace_id = p_workspace_id FOR UPDATE;
+  IF NOT FOUND THEN  -- finished and purged meanwhile
+    RAISE EXCEPTION 'wharf: workspace % has no bulk replay %', p_workspace_id, p_id USING ERRCODE = 'P0002';
+  END IF;
+  -- Cancelled by another call that got the lock first: that one says true.
+  IF NOT v_running OR v_replay.cancelled_at IS NOT NULL THEN
     RETURN wharf.bulk_replay_summary(v_replay) || '{"cancelled": false}';
   END IF;
   v_now := clock_timestamp();
   UPDATE wharf.bulk_replay
-     SET finished_at = v_now, cancelled_at = v_now, cancelled_by = p_account, updated_at = v_now
+     SET finished_at = coalesce(finished_at, v_now), cancelled_at = v_now, cancelled_by = p_account, updated_at = v_now
    WHERE id = p_id
   RETURNING * INTO v_replay;
   RETURN wharf.bulk_replay_summary(v_replay) || '{"cancelled": true}';
@@ -1569,6 +1579,12 @@ BEGIN
   END IF;
   IF v_replay.finished_at IS NOT NULL THEN
     RETURN wharf.bulk_replay_summary(v_replay);
+  END IF;
+  -- A cancel holds the lock exclusive, or waits for it behind the batch in
+  -- flight: this batch is after the cancel and leaves the row to it. Held
+  -- shared to the end, so that a cancel asked now waits for this batch.
+  IF NOT pg_try_advisory_xact_lock_shared(wharf.lifecycle_key('bulk_replay', p_id::text)) THEN
+    RETURN NULL;
   END IF;
 
   -- Lock the events in id order, then their scopes in the lock order

@@ -36,7 +36,7 @@ async function nextBatch(db: Database, workspaceId: string, id: string, batchSiz
   }
 }
 
-/** Replays batch after batch until the bulk replay is finished or cancelled (or another runner holds it: null). */
+/** Replays batch after batch until the bulk replay is finished or cancelled (or another runner, or a cancel, holds it: null). */
 export async function runBulkReplay(
   db: Database, workspaceId: string, id: string, options: BulkReplayRunOptions = {},
 ): Promise<BulkReplay | null> {

@@ -4,6 +4,16 @@
 -- admissions and claims never wait behind it; the progress lives in
 -- wharf.bulk_replay, where the API, the CLI and the console follow it and
 -- any runner can carry on a replay that another left unfinished.
+--
+-- A cancel and the batches meet on the bulk replay's row and on its lock
+-- (lifecycle_key('bulk_replay', id), sql/70): a batch holds the lock shared,
+-- taken without waiting under the row lock; a cancel takes it exclusive
+-- before the row. The row alone cannot order them: every batch writes a new
+-- version of it, a cancel waiting for the old version holds no place on the
+-- new one, and the runner's next batch could take that first, batch after
+-- batch, to the end. The advisory lock queues fairly, and a batch that finds
+-- it taken or asked for exclusive replays nothing. No cycle: a batch waits
+-- for neither (SKIP LOCKED, a try), a cancel for the lock, then the row.
 
 -- The DEAD events a bulk replay takes, in id order from after p_after_id: of
 -- workspace p_workspace_id, dead by p_dead_by (the replay's start, so that an
@@ -137,8 +147,9 @@ END $$;
 -- Replays the next at most p_batch (1..1000) events of bulk replay p_id of
 -- workspace p_workspace_id, in id order, in this one transaction, waking idle
 -- claimers once; finished when fewer remain. Returns the bulk replay as it is
--- after; NULL when another transaction is running a batch of it. P0002 when
--- the workspace has no such bulk replay.
+-- after; NULL, replaying nothing, when another transaction is running a batch
+-- of it or cancelling it (cancel_bulk_replay asked: it stops here). P0002
+-- when the workspace has no such bulk replay.
 CREATE OR REPLACE FUNCTION wharf.continue_bulk_replay(p_workspace_id bigint, p_id bigint, p_batch integer)
 RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -163,6 +174,12 @@ BEGIN
   END IF;
   IF v_replay.finished_at IS NOT NULL THEN
     RETURN wharf.bulk_replay_summary(v_replay);
+  END IF;
+  -- A cancel holds the lock exclusive, or waits for it behind the batch in
+  -- flight: this batch is after the cancel and leaves the row to it. Held
+  -- shared to the end, so that a cancel asked now waits for this batch.
+  IF NOT pg_try_advisory_xact_lock_shared(wharf.lifecycle_key('bulk_replay', p_id::text)) THEN
+    RETURN NULL;
   END IF;
 
   -- Lock the events in id order, then their scopes in the lock order
@@ -200,31 +217,42 @@ BEGIN
 END $$;
 
 -- Cancels bulk replay p_id of workspace p_workspace_id as p_account: no
--- batch of it runs after this one commits (a batch running now finishes
--- first: this waits for its row lock, so what it replayed is counted). The
+-- batch of it replays anything after this call asked (a batch running now
+-- finishes first: this waits for it, so what it replayed is counted). The
 -- events replayed before stay replayed. Returns the bulk replay as it is
--- after, with "cancelled": whether this call cancelled it (false when it had
--- finished, or was cancelled, before). P0002 when the workspace has no such
--- bulk replay, 22004 for a NULL argument or an empty account.
+-- after, with "cancelled": whether this call cancelled it, true whenever it
+-- was running when asked (even if the batch waited for was its last), false
+-- when it had finished, or was cancelled, before. P0002 when the workspace
+-- has no such bulk replay, 22004 for a NULL argument or an empty account.
 CREATE OR REPLACE FUNCTION wharf.cancel_bulk_replay(p_workspace_id bigint, p_id bigint, p_account text) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  v_replay wharf.bulk_replay;
-  v_now    timestamptz;
+  v_replay  wharf.bulk_replay;
+  v_running boolean;
+  v_now     timestamptz;
 BEGIN
   IF p_workspace_id IS NULL OR p_id IS NULL OR p_account IS NULL OR p_account = '' THEN
     RAISE EXCEPTION 'wharf.cancel_bulk_replay: workspace, id and account are required' USING ERRCODE = '22004';
   END IF;
-  SELECT * INTO v_replay FROM wharf.bulk_replay WHERE id = p_id AND workspace_id = p_workspace_id FOR UPDATE;
+  -- As it is when asked, before the wait: the batch in flight may finish it.
+  SELECT finished_at IS NULL INTO v_running FROM wharf.bulk_replay WHERE id = p_id AND workspace_id = p_workspace_id;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'wharf: workspace % has no bulk replay %', p_workspace_id, p_id USING ERRCODE = 'P0002';
   END IF;
-  IF v_replay.finished_at IS NOT NULL THEN
+  -- Exclusive: from here no batch starts (see the top of this file); the one
+  -- in flight holds it shared, and this waits for it to commit.
+  PERFORM pg_advisory_xact_lock(wharf.lifecycle_key('bulk_replay', p_id::text));
+  SELECT * INTO v_replay FROM wharf.bulk_replay WHERE id = p_id AND workspace_id = p_workspace_id FOR UPDATE;
+  IF NOT FOUND THEN  -- finished and purged meanwhile
+    RAISE EXCEPTION 'wharf: workspace % has no bulk replay %', p_workspace_id, p_id USING ERRCODE = 'P0002';
+  END IF;
+  -- Cancelled by another call that got the lock first: that one says true.
+  IF NOT v_running OR v_replay.cancelled_at IS NOT NULL THEN
     RETURN wharf.bulk_replay_summary(v_replay) || '{"cancelled": false}';
   END IF;
   v_now := clock_timestamp();
   UPDATE wharf.bulk_replay
-     SET finished_at = v_now, cancelled_at = v_now, cancelled_by = p_account, updated_at = v_now
+     SET finished_at = coalesce(finished_at, v_now), cancelled_at = v_now, cancelled_by = p_account, updated_at = v_now
    WHERE id = p_id
   RETURNING * INTO v_replay;
   RETURN wharf.bulk_replay_summary(v_replay) || '{"cancelled": true}';

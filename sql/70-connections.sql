@@ -22,8 +22,10 @@
 -- search_path and not executable by PUBLIC (sql/README.md, "Roles and GRANTs").
 
 -- The advisory lock key of one lifecycle object ('workspace', 'body',
--- 'source'). 64-bit hashes: a collision only makes two objects wait for
--- each other, it never lets a change and an admission overlap.
+-- 'source'; and 'bulk_replay', taken alone: sql/62). 64-bit hashes: a
+-- collision only makes two objects wait for each other (or a bulk replay's
+-- runner stop until it is followed again), it never lets a change and an
+-- admission overlap.
 CREATE OR REPLACE FUNCTION wharf.lifecycle_key(p_kind text, p_id text) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT hashtextextended('wharf:' || p_kind || ':' || p_id, 0)

@@ -1,6 +1,8 @@
 // `wharf replay`: send a dead letter back to the queue, or, with --bulk,
 // every dead letter of a workspace that matches the filters, followed with a
-// progress bar until it is finished.
+// progress bar until it is finished. A bulk replay says how many match first
+// and starts once confirmed: asked on a terminal, --yes in a script.
+import { createInterface } from 'node:readline';
 import type { Command } from 'commander';
 import { answerOf, type OperatorApiClient } from '../../operator/api/client.js';
 import type { BulkReplay } from '../../operator/sql/bulk-replay.js';
@@ -24,6 +26,7 @@ interface ReplayOptions extends OperatorOptions, OwnerOptions {
   receivedBefore?: string;
   payload?: string;
   headers?: string;
+  yes?: boolean;
 }
 
 /** A --payload or --headers value: a JSON object. */
@@ -36,6 +39,22 @@ function jsonObjectOption(value: string | undefined, name: string): Record<strin
     // reported below
   }
   throw usageError(`${name} must be a JSON object, e.g. '{"repository":{"full_name":"acme/api"}}'`);
+}
+
+/**
+ * Asks a yes/no question on the terminal (stdin, the question on stderr);
+ * anything but y or yes, Ctrl-C and Ctrl-D included, is no.
+ */
+function confirmOnTerminal(question: string): Promise<boolean> {
+  const terminal = createInterface({ input: process.stdin, output: process.stderr });
+  return new Promise<boolean>((resolve) => {
+    terminal.once('close', () => resolve(false));
+    terminal.once('SIGINT', () => terminal.close());
+    terminal.question(question, (answer) => {
+      resolve(/^y(es)?$/i.test(answer.trim()));
+      terminal.close();
+    });
+  });
 }
 
 /** How often a bulk replay's progress is read. */
@@ -74,9 +93,17 @@ async function replayMany(api: OperatorApiClient, options: ReplayOptions): Promi
   const json = Object.fromEntries(Object.entries({ ...filter, force: options.force })
     .filter((entry) => entry[1] !== undefined));
   const param = { ws: owner.workspaceId };
-  // The count first, on stderr, like the progress that follows.
+  // The count first, on stderr, like the question and the progress that follow.
   const { matched } = await answerOf(api.workspaces[':ws'].replays.count.$post({ param, json }));
-  process.stderr.write(`${matched} dead letter${matched === 1 ? '' : 's'} match; replaying\n`);
+  const counted = `${matched} dead letter${matched === 1 ? ' matches' : 's match'}`;
+  if (options.yes) process.stderr.write(`${counted}; replaying\n`);
+  else if (!process.stdin.isTTY) {
+    // A script that did not say --yes would otherwise wait for an answer nobody gives.
+    process.stderr.write(`${counted}\n`);
+    throw usageError('not replayed: no terminal to confirm on; add --yes to replay them without asking');
+  } else if (!(await confirmOnTerminal(`${counted}. Replay ${matched === 1 ? 'it' : 'them'}? [y/N] `))) {
+    throw usageError('not replayed');
+  }
   let replay: BulkReplay = await answerOf(api.workspaces[':ws'].replays.$post({ param, json }));
   // On stderr, so that stdout holds only the result (a table or --json).
   const show = (step: BulkReplay) => printProgress(step.replayed, step.matched, 'replayed');
@@ -110,6 +137,7 @@ export function replayCommand(): Command {
     .option('--received-before <time>', 'with --bulk: only those received before this ISO time')
     .option('--payload <json>', 'with --bulk: only those whose payload contains this JSON object')
     .option('--headers <json>', 'with --bulk: only those whose stored headers contain this JSON object')
+    .option('-y, --yes', 'with --bulk: replay them without asking (needed without a terminal, e.g. in a script)')
     .action((id: string | undefined, options: ReplayOptions) => withApi(options, async (api) => {
       if (options.bulk) {
         if (id !== undefined) throw usageError('give an event id or --bulk, not both');

@@ -201,7 +201,7 @@ export const bulkReplay = z.object({
 }).openapi('BulkReplay');
 
 export const cancelledBulkReplay = bulkReplay.extend({
-  cancelled: z.boolean().openapi({ description: 'whether this request cancelled it (false: it had finished or been cancelled before)' }),
+  cancelled: z.boolean().openapi({ description: 'whether this request cancelled it (true whenever it was running when asked; false: it had finished or been cancelled before)' }),
 }).openapi('CancelledBulkReplay');
 
 export const queueMinute = z.object({

@@ -54,7 +54,7 @@ export interface EventListQuery {
 }
 
 /** A search field: a JSON object, or nothing. */
-function optionalJsonObject(value: string | undefined, name: string): Record<string, unknown> | undefined {
+export function optionalJsonObject(value: string | undefined, name: string): Record<string, unknown> | undefined {
   const text = value?.trim();
   if (!text) return undefined;
   if (text.length > 10_000) throw new ConsoleError(400, `${name} is too long.`);

@@ -55,7 +55,8 @@ export function startBulkReplay(
 /**
  * Replays the next batch of at most batchSize events in id order, in one
  * transaction (wharf.continue_bulk_replay); the bulk replay as it is after.
- * A batch another caller is running is passed over: null.
+ * Null, replaying nothing, while another caller runs a batch of it or
+ * cancels it.
  */
 export function continueBulkReplay(
   db: Database, workspaceId: string, id: string, batchSize: number,
@@ -70,7 +71,8 @@ export async function countBulkReplay(db: Database, workspaceId: string, filter:
 
 /**
  * Cancels a running bulk replay as `account` (wharf.cancel_bulk_replay): no
- * batch runs after the one running now. `cancelled` is false when it had
+ * batch replays anything after the one running now, which it waits for.
+ * `cancelled` is true whenever it was running when asked, false when it had
  * finished, or was cancelled, before. A 404 when the workspace has no such
  * bulk replay.
  */

@@ -3,8 +3,11 @@
 // against a real database: a dead letter's issue listed and resolved
 // (recorded as the CLI's user), a stuck scope listed and unblocked by moving
 // its head to the dead letters, a JSON search and a bulk replay by it (its
-// count first), an alert rule made, listed and deleted, and mistakes
-// reported on stderr with exit code 1.
+// count first, then asked on a terminal, --yes in a script, refused without
+// either), an alert rule made, listed and deleted, and mistakes reported on
+// stderr with exit code 1.
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Issue } from '../../operator/sql/issues.js';
 import type { StuckScope } from '../../operator/sql/stuck-scopes.js';
@@ -15,7 +18,42 @@ import { runWharf, type CliResult } from '../support/wharf-cli.js';
 let db: TestDatabase;
 let connection: number;
 const W = 601;
+const root = fileURLToPath(new URL('../../', import.meta.url));
 const wharf = (...args: string[]): Promise<CliResult> => runWharf(args, { DATABASE_URL: db.url });
+
+/**
+ * Runs `wharf args` on a terminal of its own (`script`, as an operator's
+ * shell gives it one) and types `answer` once it asks a yes/no question;
+ * its exit code and everything the terminal showed.
+ */
+function wharfOnTerminal(args: string[], answer: string): Promise<{ code: number; output: string }> {
+  const command = ['node', 'bin/wharf.js', ...args].map((arg) => `'${arg.replaceAll("'", "'\\''")}'`).join(' ');
+  return new Promise((resolve, reject) => {
+    const child = spawn('script', ['-qec', command, '/dev/null'], { cwd: root, env: { ...process.env, DATABASE_URL: db.url } });
+    let output = '';
+    let asked = false;
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      // The question, then readline's cursor moves: no answer before it is asked.
+      if (!asked && /\[y\/N\] /.test(output)) {
+        asked = true;
+        child.stdin.write(`${answer}\r`);
+      }
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, output }));
+  });
+}
+
+async function stateOf(id: number): Promise<string> {
+  const { rows } = await db.pool.query<{ state: string }>('SELECT state FROM wharf.provider_event WHERE id = $1', [id]);
+  return rows[0]!.state;
+}
+
+async function bulkReplays(): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM wharf.bulk_replay WHERE workspace_id = $1', [W]);
+  return rows[0]!.n;
+}
 const json = <T>(result: CliResult): T => {
   expect(result.code, result.stderr).toBe(0);
   return JSON.parse(result.stdout) as T;
@@ -81,12 +119,46 @@ describe('wharf events list --payload and wharf replay --bulk --payload', () => 
     const page = json<{ events: { id: number }[] }>(await wharf('events', 'list', '-w', String(W), '--payload', search, '--json'));
     expect(page.events.map((event) => event.id)).toEqual([found]);
 
-    const replayed = await wharf('replay', '--bulk', '-w', String(W), '--payload', search, '--json');
+    const replayed = await wharf('replay', '--bulk', '-w', String(W), '--payload', search, '--json', '--yes');
     expect(json<{ matched: number; replayed: number }>(replayed)).toMatchObject({ matched: 1, replayed: 1 });
-    expect(replayed.stderr).toMatch(/^1 dead letter match; replaying\n/);
+    expect(replayed.stderr).toMatch(/^1 dead letter matches; replaying\n/);
     const bad = await wharf('replay', '--bulk', '-w', String(W), '--payload', 'acme');
     expect(bad).toMatchObject({ code: 1, stdout: '' });
     expect(bad.stderr).toMatch(/--payload must be a JSON object/);
+  });
+});
+
+describe('wharf replay --bulk asks before it starts', () => {
+  it('refuses without a terminal and without --yes, saying so, and replays nothing', async () => {
+    const dead = await admitEvent(db.pool, connection, { payload: { repository: { full_name: 'acme/cli-ask' } } });
+    await finishEvent(db.pool, dead, 'DEAD');
+    const before = await bulkReplays();
+    const refused = await wharf('replay', '--bulk', '-w', String(W), '--payload', '{"repository":{"full_name":"acme/cli-ask"}}');
+    expect(refused).toMatchObject({
+      code: 1, stdout: '',
+      stderr: '1 dead letter matches\nwharf: not replayed: no terminal to confirm on; add --yes to replay them without asking\n',
+    });
+    expect(await stateOf(dead)).toBe('DEAD');
+    expect(await bulkReplays(), 'no bulk replay recorded').toBe(before);
+  });
+
+  it('on a terminal, shows the count and replays only when the answer is yes', async () => {
+    const dead: number[] = [];
+    for (let i = 0; i < 2; i += 1) dead.push(await admitEvent(db.pool, connection, { payload: { ask: 'terminal', i } }));
+    for (const id of dead) await finishEvent(db.pool, id, 'DEAD');
+    const args = ['replay', '--bulk', '-w', String(W), '--payload', '{"ask":"terminal"}'];
+
+    const declined = await wharfOnTerminal(args, 'n');
+    expect(declined.output).toContain('2 dead letters match. Replay them? [y/N] ');
+    expect(declined.output).toContain('wharf: not replayed');
+    expect(declined.code).toBe(1);
+    expect(await Promise.all(dead.map(stateOf))).toEqual(['DEAD', 'DEAD']);
+
+    const accepted = await wharfOnTerminal(args, 'y');
+    expect(accepted.output).toContain('2 dead letters match. Replay them? [y/N] ');
+    expect(accepted.output).toMatch(/bulk replay \d+: replayed 2 of 2\r?\n/);
+    expect(accepted.code).toBe(0);
+    expect(await Promise.all(dead.map(stateOf))).toEqual(['QUEUED', 'QUEUED']);
   });
 });
 

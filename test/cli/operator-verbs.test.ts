@@ -135,7 +135,7 @@ describe('wharf replay --bulk, pause and resume, rotate-secret', () => {
     // One at a time: a subscription changing under an admission makes it retry.
     const dead = [await deadEvent(db.pool, connection), await deadEvent(db.pool, connection), await deadEvent(db.pool, connection)];
     const uncertain = await deadEvent(db.pool, connection, 'uncertain');
-    const result = await wharf('replay', '--bulk', '-w', '430', '--error-class', 'SyntaxError', '--json');
+    const result = await wharf('replay', '--bulk', '-w', '430', '--error-class', 'SyntaxError', '--json', '--yes');
     const replay = json<{ state: string; matched: number; replayed: number }>(result);
     expect(replay).toMatchObject({ state: 'finished', matched: 3, replayed: 3 });
     expect(result.stderr).toMatch(/replayed 3 of 3 \(100 %\)\n$/);

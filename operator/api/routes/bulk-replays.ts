@@ -63,8 +63,9 @@ export function bulkReplayRoutes(db: Database, onUnexpectedError?: (error: unkno
     })
     .openapi(createRoute({
       method: 'post', path: '/workspaces/{ws}/replays/{id}/cancel', tags, summary: 'Cancel a running bulk replay',
-      description: 'No batch runs after the one running now, which finishes first; what was replayed stays replayed. '
-        + 'Recorded with who cancelled it. A bulk replay already finished is answered as it is, with cancelled false.',
+      description: 'No batch replays anything after the one running now, which finishes first; what was replayed stays replayed. '
+        + 'Recorded with who cancelled it, and answered with cancelled true whenever it was running when asked, even if '
+        + 'the batch in flight was its last. A bulk replay already finished is answered as it is, with cancelled false.',
       request: { params: bulkReplayParam },
       responses: { 200: json(cancelledBulkReplay, 'the bulk replay after'), ...errors(400, 403, 404) },
     }), async (c) => {

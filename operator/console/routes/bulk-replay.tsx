@@ -1,13 +1,17 @@
 // Bulk replay: a form of the filter (provider, event type, subject, error
-// class, dead between), which starts a replay of every matching DEAD event in
-// the background and sends the browser to its progress page; that page shows
-// a <progress> bar that follows the run until it is finished.
+// class, dead between, payload by JSON containment), which first shows how
+// many DEAD events match (wharf.count_bulk_replay, the filter the replay
+// takes) and asks to confirm; confirmed, it starts a replay of them in the
+// background and sends the browser to its progress page; that page shows a
+// <progress> bar that follows the run until it is finished.
 import type { Context, Hono } from 'hono';
 import { followBulkReplay, startBulkReplayInBackground } from '../../bulk-replay-runner.js';
-import { cancelBulkReplay, listBulkReplays, type BulkReplay, type BulkReplayFilter } from '../../sql/bulk-replay.js';
+import {
+  cancelBulkReplay, countBulkReplay, listBulkReplays, type BulkReplay, type BulkReplayFilter,
+} from '../../sql/bulk-replay.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
-import { optionalText, optionalTime } from '../filters.js';
+import { optionalJsonObject, optionalText, optionalTime, type FormValues } from '../filters.js';
 import { frameOf } from '../frame.js';
 import { Csrf, Page, Time } from '../layout.js';
 import { progressScript } from '../progress-script.js';
@@ -28,7 +32,17 @@ function readFilter(form: Record<string, unknown>): BulkReplayFilter {
     ['dead_before', optionalTime(text('dead_before'), 'Dead before')],
   ];
   for (const [key, value] of fields) if (value !== undefined) filter[key] = value;
+  const payload = optionalJsonObject(text('payload'), 'Payload contains');
+  if (payload) filter.payload = payload;
   return filter;
+}
+
+/** The filter as form fields: what the confirm form posts back, and what "Change the filter" puts back in the form. */
+function filterValues(filter: BulkReplayFilter, force: boolean): FormValues {
+  const values: FormValues = {};
+  for (const [key, value] of Object.entries(filter)) values[key] = typeof value === 'string' ? value : JSON.stringify(value);
+  if (force) values.force = 'on';
+  return values;
 }
 
 function describeFilter(filter: BulkReplayFilter): string {
@@ -47,12 +61,41 @@ export function registerBulkReplayPages(app: Hono<ConsoleEnv>, deps: RouteDeps):
   app.get('/workspaces/:ws/bulk-replays', async (c) => {
     const scope = workspaceScope(c, basePath);
     const replays = await listBulkReplays(db, scope.workspaceId);
-    return c.html(<BulkReplayForm c={c} basePath={basePath} scope={scope} replays={replays} />);
+    return c.html(<BulkReplayForm c={c} basePath={basePath} scope={scope} replays={replays} values={c.req.query()} />);
+  });
+
+  // The count first: how many a replay with this filter would take now; nothing is replayed.
+  app.get('/workspaces/:ws/bulk-replays/confirm', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    const query = c.req.query();
+    const filter = readFilter(query);
+    const force = query.force === 'on';
+    const matched = await countBulkReplay(db, scope.workspaceId, filter, force);
+    const values = filterValues(filter, force);
+    const noun = matched === 1 ? 'dead letter' : 'dead letters';
+    return c.html(
+      <Page {...frameOf(c, basePath, scope, 'bulk')} title="Confirm bulk replay">
+        <p id="bulk-count" role="status">
+          <strong>{String(matched)}</strong> {noun} {matched === 1 ? 'matches' : 'match'}: {describeFilter(filter)}{force ? ' (forced)' : ''}.
+        </p>
+        {matched > 0 ? (
+          <form method="post" action={`${scope.base}/bulk-replays`} class="stack" aria-label="Confirm the bulk replay">
+            <Csrf token={c.get('csrfToken')} />
+            {Object.entries(values).map(([name, value]) => <input type="hidden" name={name} value={value} />)}
+            <input type="hidden" name="confirmed" value={String(matched)} />
+            <button type="submit" class="primary">{`Replay ${matched} ${noun}`}</button>
+          </form>
+        ) : <p>Nothing to replay.</p>}
+        <p><a href={`${scope.base}/bulk-replays?${new URLSearchParams(values).toString()}`}>Change the filter</a></p>
+      </Page>,
+    );
   });
 
   app.post('/workspaces/:ws/bulk-replays', async (c) => {
     const scope = workspaceScope(c, basePath);
     const form = await c.req.parseBody();
+    // Started only from the confirm page, after the operator saw the count.
+    if (typeof form.confirmed !== 'string') throw new ConsoleError(400, 'Count the matching dead letters first, then confirm.');
     const replay = await startBulkReplayInBackground(db, scope.workspaceId, readFilter(form), c.get('principal').account, {
       force: form.force === 'on',
       onError: deps.onUnexpectedError,
@@ -114,21 +157,26 @@ export function registerBulkReplayPages(app: Hono<ConsoleEnv>, deps: RouteDeps):
   });
 }
 
-function BulkReplayForm(props: { c: Ctx; basePath: string; scope: WorkspaceScope; replays: BulkReplay[] }) {
+function BulkReplayForm(props: { c: Ctx; basePath: string; scope: WorkspaceScope; replays: BulkReplay[]; values: FormValues }) {
   const { scope } = props;
+  const v = props.values;
+  // The times as a datetime-local field shows them: stored in UTC, ISO with a zone.
+  const local = (time: string | undefined) => time?.replace(/(\.\d+)?Z$/, '') ?? '';
   return (
     <Page {...frameOf(props.c, props.basePath, scope, 'bulk')} title={`Bulk replay · ${scope.label}`}>
-      <p>Replays every DEAD event of this workspace that matches, in id order, in small batches. Empty fields match anything.</p>
-      <form method="post" action={`${scope.base}/bulk-replays`} class="stack" aria-label="Start a bulk replay">
-        <Csrf token={props.c.get('csrfToken')} />
-        <label>Provider<input name="provider" placeholder="github" /></label>
-        <label>Event type<input name="event_type" placeholder="push" /></label>
-        <label>Subject<input name="subject" placeholder="repo:acme/api" /></label>
-        <label>Error class<input name="error_class" placeholder="SyntaxError" /></label>
-        <label>Dead from (UTC)<input type="datetime-local" step="1" name="dead_after" /></label>
-        <label>Dead before (UTC)<input type="datetime-local" step="1" name="dead_before" /></label>
-        <label class="check"><input type="checkbox" name="force" /> Also replay events whose outcome is uncertain (force)</label>
-        <button type="submit" class="primary">Start bulk replay</button>
+      <p>Replays every DEAD event of this workspace that matches, in id order, in small batches. Empty fields match anything. You see how many match before it starts.</p>
+      <form method="get" action={`${scope.base}/bulk-replays/confirm`} class="stack" aria-label="Start a bulk replay">
+        <label>Provider<input name="provider" value={v.provider ?? ''} placeholder="github" /></label>
+        <label>Event type<input name="event_type" value={v.event_type ?? ''} placeholder="push" /></label>
+        <label>Subject<input name="subject" value={v.subject ?? ''} placeholder="repo:acme/api" /></label>
+        <label>Error class<input name="error_class" value={v.error_class ?? ''} placeholder="SyntaxError" /></label>
+        <label>Dead from (UTC)<input type="datetime-local" step="1" name="dead_after" value={local(v.dead_after)} /></label>
+        <label>Dead before (UTC)<input type="datetime-local" step="1" name="dead_before" value={local(v.dead_before)} /></label>
+        <label class="search">Payload contains (JSON)
+          <input type="search" name="payload" value={v.payload ?? ''} placeholder='{"repository": {"full_name": "acme/api"}}' spellcheck={false} />
+        </label>
+        <label class="check"><input type="checkbox" name="force" checked={v.force === 'on'} /> Also replay events whose outcome is uncertain (force)</label>
+        <button type="submit" class="primary">Count matching dead letters</button>
       </form>
       <h2 id="recent">Recent bulk replays</h2>
       {props.replays.length === 0 ? <p>None yet.</p> : (

@@ -175,7 +175,8 @@ describe('bulk replay', () => {
     await page.goto(`${rig.consoleUrl}/workspaces/${W}/bulk-replays`);
     await page.getByLabel('Event type').fill('batch');
     await page.getByLabel('Error class').fill('SyntaxError');
-    await page.getByRole('button', { name: 'Start bulk replay' }).click();
+    await page.getByRole('button', { name: 'Count matching dead letters' }).click();
+    await page.getByRole('button', { name: 'Replay 12 dead letters' }).click();
     await page.waitForURL(/\/bulk-replays\/\d+$/);
     const status = page.locator('#bulk-status');
     // Running, it refreshes itself (script polling, or a meta refresh): no reload here.
