@@ -4,11 +4,14 @@
 -- every refusal and drop. The rules apply in order; the first that applies
 -- decides.
 --
--- admit and admit_many share one implementation, admit_items, which admits
--- an array of deliveries in a fixed number of statements whatever its length:
+-- Two implementations of the rules, held equal by a property test
+-- (test/sql/admit-many.test.ts): admit_item, statement by statement for one
+-- delivery (admit, and admit_many of one), and admit_items, which admits an
+-- array of deliveries in a fixed number of statements whatever its length:
 -- each step of the rules is one statement over the whole array (the items,
 -- their routes, their recipients, the rows to store). An admission's cost was
--- its statements' start-ups, about twenty per delivery, not its rows.
+-- its statements' start-ups, about twenty per delivery, not its rows; for one
+-- delivery, plans over arrays cost more to start than they save.
 -- Admitting an array is admitting its elements one after another: the same
 -- rows (ids in array order), duplicates, refusals, drops and admission_log
 -- rows, and one wake-up. Its locks are taken class by class (bodies, then

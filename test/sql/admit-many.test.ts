@@ -139,6 +139,24 @@ async function written(db: pg.Pool) {
   return { events, scopes, log };
 }
 
+/** Admits `items` with wharf.admit, one after another; each receipt, or the error admit raised as admit_many reports it. */
+async function admitOneAfterAnother(db: pg.Pool, items: Delivery[]): Promise<unknown[]> {
+  const receipts: unknown[] = [];
+  for (const item of items) {
+    try {
+      const { rows } = await db.query<{ receipt: unknown }>(
+        'SELECT wharf.admit($1, $2, $3, $4, $5, $6, $7, $8, $9) AS receipt',
+        [item.provider, item.source, item.delivery_key, item.event_type, JSON.stringify(item.route), item.subjects,
+         JSON.stringify(item.payload), JSON.stringify(item.headers), item.body_sha256]);
+      receipts.push(rows[0]!.receipt);
+    } catch (error) {
+      const { code, message } = error as { code: string; message: string };
+      receipts.push({ error: { code, message } });
+    }
+  }
+  return receipts;
+}
+
 describe('admit_many against admit, one element after another', () => {
   let many: TestDatabase;
   let single: TestDatabase;
@@ -160,19 +178,7 @@ describe('admit_many against admit, one element after another', () => {
       const items = deliveries(fixture, rand, 4 + Math.floor(rand() * 20));
       const { rows } = await many.pool.query<{ receipts: unknown[] }>('SELECT wharf.admit_many($1) AS receipts',
         [JSON.stringify(items)]);
-      const receipts: unknown[] = [];
-      for (const item of items) {
-        try {
-          const { rows: one } = await single.pool.query<{ receipt: unknown }>(
-            'SELECT wharf.admit($1, $2, $3, $4, $5, $6, $7, $8, $9) AS receipt',
-            [item.provider, item.source, item.delivery_key, item.event_type, JSON.stringify(item.route), item.subjects,
-             JSON.stringify(item.payload), JSON.stringify(item.headers), item.body_sha256]);
-          receipts.push(one[0]!.receipt);
-        } catch (error) {
-          const { code, message } = error as { code: string; message: string };
-          receipts.push({ error: { code, message } });
-        }
-      }
+      const receipts = await admitOneAfterAnother(single.pool, items);
       expect(rows[0]!.receipts).toEqual(receipts);
       for (const receipt of receipts as Array<{ error?: { code: string }; events?: Array<{ outcome: string }> }>) {
         if (receipt.error) seen.add(receipt.error.code);
@@ -336,15 +342,7 @@ describe('every scope keeps the order of the batch, whatever its shape', () => {
   /** Admits `batch` into `many` with admit_many and into `single` element by element; both must write the same. */
   async function admitBoth(batch: Delivery[]): Promise<void> {
     const { rows } = await many.pool.query<{ receipts: unknown[] }>('SELECT wharf.admit_many($1) AS receipts', [JSON.stringify(batch)]);
-    const receipts: unknown[] = [];
-    for (const item of batch) {
-      const { rows: one } = await single.pool.query<{ receipt: unknown }>(
-        'SELECT wharf.admit($1, $2, $3, $4, $5, $6, $7, $8, $9) AS receipt',
-        [item.provider, item.source, item.delivery_key, item.event_type, JSON.stringify(item.route), item.subjects,
-         JSON.stringify(item.payload), JSON.stringify(item.headers), item.body_sha256]);
-      receipts.push(one[0]!.receipt);
-    }
-    expect(rows[0]!.receipts).toEqual(receipts);
+    expect(rows[0]!.receipts).toEqual(await admitOneAfterAnother(single.pool, batch));
     expect(await written(many.pool)).toEqual(await written(single.pool));
   }
 
