@@ -12,6 +12,7 @@ import {
   type ScopeActionName, type StuckScope,
 } from '../../sql/stuck-scopes.js';
 import { EventTable } from '../components/event-table.js';
+import { Frames } from '../components/frames.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
 import { optionalCursor, optionalText } from '../filters.js';
@@ -95,6 +96,7 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
             <dt>Provider</dt><dd>{issue.provider}</dd>
             <dt>Event type</dt><dd>{issue.event_type === '*' ? '* (every type past the issue limit)' : issue.event_type}</dd>
             <dt>Error class</dt><dd>{issue.error_class}</dd>
+            <dt>Thrown at</dt><dd><Frames frames={issue.frames} label="Where it was thrown, innermost first" /></dd>
             <dt>Failures</dt><dd>{`${issue.failures} (${issue.dead} dead)`}</dd>
             <dt>First seen</dt><dd><Time at={issue.first_seen_at} /></dd>
             <dt>Last seen</dt><dd><Time at={issue.last_seen_at} /></dd>
@@ -221,7 +223,10 @@ function IssueTable(props: { issues: Issue[]; scope: WorkspaceScope }) {
       <tbody>
         {props.issues.map((issue, index) => (
           <tr {...rowFocus(index)}>
-            <th scope="row"><a href={`${props.scope.base}/issues/${issue.id}`}>{issue.error_class}</a></th>
+            <th scope="row">
+              <a href={`${props.scope.base}/issues/${issue.id}`}>{issue.error_class}</a>
+              {issue.frames[0] !== undefined && <> <span class="muted">at <code>{issue.frames[0]}</code></span></>}
+            </th>
             <td><Badge kind={issue.status} text={issue.status} />{issue.reopened > 0 ? ` (reopened ${issue.reopened}×)` : ''}</td>
             <td>{issue.provider}</td>
             <td>{issue.event_type}</td>
