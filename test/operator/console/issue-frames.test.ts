@@ -2,7 +2,8 @@
 // TypeErrors of one event type from two functions; the issues list shows two
 // issues, each with the place it was thrown; the issue page lists its frames;
 // the dead letter's page lists them as its last failure's and on its attempt.
-// The error's message, holding a secret-looking string, is on no page.
+// The error's message, holding a secret-looking string, is on no page. The
+// issue's "Bulk replay" link opens the bulk replay with its filter filled in.
 import type { BrowserContext, Page } from 'playwright-core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -73,6 +74,17 @@ describe('issue frames', () => {
     await frames.waitFor();
     expect((await frames.getByRole('listitem').allTextContents())[0]).toMatch(/issue-frames\.test\.ts:\d+:\d+ shipParcel$/);
     expect(await page.content()).not.toContain('sk_live');
+  });
+
+  it("links its bulk replay with the issue's filter filled in", async () => {
+    await page.goto(`${rig.consoleUrl}/workspaces/${W}/issues`);
+    await page.getByRole('row', { name: /shipParcel/ }).getByRole('link', { name: 'TypeError' }).click();
+    await page.getByRole('link', { name: 'Bulk replay its dead letters' }).click();
+    const form = page.getByRole('form', { name: 'Start a bulk replay' });
+    await form.waitFor();
+    expect(await form.getByLabel('Provider').inputValue()).toBe('generic');
+    expect(await form.getByLabel('Event type').inputValue()).toBe('order');
+    expect(await form.getByLabel('Error class').inputValue()).toBe('TypeError');
   });
 
   it('shows the frames on the dead letter and its attempt', async () => {
