@@ -281,7 +281,7 @@ describe('isolation', () => {
   it('refuses another workspace\'s token on every new page, and shows none of its data', async () => {
     const { context: theirs, page: theirPage } = await signedIn(rig, otherToken);
     try {
-      for (const path of ['issues', 'stuck', 'alerts', 'issues/1', `events?payload=${encodeURIComponent('{"n":1}')}`]) {
+      for (const path of ['issues', 'stuck', 'stuck/confirm?scope_key=x&event_id=1', 'alerts', 'issues/1', `events?payload=${encodeURIComponent('{"n":1}')}`]) {
         const response = await theirPage.goto(`${rig.consoleUrl}/workspaces/${W}/${path}`);
         expect(response?.status(), path).toBe(403);
         expect(await theirPage.content()).not.toMatch(/UpstreamDown|repo:acme\/stuck/);
