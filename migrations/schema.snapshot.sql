@@ -1650,16 +1650,17 @@ DECLARE
 BEGIN
   WITH failed AS (
     SELECT e.workspace_id, e.provider, e.event_type, coalesce(a.error_class, a.ended) AS error_class,
+           wharf.frames_fingerprint(a.frames) AS fingerprint, nullif(a.frames[1:3], '{}') AS frames,
            a.ended_at, e.id AS event_id, e.state
       FROM attempts_added a
       JOIN wharf.provider_event e ON e.id = a.event_id
      WHERE a.ended <> 'released'
   ), grouped AS (
-    SELECT f.workspace_id, f.provider, f.event_type, f.error_class,
+    SELECT f.workspace_id, f.provider, f.event_type, f.error_class, f.fingerprint, f.frames,
            min(f.ended_at) AS first_seen_at, max(f.ended_at) AS last_seen_at, count(*) AS failures,
            count(*) FILTER (WHERE f.state = 'DEAD') AS dead, max(f.event_id) AS sample_event_id
       FROM failed f
-     GROUP BY f.workspace_id, f.provider, f.event_type, f.error_class
+     GROUP BY f.workspace_id, f.provider, f.event_type, f.error_class, f.fingerprint, f.frames
   ), keyed AS (
     -- A group with no issue yet gets its own while the workspace has fewer
     -- than issue_limit; otherwise it counts into '*'. Two new groups at once
@@ -1668,22 +1669,28 @@ BEGIN
            CASE WHEN EXISTS (SELECT FROM wharf.issue i
                               WHERE (i.workspace_id = g.workspace_id OR (g.workspace_id IS NULL AND i.workspace_id IS NULL))
                                 AND i.provider = g.provider AND i.event_type = g.event_type
-                                AND i.error_class = g.error_class)
+                                AND i.error_class = g.error_class AND i.fingerprint = g.fingerprint)
                   OR (SELECT count(*) FROM (SELECT FROM wharf.issue i
                                              WHERE i.workspace_id = g.workspace_id
                                                 OR (g.workspace_id IS NULL AND i.workspace_id IS NULL)
                                              LIMIT v_limit) n) < v_limit
                 THEN g.event_type ELSE '*' END AS issue_type
       FROM grouped g
+  ), placed AS (
+    SELECT k.*,
+           CASE WHEN k.issue_type = '*' THEN '' ELSE k.fingerprint END AS issue_fingerprint,
+           CASE WHEN k.issue_type = '*' THEN NULL ELSE k.frames END AS issue_frames
+      FROM keyed k
   )
-  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, first_seen_at, last_seen_at,
-                                failures, dead, sample_event_id, status_at)
-  SELECT k.workspace_id, k.provider, k.issue_type, k.error_class, min(k.first_seen_at), max(k.last_seen_at),
+  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, fingerprint, frames,
+                                first_seen_at, last_seen_at, failures, dead, sample_event_id, status_at)
+  SELECT k.workspace_id, k.provider, k.issue_type, k.error_class, k.issue_fingerprint, k.issue_frames,
+         min(k.first_seen_at), max(k.last_seen_at),
          sum(k.failures), sum(k.dead), max(k.sample_event_id), min(k.first_seen_at)
-    FROM keyed k
-   GROUP BY k.workspace_id, k.provider, k.issue_type, k.error_class
-   ORDER BY k.workspace_id, k.provider, k.issue_type, k.error_class
-  ON CONFLICT (workspace_id, provider, event_type, error_class) DO UPDATE
+    FROM placed k
+   GROUP BY k.workspace_id, k.provider, k.issue_type, k.error_class, k.issue_fingerprint, k.issue_frames
+   ORDER BY k.workspace_id, k.provider, k.issue_type, k.error_class, k.issue_fingerprint
+  ON CONFLICT (workspace_id, provider, event_type, error_class, fingerprint) DO UPDATE
      SET last_seen_at    = greatest(i.last_seen_at, excluded.last_seen_at),
          failures        = i.failures + excluded.failures,
          dead            = i.dead + excluded.dead,
@@ -2053,7 +2060,8 @@ CREATE FUNCTION wharf.event_attempts(e wharf.provider_event) RETURNS jsonb
   SELECT coalesce(jsonb_agg(a ORDER BY (a ->> 'epoch')::bigint), '[]')
     FROM (SELECT jsonb_build_object('attempt', h.attempt, 'epoch', h.lease_epoch, 'worker', h.worker,
                                     'started_at', h.started_at, 'ended_at', h.ended_at,
-                                    'ended', h.ended, 'error_class', h.error_class) AS a
+                                    'ended', h.ended, 'error_class', h.error_class,
+                                    'frames', coalesce(to_jsonb(h.frames), '[]')) AS a
             FROM wharf.event_attempt h
            WHERE h.event_id = e.id
           UNION ALL
@@ -2061,7 +2069,7 @@ CREATE FUNCTION wharf.event_attempts(e wharf.provider_event) RETURNS jsonb
                                     'started_at', e.leased_at,
                                     'ended_at', CASE WHEN e.state = 'DONE' THEN e.handled_at END,
                                     'ended', CASE WHEN e.state = 'DONE' THEN e.outcome ELSE 'running' END,
-                                    'error_class', NULL)
+                                    'error_class', NULL, 'frames', '[]'::jsonb)
            WHERE e.state IN ('LEASED', 'DONE') AND e.leased_by IS NOT NULL) attempts
 $$;
 
@@ -2078,6 +2086,9 @@ CREATE FUNCTION wharf.event_detail(p_workspace_id bigint, p_id bigint) RETURNS j
            'lease_epoch', e.lease_epoch, 'leased_until', e.leased_until, 'leased_by', e.leased_by,
            'replayed_by', e.replayed_by, 'replayed_at', e.replayed_at,
            'attempts', wharf.event_attempts(e),
+           'error_frames', coalesce((SELECT to_jsonb(h.frames) FROM wharf.event_attempt h
+                                      WHERE h.event_id = e.id AND e.error_class IS NOT NULL  -- by primary key
+                                      ORDER BY h.lease_epoch DESC LIMIT 1), '[]'),
            'steps', (SELECT coalesce(jsonb_agg(jsonb_build_object('name', s.step_name,
                                                                   'committed_at', s.committed_at)
                                                ORDER BY s.committed_at, s.step_name), '[]')
@@ -2173,10 +2184,10 @@ CREATE FUNCTION wharf.event_summary(e wharf.provider_event) RETURNS jsonb
 $$;
 
 --
--- Name: fail(bigint, bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: fail(bigint, bigint, text, text, text[]); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text) RETURNS text
+CREATE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text, p_frames text[] DEFAULT NULL::text[]) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET lock_timeout TO '5s'
@@ -2195,6 +2206,12 @@ BEGIN
   END IF;
   IF p_error_class !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$' THEN
     RAISE EXCEPTION 'wharf.fail: error_class must be a class name, not free text' USING ERRCODE = '22023';
+  END IF;
+  IF cardinality(p_frames) > 8 OR array_ndims(p_frames) > 1
+     OR EXISTS (SELECT FROM unnest(p_frames) f(frame)
+                 WHERE frame IS NULL
+                    OR frame !~ '^[A-Za-z0-9_.@-][A-Za-z0-9_./@-]{0,199}:[0-9]{1,7}:[0-9]{1,7}( [A-Za-z_$<][A-Za-z0-9_$.<>]{0,127})?$') THEN
+    RAISE EXCEPTION 'wharf.fail: frames must be at most 8 of path:line:column function, not free text' USING ERRCODE = '22023';
   END IF;
 
   SELECT attempt, failures, leased_by, leased_at, transient_since INTO v_row
@@ -2226,8 +2243,10 @@ BEGIN
          next_attempt_at = CASE WHEN v_dead THEN next_attempt_at
                                 ELSE v_now + wharf.retry_delay(v_row.attempt) END
    WHERE id = p_id;
-  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class, left_state)
-  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class, v_state);
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class,
+                                   left_state, frames)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class,
+          v_state, nullif(p_frames, '{}'));
   RETURN v_state;
 END $_$;
 
@@ -2302,6 +2321,16 @@ BEGIN
    WHERE app_id = p_app_id AND source = p_source AND requested_at < clock_timestamp() - interval '7 days';
   RETURN v_sweep.swept_until;
 END $$;
+
+--
+-- Name: frames_fingerprint(text[]); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.frames_fingerprint(p_frames text[]) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT CASE WHEN cardinality(p_frames) > 0 THEN md5(array_to_string(p_frames[1:3], E'\n')) ELSE '' END
+$$;
 
 --
 -- Name: free_scopes(bigint[], text[]); Type: FUNCTION; Schema: wharf; Owner: -
@@ -2421,6 +2450,8 @@ CREATE TABLE wharf.issue (
     sample_event_id bigint NOT NULL,
     reopened integer DEFAULT 0 NOT NULL,
     reopened_at timestamp with time zone,
+    fingerprint text DEFAULT ''::text NOT NULL,
+    frames text[],
     CONSTRAINT issue_status_check CHECK ((status = ANY (ARRAY['open'::text, 'acknowledged'::text, 'resolved'::text, 'ignored'::text])))
 );
 
@@ -2468,6 +2499,10 @@ BEGIN
              AND x.provider = v_issue.provider
              AND (v_issue.event_type = '*' OR x.event_type = v_issue.event_type)
              AND x.error_class = v_issue.error_class
+             AND (v_issue.event_type = '*'
+                  OR wharf.frames_fingerprint((SELECT h.frames FROM wharf.event_attempt h
+                                                WHERE h.event_id = x.id  -- by primary key
+                                                ORDER BY h.lease_epoch DESC LIMIT 1)) = v_issue.fingerprint)
            ORDER BY x.id DESC
            LIMIT p_limit + 1) e;
   IF v_count <= p_limit THEN
@@ -2521,7 +2556,7 @@ CREATE FUNCTION wharf.issue_summary(i wharf.issue) RETURNS jsonb
     AS $$
   SELECT jsonb_build_object(
     'id', i.id, 'workspace_id', i.workspace_id, 'provider', i.provider, 'event_type', i.event_type,
-    'error_class', i.error_class, 'status', i.status, 'status_by', i.status_by, 'status_at', i.status_at,
+    'error_class', i.error_class, 'frames', coalesce(to_jsonb(i.frames), '[]'), 'status', i.status, 'status_by', i.status_by, 'status_at', i.status_at,
     'first_seen_at', i.first_seen_at, 'last_seen_at', i.last_seen_at, 'failures', i.failures,
     'dead', i.dead, 'sample_event_id', i.sample_event_id, 'reopened', i.reopened,
     'reopened_at', i.reopened_at)
@@ -4955,6 +4990,7 @@ CREATE TABLE wharf.event_attempt (
     ended text NOT NULL,
     error_class text,
     left_state text,
+    frames text[],
     CONSTRAINT event_attempt_ended_check CHECK ((ended = ANY (ARRAY['transient'::text, 'unknown'::text, 'permanent'::text, 'uncertain'::text, 'released'::text, 'expired'::text]))),
     CONSTRAINT event_attempt_left_state_check CHECK ((left_state = ANY (ARRAY['QUEUED'::text, 'DEAD'::text])))
 );
@@ -5521,7 +5557,7 @@ CREATE UNIQUE INDEX uq_failure_minute ON wharf.failure_minute USING btree (works
 -- Name: uq_issue_key; Type: INDEX; Schema: wharf; Owner: -
 --
 
-CREATE UNIQUE INDEX uq_issue_key ON wharf.issue USING btree (workspace_id, provider, event_type, error_class) NULLS NOT DISTINCT;
+CREATE UNIQUE INDEX uq_issue_key ON wharf.issue USING btree (workspace_id, provider, event_type, error_class, fingerprint) NULLS NOT DISTINCT;
 
 --
 -- Name: uq_provider_event_delivery; Type: INDEX; Schema: wharf; Owner: -
@@ -5805,10 +5841,10 @@ REVOKE ALL ON FUNCTION wharf.due_alerts(p_token uuid, p_limit integer) FROM PUBL
 REVOKE ALL ON FUNCTION wharf.evaluate_alert_rules(p_token uuid) FROM PUBLIC;
 
 --
--- Name: FUNCTION fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text); Type: ACL; Schema: wharf; Owner: -
+-- Name: FUNCTION fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text, p_frames text[]); Type: ACL; Schema: wharf; Owner: -
 --
 
-REVOKE ALL ON FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text, p_frames text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION failure_history(p_workspace_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -

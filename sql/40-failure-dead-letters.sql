@@ -37,8 +37,15 @@ END $$;
 --   permanent  DEAD at once
 --   uncertain  DEAD with outcome 'uncertain', never retried automatically
 -- p_error_class is a class name (e.g. 'TypeError'), never a message: 22023
--- for anything else, 22023 for an unknown kind.
-CREATE OR REPLACE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text)
+-- for anything else, 22023 for an unknown kind. p_frames (optional, a worker
+-- of before passes none) are where it was thrown, innermost first, in the
+-- application's own code: at most 8 of 'path:line:column' or 'path:line:column
+-- function', the path relative to the application's root; 22023 for anything
+-- else, so that no message, argument or absolute path (a home directory) is
+-- stored. The attempt history keeps them; the issue grouping fingerprints
+-- them (sql/97). An empty array is no frames.
+CREATE OR REPLACE FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text,
+                                      p_frames text[] DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
@@ -55,6 +62,12 @@ BEGIN
   END IF;
   IF p_error_class !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$' THEN
     RAISE EXCEPTION 'wharf.fail: error_class must be a class name, not free text' USING ERRCODE = '22023';
+  END IF;
+  IF cardinality(p_frames) > 8 OR array_ndims(p_frames) > 1
+     OR EXISTS (SELECT FROM unnest(p_frames) f(frame)
+                 WHERE frame IS NULL
+                    OR frame !~ '^[A-Za-z0-9_.@-][A-Za-z0-9_./@-]{0,199}:[0-9]{1,7}:[0-9]{1,7}( [A-Za-z_$<][A-Za-z0-9_$.<>]{0,127})?$') THEN
+    RAISE EXCEPTION 'wharf.fail: frames must be at most 8 of path:line:column function, not free text' USING ERRCODE = '22023';
   END IF;
 
   SELECT attempt, failures, leased_by, leased_at, transient_since INTO v_row
@@ -86,9 +99,11 @@ BEGIN
          next_attempt_at = CASE WHEN v_dead THEN next_attempt_at
                                 ELSE v_now + wharf.retry_delay(v_row.attempt) END
    WHERE id = p_id;
-  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class, left_state)
-  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class, v_state);
+  INSERT INTO wharf.event_attempt (event_id, lease_epoch, attempt, worker, started_at, ended_at, ended, error_class,
+                                   left_state, frames)
+  VALUES (p_id, p_epoch, v_row.attempt, v_row.leased_by, v_row.leased_at, v_now, p_kind, p_error_class,
+          v_state, nullif(p_frames, '{}'));
   RETURN v_state;
 END $$;
 
-REVOKE ALL ON FUNCTION wharf.fail(bigint, bigint, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wharf.fail(bigint, bigint, text, text, text[]) FROM PUBLIC;

@@ -155,8 +155,10 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- Every lease of event e, oldest first, as {attempt, epoch, worker,
--- started_at, ended_at, ended, error_class}: those that ended other than by
--- completion from wharf.event_attempt, then the lease the row itself
+-- started_at, ended_at, ended, error_class, frames}: those that ended other
+-- than by completion from wharf.event_attempt (frames: where a failure was
+-- thrown in the application's code, as wharf.fail took them; [] when its
+-- worker passed none), then the lease the row itself
 -- describes when it is LEASED ('running') or was completed by it (its
 -- outcome). Internal, like event_page.
 CREATE OR REPLACE FUNCTION wharf.event_attempts(e wharf.provider_event) RETURNS jsonb
@@ -164,7 +166,8 @@ LANGUAGE sql STABLE AS $$
   SELECT coalesce(jsonb_agg(a ORDER BY (a ->> 'epoch')::bigint), '[]')
     FROM (SELECT jsonb_build_object('attempt', h.attempt, 'epoch', h.lease_epoch, 'worker', h.worker,
                                     'started_at', h.started_at, 'ended_at', h.ended_at,
-                                    'ended', h.ended, 'error_class', h.error_class) AS a
+                                    'ended', h.ended, 'error_class', h.error_class,
+                                    'frames', coalesce(to_jsonb(h.frames), '[]')) AS a
             FROM wharf.event_attempt h
            WHERE h.event_id = e.id
           UNION ALL
@@ -172,12 +175,14 @@ LANGUAGE sql STABLE AS $$
                                     'started_at', e.leased_at,
                                     'ended_at', CASE WHEN e.state = 'DONE' THEN e.handled_at END,
                                     'ended', CASE WHEN e.state = 'DONE' THEN e.outcome ELSE 'running' END,
-                                    'error_class', NULL)
+                                    'error_class', NULL, 'frames', '[]'::jsonb)
            WHERE e.state IN ('LEASED', 'DONE') AND e.leased_by IS NOT NULL) attempts
 $$;
 
 -- Event p_id with its payload, headers (stored without credentials by admit),
--- lease and replay facts, attempts and committed steps, when its workspace IS
+-- lease and replay facts, attempts, the frames of its last failure
+-- (error_frames: a dead letter's, where it was thrown; [] when none) and
+-- committed steps, when its workspace IS
 -- NOT DISTINCT FROM p_workspace_id; NULL otherwise. Internal, like event_page.
 CREATE OR REPLACE FUNCTION wharf.event_detail(p_workspace_id bigint, p_id bigint) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
@@ -187,6 +192,9 @@ LANGUAGE sql STABLE AS $$
            'lease_epoch', e.lease_epoch, 'leased_until', e.leased_until, 'leased_by', e.leased_by,
            'replayed_by', e.replayed_by, 'replayed_at', e.replayed_at,
            'attempts', wharf.event_attempts(e),
+           'error_frames', coalesce((SELECT to_jsonb(h.frames) FROM wharf.event_attempt h
+                                      WHERE h.event_id = e.id AND e.error_class IS NOT NULL  -- by primary key
+                                      ORDER BY h.lease_epoch DESC LIMIT 1), '[]'),
            'steps', (SELECT coalesce(jsonb_agg(jsonb_build_object('name', s.step_name,
                                                                   'committed_at', s.committed_at)
                                                ORDER BY s.committed_at, s.step_name), '[]')

@@ -1,16 +1,30 @@
 -- Issues: failures grouped by what an operator fixes once. Every failed or
 -- expired lease is a row of wharf.event_attempt (fail and reap write it, with
--- its error class); a statement trigger on that table counts each one into
--- the issue of its (workspace, provider, event type, error class), opening it
--- when new and reopening it when it had been resolved. An operator
+-- its error class and, from workers that pass them, the top frames of the
+-- application's code where it was thrown); a statement trigger on that table
+-- counts each one into the issue of its (workspace, provider, event type,
+-- error class, fingerprint of the frames), opening it when new and reopening
+-- it when it had been resolved: two TypeErrors thrown in two places are two
+-- issues. A failure without frames (a worker of before, an expired lease)
+-- has the fingerprint '' and groups by its class alone. An operator
 -- acknowledges, resolves or ignores an issue; an ignored one keeps counting
 -- and stays ignored. The table is bounded: past the setting issue_limit
 -- distinct groups in one workspace, further groups count into the
--- workspace's event type '*' issue of their provider and error class, and
+-- workspace's event type '*' issue of their provider and error class (any
+-- frames, fingerprint ''), and
 -- purge_issues forgets issues not seen for issue_retention.
 --
 -- Released leases (a stopping worker giving a row back) are no failure and
 -- open nothing. A lease that expired counts under its class 'LeaseExpired'.
+
+-- The fingerprint of a failure's frames (wharf.fail's p_frames, innermost
+-- first): its first three, the place it was thrown and two callers, so that
+-- a deeper caller does not split an issue; '' for none. Line and column are
+-- part of it: a deploy that moves the code starts new issues. Internal.
+CREATE OR REPLACE FUNCTION wharf.frames_fingerprint(p_frames text[]) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN cardinality(p_frames) > 0 THEN md5(array_to_string(p_frames[1:3], E'\n')) ELSE '' END
+$$;
 
 -- Trigger on wharf.event_attempt, per statement (reap inserts many rows at
 -- once): upserts the issue of every failed or expired lease, in key order so
@@ -22,16 +36,17 @@ DECLARE
 BEGIN
   WITH failed AS (
     SELECT e.workspace_id, e.provider, e.event_type, coalesce(a.error_class, a.ended) AS error_class,
+           wharf.frames_fingerprint(a.frames) AS fingerprint, nullif(a.frames[1:3], '{}') AS frames,
            a.ended_at, e.id AS event_id, e.state
       FROM attempts_added a
       JOIN wharf.provider_event e ON e.id = a.event_id
      WHERE a.ended <> 'released'
   ), grouped AS (
-    SELECT f.workspace_id, f.provider, f.event_type, f.error_class,
+    SELECT f.workspace_id, f.provider, f.event_type, f.error_class, f.fingerprint, f.frames,
            min(f.ended_at) AS first_seen_at, max(f.ended_at) AS last_seen_at, count(*) AS failures,
            count(*) FILTER (WHERE f.state = 'DEAD') AS dead, max(f.event_id) AS sample_event_id
       FROM failed f
-     GROUP BY f.workspace_id, f.provider, f.event_type, f.error_class
+     GROUP BY f.workspace_id, f.provider, f.event_type, f.error_class, f.fingerprint, f.frames
   ), keyed AS (
     -- A group with no issue yet gets its own while the workspace has fewer
     -- than issue_limit; otherwise it counts into '*'. Two new groups at once
@@ -40,22 +55,28 @@ BEGIN
            CASE WHEN EXISTS (SELECT FROM wharf.issue i
                               WHERE (i.workspace_id = g.workspace_id OR (g.workspace_id IS NULL AND i.workspace_id IS NULL))
                                 AND i.provider = g.provider AND i.event_type = g.event_type
-                                AND i.error_class = g.error_class)
+                                AND i.error_class = g.error_class AND i.fingerprint = g.fingerprint)
                   OR (SELECT count(*) FROM (SELECT FROM wharf.issue i
                                              WHERE i.workspace_id = g.workspace_id
                                                 OR (g.workspace_id IS NULL AND i.workspace_id IS NULL)
                                              LIMIT v_limit) n) < v_limit
                 THEN g.event_type ELSE '*' END AS issue_type
       FROM grouped g
+  ), placed AS (
+    SELECT k.*,
+           CASE WHEN k.issue_type = '*' THEN '' ELSE k.fingerprint END AS issue_fingerprint,
+           CASE WHEN k.issue_type = '*' THEN NULL ELSE k.frames END AS issue_frames
+      FROM keyed k
   )
-  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, first_seen_at, last_seen_at,
-                                failures, dead, sample_event_id, status_at)
-  SELECT k.workspace_id, k.provider, k.issue_type, k.error_class, min(k.first_seen_at), max(k.last_seen_at),
+  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, fingerprint, frames,
+                                first_seen_at, last_seen_at, failures, dead, sample_event_id, status_at)
+  SELECT k.workspace_id, k.provider, k.issue_type, k.error_class, k.issue_fingerprint, k.issue_frames,
+         min(k.first_seen_at), max(k.last_seen_at),
          sum(k.failures), sum(k.dead), max(k.sample_event_id), min(k.first_seen_at)
-    FROM keyed k
-   GROUP BY k.workspace_id, k.provider, k.issue_type, k.error_class
-   ORDER BY k.workspace_id, k.provider, k.issue_type, k.error_class
-  ON CONFLICT (workspace_id, provider, event_type, error_class) DO UPDATE
+    FROM placed k
+   GROUP BY k.workspace_id, k.provider, k.issue_type, k.error_class, k.issue_fingerprint, k.issue_frames
+   ORDER BY k.workspace_id, k.provider, k.issue_type, k.error_class, k.issue_fingerprint
+  ON CONFLICT (workspace_id, provider, event_type, error_class, fingerprint) DO UPDATE
      SET last_seen_at    = greatest(i.last_seen_at, excluded.last_seen_at),
          failures        = i.failures + excluded.failures,
          dead            = i.dead + excluded.dead,
@@ -90,7 +111,7 @@ CREATE OR REPLACE FUNCTION wharf.issue_summary(i wharf.issue) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'id', i.id, 'workspace_id', i.workspace_id, 'provider', i.provider, 'event_type', i.event_type,
-    'error_class', i.error_class, 'status', i.status, 'status_by', i.status_by, 'status_at', i.status_at,
+    'error_class', i.error_class, 'frames', coalesce(to_jsonb(i.frames), '[]'), 'status', i.status, 'status_by', i.status_by, 'status_at', i.status_at,
     'first_seen_at', i.first_seen_at, 'last_seen_at', i.last_seen_at, 'failures', i.failures,
     'dead', i.dead, 'sample_event_id', i.sample_event_id, 'reopened', i.reopened,
     'reopened_at', i.reopened_at)
@@ -191,7 +212,8 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- The events of issue p_id of workspace p_workspace_id that still carry its
--- error class as their last cause, newest first, as list_events pages them
+-- error class as their last cause (and, unless the issue is of event type
+-- '*', their last failure the issue's fingerprint), newest first, as list_events pages them
 -- ({events, next_cursor}, older than p_before_id when given). NULL when the
 -- workspace has no such issue. An issue of event type '*' matches every
 -- event type.
@@ -221,6 +243,10 @@ BEGIN
              AND x.provider = v_issue.provider
              AND (v_issue.event_type = '*' OR x.event_type = v_issue.event_type)
              AND x.error_class = v_issue.error_class
+             AND (v_issue.event_type = '*'
+                  OR wharf.frames_fingerprint((SELECT h.frames FROM wharf.event_attempt h
+                                                WHERE h.event_id = x.id  -- by primary key
+                                                ORDER BY h.lease_epoch DESC LIMIT 1)) = v_issue.fingerprint)
            ORDER BY x.id DESC
            LIMIT p_limit + 1) e;
   IF v_count <= p_limit THEN

@@ -24,7 +24,7 @@ import {
   releasedTotal,
   retryTotal,
 } from './metrics.js';
-import { sanitizeCauses } from './sanitize.js';
+import { appFrames, sanitizeCauses } from './sanitize.js';
 import { retryOnConnectionTrouble } from './transient.js';
 import type { Lease, ProviderEventRow } from './sql/event-row.js';
 import { failEvent } from './sql/failure-dead-letters.js';
@@ -286,7 +286,11 @@ export class EventRun implements TimedHandler, CompletionWaiter {
   }
 
   private async fail(classification: Classification & { action: 'fail' }, error: unknown): Promise<RunOutcome> {
-    const state = await this.throughOutages(() => failEvent(this.host.pool, this.lease, classification.kind, classification.errorClass));
+    // Where it was thrown groups it into its issue (sql/97); the message never leaves the process.
+    const frames = appFrames(error);
+    const state = await this.throughOutages(
+      () => failEvent(this.host.pool, this.lease, classification.kind, classification.errorClass, frames),
+    );
     if (state === null) return this.lost();
     const facts = { kind: classification.kind, error_class: classification.errorClass, state };
     // Cause types and frames once per event and again at its end, not on every retry.

@@ -21,6 +21,11 @@ const issueColumns = [
   'id', 'status', 'provider', 'event_type', 'error_class', 'failures', 'dead', 'first_seen_at', 'last_seen_at', 'status_by',
 ];
 
+/** An issue's row with where it was thrown (its innermost frame), which tells two issues of one class apart. */
+function withThrownAt<T extends { frames: string[] }>(issue: T): T & { thrown_at: string | null } {
+  return { ...issue, thrown_at: issue.frames[0] ?? null };
+}
+
 function statusParser(value: string): IssueStatus {
   if (!(issueStatuses as readonly string[]).includes(value)) {
     throw new InvalidArgumentError(`status must be one of ${issueStatuses.join(', ')}`);
@@ -54,7 +59,7 @@ export function issuesCommand(): Command {
         ? answerOf(api['installation-issues'].$get({ query }))
         : answerOf(api.workspaces[':ws'].issues.$get({ param: { ws: owner.workspaceId }, query })));
       if (options.json) return printJson(issues);
-      printTable(issues, issueColumns);
+      printTable(issues.map(withThrownAt), [...issueColumns, 'thrown_at']);
     })));
   command.addCommand(operatorCommand('show', "show one issue of a workspace and its newest events")
     .requiredOption('-w, --workspace <id>', 'the workspace', idParser('workspace'))
@@ -65,7 +70,7 @@ export function issuesCommand(): Command {
         .catch((error: unknown) => notFound(error, `issue ${id} in workspace ${options.workspace}`));
       const events = await answerOf(api.workspaces[':ws'].issues[':id'].events.$get({ param, query: { limit: '20' } }));
       if (options.json) return printJson({ ...issue, events: events.events });
-      printFields(issue, [...issueColumns, 'status_at', 'sample_event_id', 'reopened', 'reopened_at']);
+      printFields(issue, [...issueColumns, 'status_at', 'sample_event_id', 'reopened', 'reopened_at', 'frames']);
       process.stdout.write('events:\n');
       printTable(events.events, ['id', 'state', 'subject', 'attempt', 'failures', 'received_at', 'dead_at']);
     })));

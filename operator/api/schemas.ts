@@ -172,6 +172,7 @@ export const eventAttempt = z.object({
   ended_at: time.nullable(),
   ended: z.string().openapi({ description: "handled, ignored, transient, unknown, permanent, uncertain, released, expired or running" }),
   error_class: z.string().nullable(),
+  frames: z.array(z.string()).openapi({ description: "where a failure was thrown in the application's code, innermost first: path:line:column and function, never a message; [] when its worker passed none" }),
 }).openapi('EventAttempt');
 
 export const eventDetail = eventSummary.extend({
@@ -181,6 +182,7 @@ export const eventDetail = eventSummary.extend({
   replayed_by: z.string().nullable(), replayed_at: time.nullable(),
   steps: z.array(z.object({ name: z.string(), committed_at: time })),
   attempts: z.array(eventAttempt),
+  error_frames: z.array(z.string()).openapi({ description: "the frames of the event's last failure (a dead letter's cause); [] when none" }),
 }).openapi('EventDetail');
 
 export const admissionPage = z.object({
@@ -261,7 +263,9 @@ export const issueStatusBody = z.object({ status: issueStatus }).strict();
 export const issue = z.object({
   id: z.number(), workspace_id: z.number().nullable(), provider: z.string(),
   event_type: z.string().openapi({ description: "'*' gathers a workspace's failures past the setting issue_limit" }),
-  error_class: z.string(), status: issueStatus,
+  error_class: z.string(),
+  frames: z.array(z.string()).openapi({ description: "with error_class, what makes the issue: the top frames of the application's code where it was thrown (path:line:column and function, never a message); [] for failures without frames and for '*'" }),
+  status: issueStatus,
   status_by: z.string().nullable().openapi({ description: 'who set the status; null when Wharf opened or reopened it' }),
   status_at: time, first_seen_at: time, last_seen_at: time,
   failures: z.number().openapi({ description: 'failed or expired leases counted' }),

@@ -74,4 +74,6 @@ progress { width: 100%; max-width: 480px; height: 1.2em; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; }
 dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; }
+.muted { color: var(--muted); font-weight: normal; }
+ol.frames { margin: 0; padding-left: 1.5em; font-size: 0.9em; }
 `;

@@ -16,6 +16,12 @@ export interface Issue {
   /** '*' gathers a workspace's failures past the setting issue_limit. */
   event_type: string;
   error_class: string;
+  /**
+   * The top frames of the application's code where its failures were thrown
+   * (`path:line:column function`), which with the class make the issue; []
+   * for failures of workers that pass no frames, and for '*'.
+   */
+  frames: string[];
   status: IssueStatus;
   /** Who set the status; null when Wharf itself opened or reopened it. */
   status_by: string | null;
@@ -54,7 +60,7 @@ export function setIssueStatus(
     : callWharf(db, 'wharf.set_issue_status($1, $2, $3, $4)', [owner.workspaceId, id, status, account]);
 }
 
-/** The events still failing with the issue's class, newest first; null when the workspace has no such issue. */
+/** The events still failing with the issue's class (and frames), newest first; null when the workspace has no such issue. */
 export function issueEvents(
   db: Database, workspaceId: string, id: string, page: { limit: number; before?: string },
 ): Promise<EventPage | null> {

@@ -67,6 +67,8 @@ export interface EventDetail extends EventSummary {
   steps: { name: string; committed_at: string }[];
   /** Every lease of the event, oldest first (wharf.event_attempts). */
   attempts: EventAttempt[];
+  /** Where its last failure was thrown (a dead letter's cause); [] when its worker passed no frames. */
+  error_frames: string[];
 }
 
 /**
@@ -83,6 +85,8 @@ export interface EventAttempt {
   ended_at: string | null;
   ended: string;
   error_class: string | null;
+  /** Where a failure was thrown in the application's code, innermost first: `path:line:column function`, never a message. */
+  frames: string[];
 }
 
 /** A page of events, newest first (wharf.list_events / list_installation_events). */

@@ -88,6 +88,24 @@ describe('wharf issues', () => {
     expect(badStatus.code).toBe(1);
     expect(badStatus.stderr).toMatch(/status must be one of open, acknowledged, resolved, ignored/);
   });
+
+  it('shows where an issue was thrown: its first frame in the list, every frame on its own', async () => {
+    const id = await admitEvent(db.pool, connection);
+    const { rows } = await db.pool.query<{ id: string; lease_epoch: string }>(`SELECT id, lease_epoch FROM wharf.claim('cli', 100)`);
+    for (const row of rows) {
+      if (Number(row.id) === id) {
+        await db.pool.query(`SELECT wharf.fail($1, $2, 'permanent', 'TypeError', $3)`,
+          [row.id, row.lease_epoch, ['app/orders.ts:10:5 charge', 'app/main.ts:3:1']]);
+      } else await db.pool.query('SELECT wharf.release($1, $2)', [row.id, row.lease_epoch]);
+    }
+    const table = await wharf('issues', 'list', '-w', String(W));
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/^ID\s+STATUS.*\sTHROWN_AT$/m);
+    expect(table.stdout).toMatch(/\sping\s+TypeError\s.*\sapp\/orders\.ts:10:5 charge$/m);
+    const [issue] = json<Issue[]>(await wharf('issues', 'list', '-w', String(W), '--json')).filter((i) => i.error_class === 'TypeError');
+    const shown = await wharf('issues', 'show', String(issue!.id), '-w', String(W));
+    expect(shown.stdout).toMatch(/^frames:\s+\["app\/orders\.ts:10:5 charge","app\/main\.ts:3:1"\]$/m);
+  });
 });
 
 describe('wharf stuck', () => {

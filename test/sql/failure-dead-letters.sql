@@ -1,9 +1,10 @@
 -- wharf.retry_delay and wharf.fail: bounded exponential delay with equal
 -- jitter, the four failure kinds, the unknown-failure budget, DEAD rows
 -- that keep their payload but no message, and a failure repeated after its
--- first try committed answering as that try did (contract v6).
+-- first try committed answering as that try did (contract v6), and the
+-- frames a failure was thrown at kept with its attempt, never free text.
 BEGIN;
-SELECT plan(78);
+SELECT plan(87);
 
 -- Fixture: workspace 1 with one generic connection; rows admitted through
 -- wharf.admit.
@@ -231,6 +232,29 @@ SELECT results_eq(
   $$VALUES ('x-reaped', 'QUEUED', 1, ARRAY['expired']), ('x-released', 'QUEUED', 0, ARRAY['released']),
            ('x-done', 'DONE', 0, NULL::text[])$$,
   'none of them changed a row or its history');
+
+-- Frames: where the failure was thrown, kept with the attempt; never free text.
+SELECT pg_temp.admit_with_headers(k, k) FROM unnest(ARRAY['fr-1', 'fr-2', 'fr-3']) k;
+SELECT set_eq($$SELECT delivery_key FROM wharf.claim('w', 10) WHERE delivery_key LIKE 'fr-%'$$,
+              ARRAY['fr-1', 'fr-2', 'fr-3'], 'three leases for frames');
+SELECT is(wharf.fail((pg_temp.event('fr-1')).id, 1, 'unknown', 'TypeError',
+                     ARRAY['app/handlers/orders.ts:12:7 handleOrder', 'app/main.ts:3:1', '../shared/x.js:1:2 Object.<anonymous>']),
+          'QUEUED', 'fail takes frames as a trailing argument');
+SELECT is((SELECT frames FROM wharf.event_attempt WHERE event_id = (pg_temp.event('fr-1')).id),
+          ARRAY['app/handlers/orders.ts:12:7 handleOrder', 'app/main.ts:3:1', '../shared/x.js:1:2 Object.<anonymous>'],
+          '... and the attempt history keeps them');
+SELECT is(wharf.fail((pg_temp.event('fr-2')).id, 1, 'unknown', 'TypeError', '{}'), 'QUEUED', 'no frames: an empty array');
+SELECT is((SELECT frames FROM wharf.event_attempt WHERE event_id = (pg_temp.event('fr-2')).id), NULL,
+          '... is kept as none, as a worker that passes no frames');
+SELECT throws_ok(format($$SELECT wharf.fail(%s, 1, 'unknown', 'TypeError', ARRAY['app.ts:1:2 token=sk_live_51Hx'])$$,
+                        (pg_temp.event('fr-3')).id), '22023', NULL, 'a frame carrying text is 22023');
+SELECT throws_ok(format($$SELECT wharf.fail(%s, 1, 'unknown', 'TypeError', ARRAY['/home/alice/app.ts:1:2 f'])$$,
+                        (pg_temp.event('fr-3')).id), '22023', NULL, 'an absolute path (a home directory) is 22023');
+SELECT throws_ok(format($$SELECT wharf.fail(%s, 1, 'unknown', 'TypeError', array_fill('a.ts:1:1'::text, ARRAY[9]))$$,
+                        (pg_temp.event('fr-3')).id), '22023', NULL, 'more than 8 frames is 22023');
+SELECT results_eq($$SELECT state, (SELECT count(*) FROM wharf.event_attempt h WHERE h.event_id = e.id)
+                      FROM wharf.provider_event e WHERE delivery_key = 'fr-3'$$,
+                  $$VALUES ('LEASED', 0::bigint)$$, 'a refused fail changes nothing');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,10 +1,11 @@
 -- Issues: every failed or expired lease counts into the issue of its
--- workspace, provider, event type and error class; released leases count
+-- workspace, provider, event type, error class and the fingerprint of the
+-- frames it was thrown at (none: ''); released leases count
 -- nowhere; a resolved issue reopens when the failure returns, an ignored one
 -- keeps counting and stays ignored; a workspace reaches only its own issues;
 -- the table is bounded by issue_limit per workspace and by purge_issues.
 BEGIN;
-SELECT plan(40);
+SELECT plan(50);
 
 SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
@@ -147,6 +148,58 @@ SELECT throws_ok($$SELECT wharf.purge_issues(0)$$, '22023', NULL, 'a batch of 0 
 SELECT is(wharf.purge_issues(2), 2::bigint, 'purge_issues deletes a batch of those not seen for issue_retention');
 SELECT is(wharf.purge_issues(2), 1::bigint, 'then the rest');
 SELECT is((SELECT count(*) FROM wharf.issue WHERE workspace_id = 1), 3::bigint, 'and keeps those seen since');
+
+-- Frames: a class thrown in two places is two issues; in one place, one.
+SELECT wharf.set_setting('issue_limit', '100');
+CREATE FUNCTION pg_temp.fail_at(p_key text, p_frames text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_row record;
+BEGIN
+  FOR v_row IN SELECT id, lease_epoch, delivery_key FROM wharf.claim('w', 100) LOOP
+    IF v_row.delivery_key = p_key THEN
+      PERFORM wharf.fail(v_row.id, v_row.lease_epoch, 'permanent', 'TypeError', p_frames);
+    ELSE
+      PERFORM wharf.release(v_row.id, v_row.lease_epoch);
+    END IF;
+  END LOOP;
+END $$;
+SELECT pg_temp.admit_typed(1, k, 'order') FROM unnest(ARRAY['f1', 'f2', 'f3', 'f4']) k;
+SELECT pg_temp.fail_at('f1', ARRAY['app/orders.ts:10:5 charge', 'app/orders.ts:40:3 handle', 'app/main.ts:7:1', 'app/a.ts:1:1']);
+SELECT pg_temp.fail_at('f2', ARRAY['app/orders.ts:10:5 charge', 'app/orders.ts:40:3 handle', 'app/main.ts:7:1', 'app/b.ts:2:2']);
+SELECT pg_temp.fail_at('f3', ARRAY['app/orders.ts:22:9 ship', 'app/orders.ts:41:3 handle']);
+SELECT pg_temp.fail_at('f4', NULL);
+SELECT is((SELECT count(*) FROM wharf.issue WHERE workspace_id = 1 AND event_type = 'order'), 3::bigint,
+          'two places and no frames: three TypeError issues of one event type');
+SELECT results_eq($$SELECT failures, frames FROM wharf.issue WHERE workspace_id = 1 AND event_type = 'order' ORDER BY id$$,
+                  $$VALUES (2::bigint, ARRAY['app/orders.ts:10:5 charge', 'app/orders.ts:40:3 handle', 'app/main.ts:7:1']),
+                           (1::bigint, ARRAY['app/orders.ts:22:9 ship', 'app/orders.ts:41:3 handle']),
+                           (1::bigint, NULL::text[])$$,
+                  'the same top three frames are one issue (a deeper caller does not split it), showing them');
+SELECT is((SELECT fingerprint FROM wharf.issue WHERE workspace_id = 1 AND event_type = 'order' AND frames IS NULL), '',
+          'a failure without frames groups as before, by its class alone');
+SELECT is((SELECT failures FROM pg_temp.issue(1, 'push', 'TimeoutError')), 4::bigint,
+          'an issue of before, without frames, keeps its own count');
+SELECT is(wharf.show_issue(1, (SELECT id FROM wharf.issue WHERE event_type = 'order' AND frames[1] LIKE '%ship')) -> 'frames',
+          '["app/orders.ts:22:9 ship", "app/orders.ts:41:3 handle"]'::jsonb, 'show_issue: its frames');
+SELECT is(wharf.show_issue(1, (SELECT id FROM wharf.issue WHERE event_type = 'order' AND frames IS NULL)) -> 'frames',
+          '[]'::jsonb, '... [] for none');
+SELECT is((SELECT array_agg((e ->> 'id')::bigint) FROM jsonb_array_elements(
+             wharf.issue_events(1, (SELECT id FROM wharf.issue WHERE event_type = 'order' AND frames[1] LIKE '%charge')) -> 'events') e),
+          ARRAY[pg_temp.id('f2'), pg_temp.id('f1')], 'issue_events: only the events last thrown at its frames');
+SELECT is((SELECT array_agg((e ->> 'id')::bigint) FROM jsonb_array_elements(
+             wharf.issue_events(1, (SELECT id FROM wharf.issue WHERE event_type = 'order' AND frames IS NULL)) -> 'events') e),
+          ARRAY[pg_temp.id('f4')], '... and of the issue without frames, those without');
+-- Past the limit, '*' gathers every place: the bound stays one issue per class.
+SELECT wharf.set_setting('issue_limit', '1');
+SELECT pg_temp.admit_typed(1, k, 'refund') FROM unnest(ARRAY['g1', 'g2']) k;
+SELECT pg_temp.fail_at('g1', ARRAY['app/refunds.ts:1:1 one']);
+SELECT pg_temp.fail_at('g2', ARRAY['app/refunds.ts:2:1 two']);
+SELECT results_eq($$SELECT failures, fingerprint, frames FROM wharf.issue WHERE workspace_id = 1 AND event_type = '*'$$,
+                  $$VALUES (2::bigint, '', NULL::text[])$$, 'past issue_limit, both places count into one * issue');
+SELECT is((SELECT array_agg((e ->> 'id')::bigint) FROM jsonb_array_elements(
+             wharf.issue_events(1, (SELECT id FROM wharf.issue WHERE workspace_id = 1 AND event_type = '*')) -> 'events') e) @>
+          ARRAY[pg_temp.id('g2'), pg_temp.id('g1')], true, '... and its events are all of them');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -7,6 +7,7 @@ import { listEvents, showEvent } from '../../sql/operator.js';
 import { replayEvent } from '../../sql/replay-retention.js';
 import { EventTable } from '../components/event-table.js';
 import { FilterForm } from '../components/filter-form.js';
+import { Frames } from '../components/frames.js';
 import { JsonBlock } from '../components/json-block.js';
 import type { Database } from '../../../db/database.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
@@ -110,6 +111,7 @@ function EventPage(props: { c: Ctx; basePath: string; scope: Scope; event: Event
         <dt>Received</dt><dd><Time at={event.received_at} /></dd>
         <dt>Attempt / failures</dt><dd>{`${event.attempt} / ${event.failures}`}</dd>
         <dt>Last error class</dt><dd>{event.error_class ?? '—'}</dd>
+        <dt>Thrown at</dt><dd><Frames frames={event.error_frames ?? []} label="Where the last failure was thrown, innermost first" /></dd>
         <dt>Next attempt</dt><dd><Time at={event.next_attempt_at} /></dd>
         <dt>Handled</dt><dd><Time at={event.handled_at} /></dd>
         <dt>Dead since</dt><dd><Time at={event.dead_at} /></dd>
@@ -157,6 +159,7 @@ function AttemptsTable(props: { attempts: EventDetail['attempts'] }) {
         <tr>
           <th scope="col" class="num">Attempt</th><th scope="col" class="num">Epoch</th><th scope="col">Worker</th>
           <th scope="col">Started</th><th scope="col">Ended</th><th scope="col">How it ended</th><th scope="col">Error class</th>
+          <th scope="col">Thrown at</th>
         </tr>
       </thead>
       <tbody>
@@ -169,6 +172,7 @@ function AttemptsTable(props: { attempts: EventDetail['attempts'] }) {
             <td><Time at={attempt.ended_at} /></td>
             <td>{attempt.ended}</td>
             <td>{attempt.error_class ?? '—'}</td>
+            <td><Frames frames={attempt.frames ?? []} label={`Where attempt ${attempt.attempt} failed, innermost first`} /></td>
           </tr>
         ))}
       </tbody>

@@ -1,8 +1,9 @@
 // What an on-call engineer opens first: the workspace's issues (failures
 // grouped by provider, event type and error class, with their status, who
-// set it and when, and the events affected) and its stuck scopes (held
-// behind a head that has waited too long, with what waits behind it and the
-// actions that unblock it). Both lists update themselves (live-script.ts);
+// set it and when, where it was thrown, and the events affected) and its
+// stuck scopes (held behind a head that has waited too long, with what waits
+// behind it and the actions that unblock it; moving a head to the dead
+// letters asks to confirm first, as it gives up on that event). Both lists update themselves (live-script.ts);
 // every change is a CSRF-protected form post through operator/sql, as the
 // API makes it, recorded with the signed-in account.
 import type { Context, Hono } from 'hono';
@@ -12,6 +13,7 @@ import {
   type ScopeActionName, type StuckScope,
 } from '../../sql/stuck-scopes.js';
 import { EventTable } from '../components/event-table.js';
+import { Frames } from '../components/frames.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
 import { optionalCursor, optionalText } from '../filters.js';
@@ -59,7 +61,7 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
     const issues = await listIssues(db, scope.owner, { limit: 200, ...(status ? { status } : {}) });
     return c.html(
       <Page {...frameOf(c, basePath, scope, 'issues')} title={`Issues · ${scope.label}`}>
-        <p>Failures grouped by what is fixed once: provider, event type and error class. A resolved issue reopens by itself when its failure returns.</p>
+        <p>Failures grouped by what is fixed once: provider, event type, error class and where it was thrown. A resolved issue reopens by itself when its failure returns.</p>
         <form method="get" action={`${scope.base}/issues`} class="filters" role="search" aria-label="Filter issues">
           <label>Status
             <select name="status">
@@ -95,6 +97,7 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
             <dt>Provider</dt><dd>{issue.provider}</dd>
             <dt>Event type</dt><dd>{issue.event_type === '*' ? '* (every type past the issue limit)' : issue.event_type}</dd>
             <dt>Error class</dt><dd>{issue.error_class}</dd>
+            <dt>Thrown at</dt><dd><Frames frames={issue.frames} label="Where it was thrown, innermost first" /></dd>
             <dt>Failures</dt><dd>{`${issue.failures} (${issue.dead} dead)`}</dd>
             <dt>First seen</dt><dd><Time at={issue.first_seen_at} /></dd>
             <dt>Last seen</dt><dd><Time at={issue.last_seen_at} /></dd>
@@ -115,7 +118,7 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
         <p>
           <a href={`${scope.base}/events?${new URLSearchParams({ provider: issue.provider, ...(issue.event_type === '*' ? {} : { event_type: issue.event_type }) }).toString()}`}>All events of this provider and type</a>
           {' · '}
-          <a href={`${scope.base}/bulk-replays`}>Bulk replay</a>
+          <a href={`${scope.base}/bulk-replays?${new URLSearchParams({ provider: issue.provider, ...(issue.event_type === '*' ? {} : { event_type: issue.event_type }), error_class: issue.error_class }).toString()}`}>Bulk replay its dead letters</a>
         </p>
         <EventTable events={events?.events ?? []} base={scope.base} caption="Events failing with this issue's class" />
         {events?.next_cursor !== null && events?.next_cursor !== undefined && (
@@ -184,6 +187,33 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
     );
   });
 
+  // Moving a head to the dead letters gives up on it until someone replays
+  // it: the table's button leads here, and only this page's form does it.
+  app.get('/workspaces/:ws/stuck/confirm', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    const scopeText = c.req.query('scope_key');
+    // A scope key holds its subject (up to 1000 characters) after the workspace and provider.
+    const scopeKey = scopeText !== undefined && scopeText.length > 0 && scopeText.length <= 1200 ? rejectNul(scopeText, 'Scope') : undefined;
+    const eventId = c.req.query('event_id');
+    if (!scopeKey || !isIdText(eventId)) throw new ConsoleError(400, 'That action names no scope or head.');
+    return c.html(
+      <Page {...frameOf(c, basePath, scope, 'stuck')} title="Move the head to the dead letters?">
+        <p>
+          {'Event '}<a href={`${scope.base}/events/${eventId}`}>{eventId}</a>{` heads scope ${scopeKey}. Moved to the dead letters, it is not tried again until someone replays it, and the events behind it run now.`}
+        </p>
+        <form method="post" action={`${scope.base}/stuck`} class="stack" aria-label="Confirm moving the head to the dead letters">
+          <Csrf token={c.get('csrfToken')} />
+          <input type="hidden" name="action" value="dead_letter_head" />
+          <input type="hidden" name="scope_key" value={scopeKey} />
+          <input type="hidden" name="event_id" value={eventId} />
+          <input type="hidden" name="confirmed" value="yes" />
+          <button type="submit" class="primary">Move head to dead letters</button>
+        </form>
+        <p><a href={`${scope.base}/stuck`}>Cancel</a></p>
+      </Page>,
+    );
+  });
+
   app.post('/workspaces/:ws/stuck', async (c) => {
     const scope = workspaceScope(c, basePath);
     const form = await c.req.parseBody();
@@ -194,6 +224,7 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
       ? rejectNul(form.scope_key, 'Scope') : undefined;
     const eventId = typeof form.event_id === 'string' && isIdText(form.event_id) ? form.event_id : undefined;
     if (!action || !scopeKey || !eventId) throw new ConsoleError(400, 'That action names no scope, head or action.');
+    if (action === 'dead_letter_head' && form.confirmed !== 'yes') throw new ConsoleError(400, 'Confirm moving the head to the dead letters on its page first.');
     const account = c.get('principal').account;
     if (action === 'pause_connection') {
       await pauseScopeConnection(db, scope.workspaceId, scopeKey, eventId, account);
@@ -221,7 +252,10 @@ function IssueTable(props: { issues: Issue[]; scope: WorkspaceScope }) {
       <tbody>
         {props.issues.map((issue, index) => (
           <tr {...rowFocus(index)}>
-            <th scope="row"><a href={`${props.scope.base}/issues/${issue.id}`}>{issue.error_class}</a></th>
+            <th scope="row">
+              <a href={`${props.scope.base}/issues/${issue.id}`}>{issue.error_class}</a>
+              {issue.frames[0] !== undefined && <> <span class="muted">at <code>{issue.frames[0]}</code></span></>}
+            </th>
             <td><Badge kind={issue.status} text={issue.status} />{issue.reopened > 0 ? ` (reopened ${issue.reopened}×)` : ''}</td>
             <td>{issue.provider}</td>
             <td>{issue.event_type}</td>
@@ -257,10 +291,25 @@ function StuckTable(props: { scopes: StuckScope[]; scope: WorkspaceScope; csrfTo
             <td>{stuck.head.event_type}</td>
             <td>{stuck.head.error_class ?? '—'}</td>
             <td><Time at={stuck.waiting_since} /></td>
-            <td class="num">{stuck.behind_capped ? `${stuck.behind}+` : String(stuck.behind)}</td>
+            <td class="num">
+              {stuck.subject === null || stuck.behind === 0
+                ? (stuck.behind_capped ? `${stuck.behind}+` : String(stuck.behind))
+                : (
+                  <a href={`${props.scope.base}/events?${new URLSearchParams({ state: 'QUEUED', provider: stuck.head.provider, subject: stuck.subject }).toString()}`}
+                    aria-label={`The events waiting behind the head of ${stuck.subject}`}>
+                    {stuck.behind_capped ? `${stuck.behind}+` : String(stuck.behind)}
+                  </a>
+                )}
+            </td>
             <td>
               <div class="actions" role="group" aria-label={`Unblock ${stuck.subject ?? stuck.scope_key}`}>
-                {scopeActions.filter((action) => action === 'pause_connection' ? stuck.connection.state === 'ACTIVE' : stuck.head.state === 'QUEUED').map((action) => (
+                {scopeActions.filter((action) => action === 'pause_connection' ? stuck.connection.state === 'ACTIVE' : stuck.head.state === 'QUEUED').map((action) => action === 'dead_letter_head' ? (
+                  <form method="get" action={`${props.scope.base}/stuck/confirm`} class="inline">
+                    <input type="hidden" name="scope_key" value={stuck.scope_key} />
+                    <input type="hidden" name="event_id" value={String(stuck.head.id)} />
+                    <button type="submit">{actionLabels[action]}</button>
+                  </form>
+                ) : (
                   <form method="post" action={`${props.scope.base}/stuck`} class="inline">
                     <Csrf token={props.csrfToken} />
                     <input type="hidden" name="action" value={action} />

@@ -1,7 +1,8 @@
 // The on-call pages in Chromium: an issue opens when a real worker's handler
 // fails, is acknowledged and resolved from its page, and reopens on the live
-// list when the failure returns; a stuck scope is shown and unblocked by
-// moving its head to the dead letters, after which the worker handles its
+// list when the failure returns; a stuck scope is shown, links the events
+// waiting behind its head, and is unblocked by moving its head to the dead
+// letters after a confirmation, after which the worker handles its
 // successors; an issue alert rule fires once per issue into a local receiver
 // with a valid Standard Webhooks signature and shows delivered on the Alerts
 // page; the live events list shows a new event without a reload; a
@@ -184,7 +185,19 @@ describe('stuck scopes', () => {
     await screenshot('stuck-scopes');
     for (const id of stuck.behind) expect(await stateOf(rig.db.pool, id)).toBe('QUEUED');
 
+    // What waits behind the head, one click away.
+    await row.getByRole('link', { name: 'The events waiting behind the head of repo:acme/stuck' }).click();
+    await page.waitForURL(/\/events\?/);
+    const waiting = await page.getByRole('table').locator('tbody th a').allTextContents();
+    expect(waiting.sort()).toEqual([stuck.head, ...stuck.behind].sort());
+    await page.goBack();
+
+    // Giving up on the head asks first: the table's button changes nothing.
     await row.getByRole('button', { name: 'Move head to dead letters' }).click();
+    const confirm = page.getByRole('form', { name: 'Confirm moving the head to the dead letters' });
+    await confirm.waitFor();
+    expect(await stateOf(rig.db.pool, stuck.head)).toBe('QUEUED');
+    await confirm.getByRole('button', { name: 'Move head to dead letters' }).click();
     await page.getByText('The head is in the dead letters').waitFor();
     await waitFor(async () => {
       for (const id of stuck.behind) if ((await stateOf(rig.db.pool, id)) !== 'DONE') return false;
@@ -268,7 +281,7 @@ describe('isolation', () => {
   it('refuses another workspace\'s token on every new page, and shows none of its data', async () => {
     const { context: theirs, page: theirPage } = await signedIn(rig, otherToken);
     try {
-      for (const path of ['issues', 'stuck', 'alerts', 'issues/1', `events?payload=${encodeURIComponent('{"n":1}')}`]) {
+      for (const path of ['issues', 'stuck', 'stuck/confirm?scope_key=x&event_id=1', 'alerts', 'issues/1', `events?payload=${encodeURIComponent('{"n":1}')}`]) {
         const response = await theirPage.goto(`${rig.consoleUrl}/workspaces/${W}/${path}`);
         expect(response?.status(), path).toBe(403);
         expect(await theirPage.content()).not.toMatch(/UpstreamDown|repo:acme\/stuck/);
