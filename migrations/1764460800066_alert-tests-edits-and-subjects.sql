@@ -93,7 +93,8 @@ END $$;
 -- keeps the URL, a NULL p_secret keeps a webhook's secret (neither is ever
 -- shown, so an edit need not repeat them), and a Slack rule drops it;
 -- p_account is recorded as who edited it. 22004/22023 as check_alert_rule,
--- on the rule as it would be after.
+-- on the rule as it would be after; 22023 too for a new destination without
+-- its URL (the old one, a Slack URL a credential, would go to the other).
 CREATE OR REPLACE FUNCTION wharf.edit_alert_rule(
   p_workspace_id bigint, p_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer,
   p_destination text, p_url text, p_secret text, p_account text)
@@ -108,6 +109,9 @@ BEGIN
      FOR UPDATE;
   IF NOT FOUND THEN
     RETURN NULL;
+  END IF;
+  IF p_destination IS DISTINCT FROM v_rule.destination AND p_url IS NULL THEN
+    RAISE EXCEPTION 'wharf: a new destination needs its URL' USING ERRCODE = '22023';
   END IF;
   v_secret := CASE WHEN p_destination = 'slack' THEN p_secret ELSE coalesce(p_secret, v_rule.secret) END;
   PERFORM wharf.check_alert_rule(p_name, p_kind, p_threshold, p_window_seconds, p_destination,

@@ -2001,6 +2001,9 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
+  IF p_destination IS DISTINCT FROM v_rule.destination AND p_url IS NULL THEN
+    RAISE EXCEPTION 'wharf: a new destination needs its URL' USING ERRCODE = '22023';
+  END IF;
   v_secret := CASE WHEN p_destination = 'slack' THEN p_secret ELSE coalesce(p_secret, v_rule.secret) END;
   PERFORM wharf.check_alert_rule(p_name, p_kind, p_threshold, p_window_seconds, p_destination,
                                  coalesce(p_url, v_rule.url), v_secret, p_account);

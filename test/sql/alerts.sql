@@ -4,7 +4,7 @@
 -- instance rule about any; delivery attempts are recorded, retried with
 -- backoff and given up after 8; alerts hold no payload.
 BEGIN;
-SELECT plan(62);
+SELECT plan(63);
 
 SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
@@ -167,6 +167,8 @@ SELECT results_eq(format('SELECT url, secret FROM wharf.alert_rule WHERE id = %s
                   $$VALUES ('https://alerts.example/in', 'whsec_c2VjcmV0LXNlY3JldA==')$$, 'keeping the URL and secret not given');
 SELECT is((SELECT count(*) FROM wharf.alert WHERE rule_id = (SELECT opened FROM r)), (SELECT alerts FROM before_edit),
           'and its alerts');
+SELECT throws_ok(format($$SELECT wharf.edit_alert_rule(1, %s, 'pager', 'issue_reopened', NULL, NULL, 'slack', NULL, NULL, 'ops2')$$,
+                        (SELECT opened FROM r)), '22023', 'wharf: a new destination needs its URL', 'a new destination needs its URL');
 SELECT is(wharf.edit_alert_rule(1, (SELECT opened FROM r), 'pager', 'issue_reopened', NULL, NULL, 'slack',
                                 'https://hooks.slack.com/services/T/B/z', NULL, 'ops2') ->> 'destination_host',
           'hooks.slack.com', 'a new destination');
