@@ -162,6 +162,12 @@ export const environment = {
     readBy: ['worker-host'],
     description: 'How often a worker host tries to evaluate the alert rules and send due alerts, spread by a quarter either way (`wharf worker --alert-every`); one host at a time holds the sender\'s lease.',
   },
+  WHARF_CONSOLE_URL: {
+    kind: 'url',
+    defaultText: 'unset: alerts carry no link',
+    readBy: ['worker-host'],
+    description: 'The web console\'s public base URL as people open it, e.g. `https://wharf.example.com/console` (`wharf worker --console-url`, `wharf start --console-url`): each alert about an issue or a stuck scope links to its page there. Ids only: a link carries no payload, header or secret.',
+  },
   PGHOST: {
     kind: 'text',
     default: 'localhost',

@@ -105,46 +105,16 @@ END $$;
 
 CREATE FUNCTION wharf.add_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) RETURNS jsonb
     LANGUAGE plpgsql
-    AS $_$
+    AS $$
 DECLARE
   v_rule wharf.alert_rule;
 BEGIN
-  IF p_name IS NULL OR p_kind IS NULL OR p_destination IS NULL OR p_url IS NULL OR p_account IS NULL OR p_account = '' THEN
-    RAISE EXCEPTION 'wharf: an alert rule needs a name, a kind, a destination, a URL and an account' USING ERRCODE = '22004';
-  END IF;
-  IF p_name !~ '^[A-Za-z0-9][A-Za-z0-9 _.:@-]{0,63}$' THEN
-    RAISE EXCEPTION 'wharf: a rule name is 1 to 64 letters, digits, spaces or _.:@-' USING ERRCODE = '22023';
-  END IF;
-  IF p_kind NOT IN ('issue_opened', 'issue_reopened', 'dead_letter_rate', 'oldest_due_age', 'stuck_scope') THEN
-    RAISE EXCEPTION 'wharf: unknown alert kind %', quote_literal(p_kind) USING ERRCODE = '22023';
-  END IF;
-  IF (p_kind = 'dead_letter_rate') <> (p_threshold IS NOT NULL) OR p_threshold <= 0 THEN
-    RAISE EXCEPTION 'wharf: a positive threshold is required for dead_letter_rate, and taken by no other kind'
-      USING ERRCODE = '22023';
-  END IF;
-  IF (p_kind IN ('dead_letter_rate', 'oldest_due_age', 'stuck_scope')) <> (p_window_seconds IS NOT NULL)
-     OR p_window_seconds <= 0 THEN
-    RAISE EXCEPTION 'wharf: a positive window_seconds is required for dead_letter_rate, oldest_due_age and stuck_scope, and taken by no other kind'
-      USING ERRCODE = '22023';
-  END IF;
-  IF p_destination NOT IN ('webhook', 'slack') THEN
-    RAISE EXCEPTION 'wharf: unknown alert destination %', quote_literal(p_destination) USING ERRCODE = '22023';
-  END IF;
-  IF length(p_url) > 2000
-     OR NOT (p_url ~ '^https://[^/?#@\s]+' OR p_url ~ '^http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?(/|$)') THEN
-    RAISE EXCEPTION 'wharf: an alert URL is https:// (or http:// to a loopback address)' USING ERRCODE = '22023';
-  END IF;
-  IF p_destination = 'webhook' AND (p_secret IS NULL OR p_secret !~ '^whsec_[A-Za-z0-9+/]+=*$') THEN
-    RAISE EXCEPTION 'wharf: a webhook destination needs a Standard Webhooks secret (whsec_ and base64)' USING ERRCODE = '22023';
-  END IF;
-  IF p_destination = 'slack' AND p_secret IS NOT NULL THEN
-    RAISE EXCEPTION 'wharf: a Slack destination takes no secret (its URL is one)' USING ERRCODE = '22023';
-  END IF;
+  PERFORM wharf.check_alert_rule(p_name, p_kind, p_threshold, p_window_seconds, p_destination, p_url, p_secret, p_account);
   INSERT INTO wharf.alert_rule (workspace_id, name, kind, threshold, window_seconds, destination, url, secret, created_by)
   VALUES (p_workspace_id, p_name, p_kind, p_threshold, p_window_seconds, p_destination, p_url, p_secret, p_account)
   RETURNING * INTO v_rule;
   RETURN wharf.alert_rule_summary(v_rule);
-END $_$;
+END $$;
 
 --
 -- Name: admission_item(text, text, text, text, jsonb, text[], jsonb, jsonb, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
@@ -859,6 +829,47 @@ SET default_tablespace = '';
 SET default_table_access_method = heap;
 
 --
+-- Name: alert; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.alert (
+    id bigint NOT NULL,
+    rule_id bigint NOT NULL,
+    workspace_id bigint,
+    dedupe_key text NOT NULL,
+    kind text NOT NULL,
+    facts jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_attempt_at timestamp with time zone,
+    last_status integer,
+    last_error text,
+    delivered_at timestamp with time zone,
+    test boolean DEFAULT false NOT NULL,
+    CONSTRAINT alert_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
+);
+
+--
+-- Name: alert_about(wharf.alert); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.alert_about(a wharf.alert) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT CASE
+    WHEN a.test THEN 'test alert'
+    WHEN a.facts ? 'issue' THEN format('issue %s: %s %s %s', a.facts -> 'issue' ->> 'id', a.facts -> 'issue' ->> 'provider',
+                                       a.facts -> 'issue' ->> 'event_type', a.facts -> 'issue' ->> 'error_class')
+    WHEN a.facts ? 'scope_key' THEN format('scope %s (head event %s)', a.facts ->> 'scope_key', a.facts -> 'head' ->> 'id')
+    WHEN a.kind = 'dead_letter_rate' THEN format('%s dead letters in %ss', a.facts ->> 'dead', a.facts ->> 'window_seconds')
+    WHEN a.kind = 'oldest_due_age' THEN format('an event due for %ss', a.facts ->> 'age_seconds')
+    ELSE a.kind
+  END
+$$;
+
+--
 -- Name: alert_rule; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -874,6 +885,8 @@ CREATE TABLE wharf.alert_rule (
     secret text,
     created_by text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_by text,
+    updated_at timestamp with time zone,
     CONSTRAINT alert_rule_check CHECK (((destination = 'webhook'::text) = (secret IS NOT NULL))),
     CONSTRAINT alert_rule_check1 CHECK (((kind = 'dead_letter_rate'::text) = (threshold IS NOT NULL))),
     CONSTRAINT alert_rule_check2 CHECK (((kind = ANY (ARRAY['dead_letter_rate'::text, 'oldest_due_age'::text, 'stuck_scope'::text])) = (window_seconds IS NOT NULL))),
@@ -897,7 +910,23 @@ CREATE FUNCTION wharf.alert_rule_summary(r wharf.alert_rule) RETURNS jsonb
     'id', r.id, 'workspace_id', r.workspace_id, 'name', r.name, 'kind', r.kind, 'threshold', r.threshold,
     'window_seconds', r.window_seconds, 'destination', r.destination,
     'destination_host', substring(r.url FROM '^https?://([^/?#]+)'),
-    'created_by', r.created_by, 'created_at', r.created_at)
+    'created_by', r.created_by, 'created_at', r.created_at, 'updated_by', r.updated_by, 'updated_at', r.updated_at)
+$$;
+
+--
+-- Name: alert_summary(wharf.alert, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.alert_summary(a wharf.alert, p_rule_name text) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT jsonb_build_object(
+    'id', a.id, 'rule_id', a.rule_id, 'rule_name', p_rule_name, 'workspace_id', a.workspace_id,
+    'kind', a.kind, 'test', a.test, 'about', wharf.alert_about(a),
+    'issue_id', (a.facts -> 'issue' ->> 'id')::bigint, 'scope_key', a.facts ->> 'scope_key',
+    'facts', a.facts, 'created_at', a.created_at, 'state', a.state,
+    'attempts', a.attempts, 'last_attempt_at', a.last_attempt_at, 'last_status', a.last_status,
+    'last_error', a.last_error, 'delivered_at', a.delivered_at)
 $$;
 
 --
@@ -1187,6 +1216,47 @@ BEGIN
   END IF;
   RETURN wharf.issue_summary(v_issue);
 END $$;
+
+--
+-- Name: check_alert_rule(text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.check_alert_rule(p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+BEGIN
+  IF p_name IS NULL OR p_kind IS NULL OR p_destination IS NULL OR p_url IS NULL OR p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: an alert rule needs a name, a kind, a destination, a URL and an account' USING ERRCODE = '22004';
+  END IF;
+  IF p_name !~ '^[A-Za-z0-9][A-Za-z0-9 _.:@-]{0,63}$' THEN
+    RAISE EXCEPTION 'wharf: a rule name is 1 to 64 letters, digits, spaces or _.:@-' USING ERRCODE = '22023';
+  END IF;
+  IF p_kind NOT IN ('issue_opened', 'issue_reopened', 'dead_letter_rate', 'oldest_due_age', 'stuck_scope') THEN
+    RAISE EXCEPTION 'wharf: unknown alert kind %', quote_literal(p_kind) USING ERRCODE = '22023';
+  END IF;
+  IF (p_kind = 'dead_letter_rate') <> (p_threshold IS NOT NULL) OR p_threshold <= 0 THEN
+    RAISE EXCEPTION 'wharf: a positive threshold is required for dead_letter_rate, and taken by no other kind'
+      USING ERRCODE = '22023';
+  END IF;
+  IF (p_kind IN ('dead_letter_rate', 'oldest_due_age', 'stuck_scope')) <> (p_window_seconds IS NOT NULL)
+     OR p_window_seconds <= 0 THEN
+    RAISE EXCEPTION 'wharf: a positive window_seconds is required for dead_letter_rate, oldest_due_age and stuck_scope, and taken by no other kind'
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_destination NOT IN ('webhook', 'slack') THEN
+    RAISE EXCEPTION 'wharf: unknown alert destination %', quote_literal(p_destination) USING ERRCODE = '22023';
+  END IF;
+  IF length(p_url) > 2000
+     OR NOT (p_url ~ '^https://[^/?#@\s]+' OR p_url ~ '^http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?(/|$)') THEN
+    RAISE EXCEPTION 'wharf: an alert URL is https:// (or http:// to a loopback address)' USING ERRCODE = '22023';
+  END IF;
+  IF p_destination = 'webhook' AND (p_secret IS NULL OR p_secret !~ '^whsec_[A-Za-z0-9+/]+=*$') THEN
+    RAISE EXCEPTION 'wharf: a webhook destination needs a Standard Webhooks secret (whsec_ and base64)' USING ERRCODE = '22023';
+  END IF;
+  IF p_destination = 'slack' AND p_secret IS NOT NULL THEN
+    RAISE EXCEPTION 'wharf: a Slack destination takes no secret (its URL is one)' USING ERRCODE = '22023';
+  END IF;
+END $_$;
 
 --
 -- Name: check_lease(bigint, bigint, uuid, boolean); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1911,13 +1981,46 @@ BEGIN
   END IF;
   RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'id', a.id, 'rule_id', r.id, 'rule_name', r.name, 'workspace_id', a.workspace_id, 'kind', a.kind,
-                   'facts', a.facts, 'created_at', a.created_at, 'attempts', a.attempts,
+                   'test', a.test, 'facts', a.facts, 'created_at', a.created_at, 'attempts', a.attempts,
                    'destination', r.destination, 'url', r.url, 'secret', r.secret) ORDER BY a.next_attempt_at, a.id), '[]')
             FROM (SELECT * FROM wharf.alert x
                    WHERE x.state = 'pending' AND x.next_attempt_at <= clock_timestamp()
                    ORDER BY x.next_attempt_at, x.id
                    LIMIT p_limit) a
             JOIN wharf.alert_rule r ON r.id = a.rule_id);
+END $$;
+
+--
+-- Name: edit_alert_rule(bigint, bigint, text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.edit_alert_rule(p_workspace_id bigint, p_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_rule   wharf.alert_rule;
+  v_secret text;
+BEGIN
+  SELECT * INTO v_rule FROM wharf.alert_rule
+   WHERE id = p_id AND (workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND workspace_id IS NULL))
+     FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF p_destination IS DISTINCT FROM v_rule.destination AND p_url IS NULL THEN
+    RAISE EXCEPTION 'wharf: a new destination needs its URL' USING ERRCODE = '22023';
+  END IF;
+  v_secret := CASE WHEN p_destination = 'slack' THEN p_secret ELSE coalesce(p_secret, v_rule.secret) END;
+  PERFORM wharf.check_alert_rule(p_name, p_kind, p_threshold, p_window_seconds, p_destination,
+                                 coalesce(p_url, v_rule.url), v_secret, p_account);
+  UPDATE wharf.alert_rule
+     SET name = p_name, kind = p_kind, threshold = p_threshold, window_seconds = p_window_seconds,
+         destination = p_destination, url = coalesce(p_url, v_rule.url), secret = v_secret,
+         updated_by = p_account, updated_at = now()
+   WHERE id = p_id
+  RETURNING * INTO v_rule;
+  RETURN wharf.alert_rule_summary(v_rule);
 END $$;
 
 --
@@ -2691,12 +2794,8 @@ BEGIN
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 500 THEN
     RAISE EXCEPTION 'wharf: limit must be between 1 and 500' USING ERRCODE = '22023';
   END IF;
-  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'id', a.id, 'rule_id', a.rule_id, 'rule_name', a.rule_name, 'workspace_id', a.workspace_id,
-                   'kind', a.kind, 'facts', a.facts, 'created_at', a.created_at, 'state', a.state,
-                   'attempts', a.attempts, 'last_attempt_at', a.last_attempt_at, 'last_status', a.last_status,
-                   'last_error', a.last_error, 'delivered_at', a.delivered_at) ORDER BY a.id DESC), '[]')
-            FROM (SELECT x.*, r.name AS rule_name
+  RETURN (SELECT coalesce(jsonb_agg(wharf.alert_summary(a.x, a.rule_name) ORDER BY (a.x).id DESC), '[]')
+            FROM (SELECT x, r.name AS rule_name
                     FROM wharf.alert_rule r
                     JOIN wharf.alert x ON x.rule_id = r.id
                    WHERE r.workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND r.workspace_id IS NULL)
@@ -4010,6 +4109,33 @@ BEGIN
 END $$;
 
 --
+-- Name: send_test_alert(bigint, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.send_test_alert(p_workspace_id bigint, p_id bigint, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_alert wharf.alert;
+  v_rule  wharf.alert_rule;
+BEGIN
+  IF p_account IS NULL OR p_account = '' THEN
+    RAISE EXCEPTION 'wharf: a test alert needs an account' USING ERRCODE = '22004';
+  END IF;
+  SELECT * INTO v_rule FROM wharf.alert_rule
+   WHERE id = p_id AND (workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND workspace_id IS NULL));
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  INSERT INTO wharf.alert (rule_id, workspace_id, dedupe_key, kind, facts, test)
+  VALUES (v_rule.id, v_rule.workspace_id, 'test:' || gen_random_uuid(), v_rule.kind,
+          jsonb_build_object('test', true, 'requested_by', p_account), true)
+  RETURNING * INTO v_alert;
+  RETURN wharf.alert_summary(v_alert, v_rule.name);
+END $$;
+
+--
 -- Name: set_connection_secret(bigint, text, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -4810,28 +4936,6 @@ ALTER TABLE wharf.admission_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
-);
-
---
--- Name: alert; Type: TABLE; Schema: wharf; Owner: -
---
-
-CREATE TABLE wharf.alert (
-    id bigint NOT NULL,
-    rule_id bigint NOT NULL,
-    workspace_id bigint,
-    dedupe_key text NOT NULL,
-    kind text NOT NULL,
-    facts jsonb NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    state text DEFAULT 'pending'::text NOT NULL,
-    attempts integer DEFAULT 0 NOT NULL,
-    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_attempt_at timestamp with time zone,
-    last_status integer,
-    last_error text,
-    delivered_at timestamp with time zone,
-    CONSTRAINT alert_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
 );
 
 --
@@ -5835,6 +5939,12 @@ REVOKE ALL ON FUNCTION wharf.delivery_history(p_workspace_id bigint, p_hours int
 REVOKE ALL ON FUNCTION wharf.due_alerts(p_token uuid, p_limit integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION edit_alert_rule(p_workspace_id bigint, p_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.edit_alert_rule(p_workspace_id bigint, p_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION evaluate_alert_rules(p_token uuid); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -6151,6 +6261,12 @@ REVOKE ALL ON FUNCTION wharf.revoke_token(p_workspace_id bigint, p_id bigint) FR
 --
 
 REVOKE ALL ON FUNCTION wharf.search_events(p_workspace_id bigint, p_payload jsonb, p_headers jsonb, p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone) FROM PUBLIC;
+
+--
+-- Name: FUNCTION send_test_alert(p_workspace_id bigint, p_id bigint, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.send_test_alert(p_workspace_id bigint, p_id bigint, p_account text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION set_connection_secret(p_connection_id bigint, p_secret text, p_keep_previous boolean); Type: ACL; Schema: wharf; Owner: -

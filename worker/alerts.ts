@@ -11,7 +11,9 @@
 // `<id>.<timestamp>.<body>` under the key the `whsec_` secret encodes). A
 // Slack destination gets an incoming webhook's `{"text"}`. Neither carries a
 // payload, a header or a secret: an alert's facts are names, ids, counts and
-// times. Nothing is logged of a destination but its host.
+// times. Nothing is logged of a destination but its host. With the console's
+// public URL, an alert about an issue or a stuck scope links to its page; a
+// test alert (sent on request) says it is one, in its type and its text.
 import { createHmac } from 'node:crypto';
 import type pg from 'pg';
 import type { Logger } from 'pino';
@@ -69,6 +71,8 @@ export interface AlertSenderOptions {
   logger?: Pick<Logger, 'info' | 'warn'>;
   /** How requests are sent (default: global fetch). */
   fetch?: typeof fetch;
+  /** The console's public base URL (WHARF_CONSOLE_URL, e.g. https://wharf.example.com/console): alerts link to their page there. */
+  consoleUrl?: string;
 }
 
 export interface AlertTurn {
@@ -86,18 +90,38 @@ export interface AlertSender {
   stop(): Promise<void>;
 }
 
+/**
+ * The console page of what an alert is about, under `consoleUrl`: its
+ * issue's, or its workspace's stuck scopes; undefined without a console URL,
+ * for a test, or for what has no page (a rate, the installation rows). Built
+ * from ids alone.
+ */
+export function alertLink(alert: DueAlert, consoleUrl: string | undefined): string | undefined {
+  if (!consoleUrl || alert.test || alert.workspace_id === null) return undefined;
+  const base = `${consoleUrl.replace(/\/+$/, '')}/workspaces/${encodeURIComponent(String(alert.workspace_id))}`;
+  const issueId = fact(alert.facts, 'issue', 'id');
+  if ((alert.kind === 'issue_opened' || alert.kind === 'issue_reopened') && /^\d+$/.test(issueId)) return `${base}/issues/${issueId}`;
+  if (alert.kind === 'stuck_scope') return `${base}/stuck`;
+  return undefined;
+}
+
 /** The request an alert is sent as: its URL, headers and body. */
-export function alertRequest(alert: DueAlert, now = new Date()): { url: string; headers: Record<string, string>; body: string } {
+export function alertRequest(
+  alert: DueAlert, now = new Date(), consoleUrl?: string,
+): { url: string; headers: Record<string, string>; body: string } {
+  const link = alertLink(alert, consoleUrl);
   if (alert.destination === 'slack') {
-    return { url: alert.url, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: slackText(alert) }) };
+    return { url: alert.url, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: slackText(alert, link) }) };
   }
   if (!alert.secret) throw new Error(`alert ${alert.id}: a webhook destination without a secret`);
   const body = JSON.stringify({
-    type: `wharf.alert.${alert.kind}`,
+    // A test's own type: a receiver that routes on the type never pages anyone for it.
+    type: alert.test ? 'wharf.alert.test' : `wharf.alert.${alert.kind}`,
     timestamp: now.toISOString(),
     data: {
       alert_id: alert.id, rule: { id: alert.rule_id, name: alert.rule_name }, workspace_id: alert.workspace_id,
-      kind: alert.kind, created_at: alert.created_at, facts: alert.facts,
+      kind: alert.kind, test: alert.test, created_at: alert.created_at, facts: alert.facts,
+      ...(link !== undefined ? { link } : {}),
     },
   });
   const id = `alert_${alert.id}`;
@@ -127,9 +151,12 @@ function fact(facts: Record<string, unknown>, ...path: string[]): string {
   return value === undefined || value === null ? '' : String(value);
 }
 
-/** One line a person reads in Slack. */
-export function slackText(alert: DueAlert): string {
+/** One line a person reads in Slack, ending with the link to its page when there is one. */
+export function slackText(alert: DueAlert, link?: string): string {
   const f = (...path: string[]) => fact(alert.facts, ...path);
+  if (alert.test) {
+    return `[TEST] Wharf alert "${alert.rule_name}": a test of this ${alert.kind} rule, sent on request by ${f('requested_by')}; nothing is wrong.`;
+  }
   const where = alert.workspace_id === null ? 'installation rows' : `workspace ${alert.workspace_id}`;
   const scope = alert.workspace_id === null ? '' : ` in ${where}`;
   const what = (() => {
@@ -150,7 +177,7 @@ export function slackText(alert: DueAlert): string {
         return alert.kind;
     }
   })();
-  return `Wharf alert "${alert.rule_name}": ${what}`;
+  return `Wharf alert "${alert.rule_name}": ${what}${link !== undefined ? ` <${link}|Open in Wharf>` : ''}`;
 }
 
 export function startAlertSender(options: AlertSenderOptions): AlertSender {
@@ -165,7 +192,7 @@ export function startAlertSender(options: AlertSenderOptions): AlertSender {
 
   async function deliver(alert: DueAlert): Promise<{ delivered: boolean; status: number | null; error: string | null }> {
     try {
-      const request = alertRequest(alert);
+      const request = alertRequest(alert, new Date(), options.consoleUrl);
       const response = await send(request.url, {
         method: 'POST', headers: request.headers, body: request.body,
         // A redirect is not followed: the rule names where alerts go.

@@ -1,12 +1,14 @@
-// `wharf alerts rules|create|delete|sent`: who is told, and who was. Rules
-// of a workspace (-w) or of the instance (--instance, an admin's), made and
-// deleted through the operator API as the console and the API make them. A
-// rule's URL and secret are never printed again; a secret Wharf generates
-// is printed once, when the rule is made.
+// `wharf alerts rules|create|edit|test|delete|sent`: who is told, and who
+// was. Rules of a workspace (-w) or of the instance (--instance, an
+// admin's), made, edited, tried and deleted through the operator API as the
+// console and the API do it. A rule's URL and secret are never printed
+// again; a secret Wharf generates is printed once, when the rule is made.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { answerOf } from '../../operator/api/client.js';
 import type { OperatorApiClient } from '../../operator/api/client.js';
-import { alertDestinations, alertKinds, type AlertDestination, type AlertKind, type NewAlertRule } from '../../operator/sql/alerts.js';
+import {
+  alertDestinations, alertKinds, type AlertDestination, type AlertKind, type AlertRuleEdit, type NewAlertRule,
+} from '../../operator/sql/alerts.js';
 import { durationOption, positiveInteger } from './option-parsers.js';
 import {
   idParser, operatorCommand, printJson, printTable, usageError, withApi, type OperatorOptions,
@@ -47,6 +49,18 @@ function rulesOf(api: OperatorApiClient, owner: Owner) {
     : answerOf(api.workspaces[':ws']['alert-rules'].$get({ param: { ws: owner.workspaceId } }));
 }
 
+function noSuchRule(id: string, owner: Owner): Error {
+  return usageError(`no alert rule ${id} in ${'instance' in owner ? 'the instance' : `workspace ${owner.workspaceId}`}`);
+}
+
+/** A 404 of the API as the usage error that names the rule and its owner. */
+function unknownRule(id: string, owner: Owner): (error: unknown) => never {
+  return (error) => {
+    if (error instanceof Error && 'status' in error && error.status === 404) throw noSuchRule(id, owner);
+    throw error;
+  };
+}
+
 export function alertsCommand(): Command {
   const command = new Command('alerts').description('alert rules (who is told, and when) and the alerts they sent');
 
@@ -85,6 +99,57 @@ export function alertsCommand(): Command {
       if (rule.secret) process.stdout.write(`secret (shown once, give it to the receiver): ${rule.secret}\n`);
     })));
 
+  command.addCommand(withAlertOwner(operatorCommand('edit', 'change an alert rule in place: its id and the alerts it raised stay'))
+    .argument('<id>', 'rule id', idParser('rule id'))
+    .option('--name <name>', 'a new name')
+    .addOption(new Option('--kind <kind>', `a new kind: ${alertKinds.join(', ')} (its parameters are then only those given)`)
+      .argParser(oneOf('kind', alertKinds)))
+    .addOption(new Option('--destination <to>', `${alertDestinations.join(' or ')} (with its --url)`).argParser(oneOf('destination', alertDestinations)))
+    .option('--url <url>', 'a new URL (default: kept)')
+    .option('--threshold <n>', 'dead_letter_rate: dead letters within the window', positiveInteger)
+    .addOption(durationOption('--window <duration>', 'dead_letter_rate: the window; oldest_due_age and stuck_scope: how long (e.g. 15m)'))
+    .option('--secret <whsec>', 'webhook: a new Standard Webhooks key (default: kept)')
+    .option('--account <name>', 'who edits it, recorded with the rule (default cli:<user>; with --api, the token)')
+    .action((id: string, options: AlertOwnerOptions & {
+      name?: string; kind?: AlertKind; destination?: AlertDestination; url?: string; threshold?: number; window?: number; secret?: string;
+    }) => withApi(options, async (api) => {
+      const owner = ownerOf(options);
+      // The API takes a rule whole: what is not given is the rule's as it is,
+      // its parameters too unless the kind changes.
+      const rule = (await rulesOf(api, owner)).find((candidate) => String(candidate.id) === id);
+      if (!rule) throw noSuchRule(id, owner);
+      const kind = options.kind ?? rule.kind;
+      const sameKind = kind === rule.kind;
+      const threshold = options.threshold ?? (sameKind ? rule.threshold : null);
+      const windowSeconds = options.window !== undefined ? Math.max(1, Math.round(options.window / 1000)) : sameKind ? rule.window_seconds : null;
+      const json: AlertRuleEdit = {
+        name: options.name ?? rule.name, kind, destination: options.destination ?? rule.destination,
+        ...(threshold !== null ? { threshold } : {}),
+        ...(windowSeconds !== null ? { window_seconds: windowSeconds } : {}),
+        ...(options.url !== undefined ? { url: options.url } : {}),
+        ...(options.secret !== undefined ? { secret: options.secret } : {}),
+      };
+      const edited = await ('instance' in owner
+        ? answerOf(api['alert-rules'][':id'].$put({ param: { id }, json }))
+        : answerOf(api.workspaces[':ws']['alert-rules'][':id'].$put({ param: { ws: owner.workspaceId, id }, json }))
+      ).catch(unknownRule(id, owner));
+      if (options.json) return printJson(edited);
+      process.stdout.write(`alert rule ${edited.id}: ${edited.name} (${edited.kind} to ${edited.destination} ${edited.destination_host}), edited\n`);
+    })));
+
+  command.addCommand(withAlertOwner(operatorCommand('test', "send a test alert through the rule's channel, marked as a test"))
+    .argument('<id>', 'rule id', idParser('rule id'))
+    .option('--account <name>', 'who asks, named in the test alert (default cli:<user>; with --api, the token)')
+    .action((id: string, options: AlertOwnerOptions) => withApi(options, async (api) => {
+      const owner = ownerOf(options);
+      const sent = await ('instance' in owner
+        ? answerOf(api['alert-rules'][':id'].test.$post({ param: { id } }))
+        : answerOf(api.workspaces[':ws']['alert-rules'][':id'].test.$post({ param: { ws: owner.workspaceId, id } }))
+      ).catch(unknownRule(id, owner));
+      if (options.json) return printJson(sent);
+      process.stdout.write(`test alert ${sent.id} of rule ${id} (${sent.rule_name}): a worker host sends it within seconds; \`wharf alerts sent\` shows how it went\n`);
+    })));
+
   command.addCommand(withAlertOwner(operatorCommand('delete', 'delete an alert rule and the alerts it raised'))
     .argument('<id>', 'rule id', idParser('rule id'))
     .action((id: string, options: AlertOwnerOptions) => withApi(options, async (api) => {
@@ -92,12 +157,7 @@ export function alertsCommand(): Command {
       const deleted = await ('instance' in owner
         ? answerOf(api['alert-rules'][':id'].$delete({ param: { id } }))
         : answerOf(api.workspaces[':ws']['alert-rules'][':id'].$delete({ param: { ws: owner.workspaceId, id } }))
-      ).catch((error: unknown) => {
-        if (error instanceof Error && 'status' in error && error.status === 404) {
-          throw usageError(`no alert rule ${id} in ${'instance' in owner ? 'the instance' : `workspace ${owner.workspaceId}`}`);
-        }
-        throw error;
-      });
+      ).catch(unknownRule(id, owner));
       if (options.json) return printJson(deleted);
       process.stdout.write(`alert rule ${id}: deleted\n`);
     })));
@@ -111,7 +171,7 @@ export function alertsCommand(): Command {
         ? answerOf(api.alerts.$get({ query }))
         : answerOf(api.workspaces[':ws'].alerts.$get({ param: { ws: owner.workspaceId }, query })));
       if (options.json) return printJson(alerts);
-      printTable(alerts, ['id', 'created_at', 'rule_name', 'kind', 'state', 'attempts', 'last_status', 'last_error', 'delivered_at']);
+      printTable(alerts, ['id', 'created_at', 'rule_name', 'kind', 'about', 'test', 'state', 'attempts', 'last_status', 'last_error', 'delivered_at']);
     })));
   return command;
 }

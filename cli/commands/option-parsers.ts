@@ -23,6 +23,20 @@ export function duration(value: string): number {
   }
 }
 
+/** An http(s) base URL people open, without a query or fragment (links are built under it). */
+export function baseUrl(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new InvalidArgumentError(`not a URL: ${JSON.stringify(value)}`);
+  }
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
+    throw new InvalidArgumentError(`expected an http(s) URL without query, fragment or credentials, not ${JSON.stringify(value)}`);
+  }
+  return value.replace(/\/+$/, '');
+}
+
 /** An option whose value is a duration (cli/duration.ts), its default shown as one. */
 export function durationOption(flags: string, description: string, defaultMs?: number): Option {
   const option = new Option(flags, description).argParser(duration);

@@ -30,7 +30,7 @@ import { startMetricsServer } from '../../worker/metrics-server.js';
 import { migrate } from '../../db/migrate.js';
 import { createPool } from '../../db/pool.js';
 import { checkStartDurability } from './synchronous-standby.js';
-import { port, positiveInteger } from './option-parsers.js';
+import { baseUrl, port, positiveInteger } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
 
 interface StartOptions {
@@ -40,6 +40,7 @@ interface StartOptions {
   handlers?: string;
   concurrency: number;
   stateDir: string;
+  consoleUrl?: string;
 }
 
 /** The demo's GitHub App: its route is /hooks/github/demo. */
@@ -60,6 +61,8 @@ export function startCommand(): Command {
     .option('--handlers <module>', 'handler module (default: example handlers that log each event)')
     .option('--concurrency <n>', 'handlers running at once', positiveInteger, 4)
     .option('--state-dir <dir>', 'where the embedded PostgreSQL and generated secrets live', '.wharf')
+    .addOption(new Option('--console-url <url>', "the console's public URL: alerts link to their issue's or stuck scopes' page")
+      .env('WHARF_CONSOLE_URL').argParser(baseUrl))
     .action((options: StartOptions) => runStart(options));
 }
 
@@ -281,7 +284,7 @@ async function startEverything(
   await worker.start();
   // Stopped first: the worker drains and releases while the database still runs.
   started.push(() => worker.stop());
-  const alerts = startAlertSender({ pool, holder: worker.id, logger });
+  const alerts = startAlertSender({ pool, holder: worker.id, logger, ...(options.consoleUrl !== undefined ? { consoleUrl: options.consoleUrl } : {}) });
   started.push(() => alerts.stop());
 
   const curl = embedded ? await sampleCurl(edge.url, githubSecret) : undefined;

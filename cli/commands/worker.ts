@@ -12,7 +12,7 @@ import { defaultSweepEveryMs, defaultSweepLeaseMs, parseAppList, startRedelivery
 import { workerRegistry } from '../../worker/metrics.js';
 import { startMetricsServer, type MetricsServer } from '../../worker/metrics-server.js';
 import { hostSettingDefaults, type WorkerSettings } from '../../worker/settings.js';
-import { durationOption, port, positiveInteger } from './option-parsers.js';
+import { baseUrl, durationOption, port, positiveInteger } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
 import { checkStartDurability } from './synchronous-standby.js';
 
@@ -33,6 +33,7 @@ interface WorkerCommandOptions {
   sweepLease: number;
   alertEvery: number;
   alerts: boolean;
+  consoleUrl?: string;
 }
 
 export function workerCommand(): Command {
@@ -60,6 +61,8 @@ export function workerCommand(): Command {
     .addOption(durationOption('--alert-every <duration>', 'how often this host tries to send alerts (one host at a time evaluates the rules and sends)',
       environment.WHARF_ALERT_EVERY.default).env('WHARF_ALERT_EVERY'))
     .option('--no-alerts', 'never evaluate alert rules or send alerts on this host')
+    .addOption(new Option('--console-url <url>', "the console's public URL (e.g. https://wharf.example.com/console): alerts link to their issue's or stuck scopes' page")
+      .env('WHARF_CONSOLE_URL').argParser(baseUrl))
     .action(async (options: WorkerCommandOptions) => {
       if (!options.databaseUrl) throw new Error('set DATABASE_URL or pass --database-url');
       const logger = createCliLogger('wharf-worker');
@@ -89,7 +92,10 @@ export function workerCommand(): Command {
       const alertPool = options.alerts ? new pg.Pool({ connectionString: options.databaseUrl, max: 1 }) : undefined;
       alertPool?.on('error', () => {});
       const alerts = alertPool
-        ? startAlertSender({ pool: alertPool, holder: worker.id, everyMs: options.alertEvery, logger })
+        ? startAlertSender({
+          pool: alertPool, holder: worker.id, everyMs: options.alertEvery, logger,
+          ...(options.consoleUrl !== undefined ? { consoleUrl: options.consoleUrl } : {}),
+        })
         : undefined;
       const stopAll = async (): Promise<void> => {
         await alerts?.stop();

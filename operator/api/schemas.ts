@@ -331,10 +331,20 @@ export const alertRuleBody = z.object({
     .openapi({ description: 'webhook: the Standard Webhooks key (whsec_…); a random one, returned once, when absent' }),
 }).strict();
 
+// An edit states the rule whole, as a new one, but may leave out the URL and
+// the secret (never shown, so an editor may not have them): those are kept.
+export const alertRuleEditBody = alertRuleBody.extend({
+  url: text('url', 2000).optional()
+    .openapi({ description: 'https (or http to a loopback address); for slack, the incoming webhook URL. Absent: the URL is kept' }),
+  secret: text('secret', 200).optional()
+    .openapi({ description: "webhook: a new Standard Webhooks key (whsec_…). Absent: the rule's secret is kept" }),
+}).strict();
+
 export const alertRule = z.object({
   id: z.number(), workspace_id: z.number().nullable(), name: z.string(), kind: z.enum(alertKinds),
   threshold: z.number().nullable(), window_seconds: z.number().nullable(), destination: z.enum(alertDestinations),
   destination_host: z.string().nullable(), created_by: z.string(), created_at: time,
+  updated_by: z.string().nullable().openapi({ description: 'who edited it last; null when never edited' }), updated_at: time.nullable(),
 }).openapi('AlertRule');
 
 export const newAlertRule = alertRule.extend({
@@ -343,6 +353,10 @@ export const newAlertRule = alertRule.extend({
 
 export const alert = z.object({
   id: z.number(), rule_id: z.number(), rule_name: z.string(), workspace_id: z.number().nullable(), kind: z.enum(alertKinds),
+  test: z.boolean().openapi({ description: "sent on request to try the rule's channel, about nothing that happened" }),
+  about: z.string().openapi({ description: 'what it is about, in a few words: its issue, its stuck scope, or the measure' }),
+  issue_id: z.number().nullable().openapi({ description: 'the issue it is about, if any' }),
+  scope_key: z.string().nullable().openapi({ description: 'the stuck scope it is about, if any' }),
   facts: z.record(z.string(), z.unknown()).openapi({ description: 'names, ids, counts and times: never a payload, a header or a secret' }),
   created_at: time, state: z.enum(['pending', 'delivered', 'failed']), attempts: z.number(),
   last_attempt_at: time.nullable(), last_status: z.number().nullable(), last_error: z.string().nullable(),

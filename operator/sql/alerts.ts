@@ -25,6 +25,9 @@ export interface AlertRule {
   destination_host: string;
   created_by: string;
   created_at: string;
+  /** Who edited it last, and when; null when never edited. */
+  updated_by: string | null;
+  updated_at: string | null;
 }
 
 export interface NewAlertRule {
@@ -44,6 +47,12 @@ export interface Alert {
   rule_name: string;
   workspace_id: number | null;
   kind: AlertKind;
+  /** Sent on request to try the rule's channel (sendTestAlert). */
+  test: boolean;
+  /** What it is about, in a few words: its issue, its stuck scope, or the measure. */
+  about: string;
+  issue_id: number | null;
+  scope_key: string | null;
   facts: Record<string, unknown>;
   created_at: string;
   state: 'pending' | 'delivered' | 'failed';
@@ -80,6 +89,25 @@ export function listAlertRules(db: Database, owner: AlertOwner): Promise<AlertRu
   return 'instance' in owner
     ? callWharf(db, 'wharf.list_instance_alert_rules()', [])
     : callWharf(db, 'wharf.list_alert_rules($1)', [owner.workspaceId]);
+}
+
+/** A rule as an edit states it: whole, but the URL and secret may be left out to keep them. */
+export type AlertRuleEdit = Omit<NewAlertRule, 'url'> & { url?: string };
+
+/**
+ * Changes rule `id` of the owner in place as `account`, keeping its id and
+ * its alerts (and its URL and secret when the edit leaves them out); null
+ * when the owner has no such rule.
+ */
+export function editAlertRule(db: Database, owner: AlertOwner, id: string, rule: AlertRuleEdit, account: string): Promise<AlertRule | null> {
+  return callWharf(db, 'wharf.edit_alert_rule($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)', [
+    'instance' in owner ? null : owner.workspaceId, id, rule.name, rule.kind, rule.threshold ?? null, rule.window_seconds ?? null,
+    rule.destination, rule.url ?? null, rule.secret ?? null, account]);
+}
+
+/** Records a test alert of rule `id` for the sender's next turn, as `account`; null when the owner has no such rule. */
+export function sendTestAlert(db: Database, owner: AlertOwner, id: string, account: string): Promise<Alert | null> {
+  return callWharf(db, 'wharf.send_test_alert($1, $2, $3)', ['instance' in owner ? null : owner.workspaceId, id, account]);
 }
 
 /** True when the owner had the rule (its alerts go with it). */

@@ -4,8 +4,9 @@
 // (recorded as the CLI's user), a stuck scope listed and unblocked by moving
 // its head to the dead letters, a JSON search and a bulk replay by it (its
 // count first, then asked on a terminal, --yes in a script, refused without
-// either), an alert rule made, listed and deleted, and mistakes reported on
-// stderr with exit code 1.
+// either), an alert rule made, listed, edited (keeping its alerts), tried
+// with a test alert (listed as one, with what each alert was about) and
+// deleted, and mistakes reported on stderr with exit code 1.
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -209,4 +210,39 @@ describe('wharf alerts', () => {
     expect(again.code).toBe(1);
     expect(again.stderr).toBe(`wharf: no alert rule ${id} in workspace ${W}\n`);
   });
+
+  it('sends a test alert, lists it as one with what it was about, and edits the rule in place, keeping its alerts', async () => {
+    const secret = 'whsec_c2VjcmV0LXNlY3JldA==';
+    const { rows: [made] } = await db.pool.query<{ rule: { id: number } }>(
+      `SELECT wharf.create_alert_rule($1, 'cli-pager', 'stuck_scope', NULL, 900, 'webhook', 'https://alerts.example.test/wharf', $2, 'cli:alice') AS rule`,
+      [W, secret]);
+    const id = String(made!.rule.id);
+    // A test alert, listed as one with what it was about.
+    const tested = await wharf('alerts', 'test', id, '-w', String(W), '--account', 'cli:bob');
+    expect(tested.code, tested.stderr).toBe(0);
+    expect(tested.stdout).toMatch(new RegExp(`^test alert \\d+ of rule ${id} \\(cli-pager\\): a worker host sends it within seconds`));
+    const sent = await wharf('alerts', 'sent', '-w', String(W));
+    expect(sent.stdout.split('\n')[0]).toMatch(/\bABOUT\b.*\bTEST\b/);
+    expect(sent.stdout).toMatch(/cli-pager\s+stuck_scope\s+test alert\s+true\s+pending/);
+    expect(json<{ test: boolean; facts: unknown }[]>(await wharf('alerts', 'sent', '-w', String(W), '--json')))
+      .toEqual([expect.objectContaining({ test: true, facts: { test: true, requested_by: 'cli:bob' } })]);
+
+    // Edited in place: what is not given stays, and so do its alerts.
+    const edited = await wharf('alerts', 'edit', id, '-w', String(W), '--name', 'cli-pager-2', '--window', '30m', '--account', 'cli:carol');
+    expect(edited.code, edited.stderr).toBe(0);
+    expect(edited.stdout).toBe(`alert rule ${id}: cli-pager-2 (stuck_scope to webhook alerts.example.test), edited\n`);
+    const { rows: [after] } = await db.pool.query('SELECT name, window_seconds, url, secret, updated_by FROM wharf.alert_rule WHERE id = $1', [id]);
+    expect(after).toEqual({ name: 'cli-pager-2', window_seconds: 1800, url: 'https://alerts.example.test/wharf', secret, updated_by: 'cli:carol' });
+    const reKinded = json<{ kind: string; window_seconds: number | null }>(
+      await wharf('alerts', 'edit', id, '-w', String(W), '--kind', 'issue_opened', '--json'));
+    expect(reKinded).toMatchObject({ kind: 'issue_opened', window_seconds: null });
+    expect(json<{ rule_name: string }[]>(await wharf('alerts', 'sent', '-w', String(W), '--json')).map((a) => a.rule_name))
+      .toEqual(['cli-pager-2']);
+    const badEdit = await wharf('alerts', 'edit', id, '-w', String(W), '--kind', 'dead_letter_rate');
+    expect(badEdit.code).toBe(1);
+    expect(badEdit.stderr).toMatch(/threshold/);
+    const otherEdit = await wharf('alerts', 'edit', id, '-w', '404', '--name', 'x');
+    expect(otherEdit.code).toBe(1);
+    expect((await wharf('alerts', 'test', '999999', '-w', String(W))).stderr).toBe(`wharf: no alert rule 999999 in workspace ${W}\n`);
+  }, 180_000);
 });

@@ -119,10 +119,17 @@ describe('a client driven by the document alone', () => {
     ids.issues = Number(issues.rows.find((row) => row.ws !== null)!.id);
     ids['installation-issues'] = Number(issues.rows.find((row) => row.ws === null)!.id);
     ids.head = await admitEvent(db.pool, connection);
-    ids['alert-rules'] = Number((await db.pool.query<{ rule: { id: number } }>(
-      `SELECT wharf.create_alert_rule($1, 'doomed', 'issue_opened', NULL, NULL, 'slack', 'https://hooks.slack.test/x', NULL, 'test') AS rule`, [W])).rows[0]!.rule.id);
-    ids['instance-alert-rules'] = Number((await db.pool.query<{ rule: { id: number } }>(
-      `SELECT wharf.create_instance_alert_rule('doomed', 'issue_opened', NULL, NULL, 'slack', 'https://hooks.slack.test/x', NULL, 'test') AS rule`)).rows[0]!.rule.id);
+    // Webhook rules: an edit's sample names the first destination, webhook, and keeps the URL and secret.
+    const alertRule = async (workspace: number | null) => Number((await db.pool.query<{ rule: { id: number } }>(
+      workspace === null
+        ? `SELECT wharf.create_instance_alert_rule('doomed', 'issue_opened', NULL, NULL, 'webhook', 'https://alerts.example.test/x', 'whsec_AAAA', 'test') AS rule`
+        : `SELECT wharf.create_alert_rule($1, 'doomed', 'issue_opened', NULL, NULL, 'webhook', 'https://alerts.example.test/x', 'whsec_AAAA', 'test') AS rule`,
+      workspace === null ? [] : [workspace])).rows[0]!.rule.id);
+    ids['alert-rules'] = await alertRule(W);
+    ids['instance-alert-rules'] = await alertRule(null);
+    // Tested after the rules above are deleted (the document lists a path's methods together): rules of their own.
+    ids['alert-rule-tests'] = await alertRule(W);
+    ids['instance-alert-rule-tests'] = await alertRule(null);
     headScope = (await db.pool.query<{ scope_key: string }>('SELECT scope_key FROM wharf.provider_event WHERE id = $1', [ids.head])).rows[0]!.scope_key;
   });
 
@@ -158,7 +165,10 @@ describe('a client driven by the document alone', () => {
           if (name === 'ws') return String(W);
           const collection = /\/([\w-]+)\/\{id\}/.exec(template)![1]!;
           // The instance's alert rules are not a workspace's.
-          return String(ids[template.startsWith('/alert-rules/') ? 'instance-alert-rules' : collection]);
+          if (template.includes('alert-rules/')) {
+            return String(ids[`${template.startsWith('/alert-rules/') ? 'instance-' : ''}alert-rule${template.endsWith('/test') ? '-tests' : 's'}`]);
+          }
+          return String(ids[collection]);
         });
         const body = operation.requestBody?.content['application/json']?.schema;
         const response = await fetch(`${server}${path}`, {

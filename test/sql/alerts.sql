@@ -4,7 +4,7 @@
 -- instance rule about any; delivery attempts are recorded, retried with
 -- backoff and given up after 8; alerts hold no payload.
 BEGIN;
-SELECT plan(47);
+SELECT plan(63);
 
 SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
@@ -132,6 +132,47 @@ SELECT throws_ok(format($$SELECT wharf.record_alert_attempt('%s', %s, false, NUL
                         (SELECT token FROM lease), (SELECT id FROM flaky)), '22023', NULL, 'an error message instead of a class is 22023');
 SELECT is((SELECT wharf.record_alert_attempt((SELECT token FROM lease), (SELECT id FROM flaky), false, NULL, 'ECONNREFUSED', '1 second')
              FROM generate_series(2, 8) ORDER BY 1 LIMIT 1), 'failed', 'after 8 attempts it has failed for good');
+
+-- The sent-alerts list names what each alert was about.
+SELECT is((SELECT (a ->> 'issue_id')::bigint FROM jsonb_array_elements(wharf.list_alerts(1)) a
+            WHERE (a ->> 'rule_id')::bigint = (SELECT opened FROM r)),
+          (SELECT id FROM wharf.issue WHERE workspace_id = 1), 'list_alerts names an issue alert''s issue');
+SELECT is((SELECT a ->> 'about' FROM jsonb_array_elements(wharf.list_alerts(1)) a WHERE (a ->> 'rule_id')::bigint = (SELECT opened FROM r)),
+          format('issue %s: generic ping TypeError', (SELECT id FROM wharf.issue WHERE workspace_id = 1)), 'and says what fails');
+SELECT is((SELECT a ->> 'scope_key' FROM jsonb_array_elements(wharf.list_alerts(1)) a WHERE (a ->> 'rule_id')::bigint = (SELECT stuck FROM r)),
+          '1:generic:repo:e', 'a stuck-scope alert''s scope');
+
+-- A test alert: through the rule's channel, marked.
+SELECT is(wharf.send_test_alert(2, (SELECT opened FROM r), 'ops'), NULL, 'another workspace cannot test a rule');
+SELECT throws_ok(format('SELECT wharf.send_test_alert(1, %s, NULL)', (SELECT opened FROM r)), '22004', NULL, 'a test needs an account');
+CREATE TEMP TABLE tried AS SELECT wharf.send_test_alert(1, (SELECT opened FROM r), 'ops') AS alert;
+SELECT is((SELECT alert ->> 'test' FROM tried), 'true', 'send_test_alert records a test');
+SELECT is((SELECT alert ->> 'about' FROM tried), 'test alert', 'which the list says');
+SELECT is((SELECT a ->> 'test' FROM jsonb_array_elements(wharf.due_alerts((SELECT token FROM lease), 100)) a
+            WHERE a ->> 'id' = (SELECT alert ->> 'id' FROM tried)), 'true', 'due at once, marked for the sender');
+
+-- Editing a rule keeps it, and its alerts.
+CREATE TEMP TABLE before_edit AS SELECT count(*) AS alerts FROM wharf.alert WHERE rule_id = (SELECT opened FROM r);
+SELECT is(wharf.edit_alert_rule(2, (SELECT opened FROM r), 'pager', 'issue_opened', NULL, NULL, 'webhook', NULL, NULL, 'ops2'),
+          NULL, 'another workspace cannot edit it');
+SELECT throws_ok(format($$SELECT wharf.edit_alert_rule(1, %s, 'pager', 'dead_letter_rate', NULL, 60, 'webhook', NULL, NULL, 'ops2')$$,
+                        (SELECT opened FROM r)), '22023', NULL, 'an edit is validated as a new rule is');
+SELECT is(wharf.edit_alert_rule(1, (SELECT opened FROM r), 'pager', 'issue_reopened', NULL, NULL, 'webhook', NULL, NULL, 'ops2')
+            - 'created_at' - 'updated_at',
+          jsonb_build_object('id', (SELECT opened FROM r), 'workspace_id', 1, 'name', 'pager', 'kind', 'issue_reopened',
+                             'threshold', NULL, 'window_seconds', NULL, 'destination', 'webhook', 'destination_host', 'alerts.example',
+                             'created_by', 'ops', 'updated_by', 'ops2'),
+          'edit_alert_rule changes it in place and says who edited it');
+SELECT results_eq(format('SELECT url, secret FROM wharf.alert_rule WHERE id = %s', (SELECT opened FROM r)),
+                  $$VALUES ('https://alerts.example/in', 'whsec_c2VjcmV0LXNlY3JldA==')$$, 'keeping the URL and secret not given');
+SELECT is((SELECT count(*) FROM wharf.alert WHERE rule_id = (SELECT opened FROM r)), (SELECT alerts FROM before_edit),
+          'and its alerts');
+SELECT throws_ok(format($$SELECT wharf.edit_alert_rule(1, %s, 'pager', 'issue_reopened', NULL, NULL, 'slack', NULL, NULL, 'ops2')$$,
+                        (SELECT opened FROM r)), '22023', 'wharf: a new destination needs its URL', 'a new destination needs its URL');
+SELECT is(wharf.edit_alert_rule(1, (SELECT opened FROM r), 'pager', 'issue_reopened', NULL, NULL, 'slack',
+                                'https://hooks.slack.com/services/T/B/z', NULL, 'ops2') ->> 'destination_host',
+          'hooks.slack.com', 'a new destination');
+SELECT is((SELECT secret FROM wharf.alert_rule WHERE id = (SELECT opened FROM r)), NULL, 'a Slack rule drops the secret');
 
 -- Retention and the lease's end.
 UPDATE wharf.failure_minute SET minute = minute - interval '2 days';

@@ -2,13 +2,16 @@
 // a Standard Webhooks signature that the `standardwebhooks` package verifies,
 // and a Slack rule gets its text; nothing carries a payload, a header or a
 // secret; a refused delivery is recorded and retried under the same
-// webhook-id until it goes through; two hosts racing deliver each alert once.
+// webhook-id until it goes through; two hosts racing deliver each alert once;
+// with the console's URL an alert links to its issue's page; a test alert
+// goes through the rule's channel, signed, marked as a test.
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startAlertSender, type AlertSender } from '../../worker/alerts.js';
+import { alertLink, startAlertSender, type AlertSender } from '../../worker/alerts.js';
+import type { DueAlert } from '../../worker/sql/alerts.js';
 import { workerRegistry } from '../../worker/metrics.js';
 import { admitEvent, createConnection, createWorkspace } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -30,9 +33,11 @@ const W = 701;
 let connection: number;
 const senders: AlertSender[] = [];
 
-function sender(holder: string): AlertSender {
+function sender(holder: string, consoleUrl?: string): AlertSender {
   // everyMs far away: the test runs each turn itself.
-  const started = startAlertSender({ pool: db.pool, holder, everyMs: 3_600_000, retryBaseMs: 20 });
+  const started = startAlertSender({
+    pool: db.pool, holder, everyMs: 3_600_000, retryBaseMs: 20, ...(consoleUrl !== undefined ? { consoleUrl } : {}),
+  });
   senders.push(started);
   return started;
 }
@@ -52,6 +57,13 @@ async function rule(name: string, destination: 'webhook' | 'slack', path: string
     `SELECT wharf.create_alert_rule($1, $2, 'issue_opened', NULL, NULL, $3, $4, $5, 'ops') AS rule`,
     [W, name, destination, `${base}${path}`, destination === 'webhook' ? secret : null]);
   return rows[0]!.rule.id;
+}
+
+/** The Standard Webhooks body of a request, verified with the rule's secret. */
+function verified(request: Received): { type: string; data: Record<string, unknown> & { facts: Record<string, unknown> } } {
+  const headers = Object.fromEntries(['webhook-id', 'webhook-timestamp', 'webhook-signature']
+    .map((name) => [name, String(request.headers[name])]));
+  return new Webhook(secret).verify(request.body, headers) as { type: string; data: Record<string, unknown> & { facts: Record<string, unknown> } };
 }
 
 async function alertsOf(ruleId: number) {
@@ -99,9 +111,10 @@ describe('the alert sender', () => {
     const verified = new Webhook(secret).verify(webhook[0]!.body, headers) as { type: string; data: Record<string, unknown> };
     expect(verified).toMatchObject({
       type: 'wharf.alert.issue_opened',
-      data: { rule: { id: webhookRule, name: 'on-call webhook' }, workspace_id: W,
+      data: { rule: { id: webhookRule, name: 'on-call webhook' }, workspace_id: W, test: false,
         facts: { issue: { provider: 'generic', event_type: 'ping', error_class: 'TypeError', failures: 1, dead: 1 } } },
     });
+    expect(verified.data, 'no console URL here: no link').not.toHaveProperty('link');
     // A wrong key does not verify it.
     expect(() => new Webhook(`whsec_${randomBytes(32).toString('base64')}`).verify(webhook[0]!.body, headers)).toThrow();
 
@@ -168,6 +181,64 @@ describe('the alert sender', () => {
     const other = holder === a ? b : a;
     await holder.stop();
     expect((await other.runOnce()).held).toBe(true);
+  });
+});
+
+describe('links and test alerts', () => {
+  it("links an issue alert to its issue's console page, in the signed body and the Slack text, when the console URL is set", async () => {
+    await Promise.all(senders.map((s) => s.stop()));
+    await rule('linked webhook', 'webhook', '/linked');
+    await rule('linked slack', 'slack', '/services/T1/B1/LINK');
+    const host = sender('host-l', 'https://wharf.example.com/console/');
+    await failEvent('URIError');
+    await host.runOnce();
+
+    const webhook = received.filter((r) => r.path === '/linked');
+    expect(webhook).toHaveLength(1);
+    const body = verified(webhook[0]!);
+    const issueId = (body.data.facts.issue as { id: number }).id;
+    expect(body.data.link).toBe(`https://wharf.example.com/console/workspaces/${W}/issues/${issueId}`);
+    const slack = received.filter((r) => r.path === '/services/T1/B1/LINK');
+    expect(slack).toHaveLength(1);
+    expect((JSON.parse(slack[0]!.body) as { text: string }).text)
+      .toMatch(new RegExp(` <https://wharf\\.example\\.com/console/workspaces/${W}/issues/${issueId}\\|Open in Wharf>$`));
+    for (const request of [...webhook, ...slack]) expect(request.body).not.toMatch(/payload-secret-42|header-secret-43|whsec_|LINK/);
+  });
+
+  it("links a stuck scope to its workspace's stuck scopes, and what has no page (a rate, the installation rows) to nothing", () => {
+    const base: DueAlert = {
+      id: 1, rule_id: 1, rule_name: 'r', workspace_id: W, kind: 'stuck_scope', test: false,
+      facts: { scope_key: `${W}:generic:repo:a`, head: { id: 9 } }, created_at: '', attempts: 0, destination: 'slack', url: '', secret: null,
+    };
+    expect(alertLink(base, 'https://wharf.example.com/console')).toBe(`https://wharf.example.com/console/workspaces/${W}/stuck`);
+    expect(alertLink(base, undefined)).toBeUndefined();
+    expect(alertLink({ ...base, kind: 'dead_letter_rate', facts: { dead: 3 } }, 'https://wharf.example.com/console')).toBeUndefined();
+    expect(alertLink({ ...base, kind: 'issue_opened', workspace_id: null, facts: { issue: { id: 4 } } }, 'https://wharf.example.com/console'))
+      .toBeUndefined();
+  });
+
+  it("sends a test alert through the rule's channel, signed as usual, marked as a test, and records it", async () => {
+    await Promise.all(senders.map((s) => s.stop()));
+    const tested = await rule('tested webhook', 'webhook', '/tested');
+    const testedSlack = await rule('tested slack', 'slack', '/services/T2/B2/TEST');
+    const host = sender('host-t', 'https://wharf.example.com/console');
+    for (const id of [tested, testedSlack]) await db.pool.query('SELECT wharf.send_test_alert($1, $2, $3)', [W, id, 'token:7']);
+    await host.runOnce();
+
+    const webhook = received.filter((r) => r.path === '/tested');
+    expect(webhook).toHaveLength(1);
+    const body = verified(webhook[0]!);
+    expect(body).toMatchObject({
+      type: 'wharf.alert.test',
+      data: { test: true, kind: 'issue_opened', rule: { id: tested, name: 'tested webhook' }, facts: { test: true, requested_by: 'token:7' } },
+    });
+    expect(body.data, 'a test is about nothing: no link').not.toHaveProperty('link');
+    const slack = received.filter((r) => r.path === '/services/T2/B2/TEST');
+    expect((JSON.parse(slack[0]!.body) as { text: string }).text)
+      .toBe('[TEST] Wharf alert "tested slack": a test of this issue_opened rule, sent on request by token:7; nothing is wrong.');
+    const { rows } = await db.pool.query<{ state: string; test: boolean }>(
+      'SELECT state, test FROM wharf.alert WHERE rule_id = ANY($1) ORDER BY id', [[tested, testedSlack]]);
+    expect(rows).toEqual([{ state: 'delivered', test: true }, { state: 'delivered', test: true }]);
   });
 });
 

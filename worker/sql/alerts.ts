@@ -8,6 +8,8 @@ export interface DueAlert {
   rule_name: string;
   workspace_id: number | null;
   kind: string;
+  /** Sent on request to try the rule's channel (send_test_alert), about nothing that happened. */
+  test: boolean;
   /** Names, ids, counts and times: never a payload, a header or a secret. */
   facts: Record<string, unknown>;
   created_at: string;
