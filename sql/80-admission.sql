@@ -580,7 +580,7 @@ END $$;
 -- outcome: stored|duplicate}. The row heads its scope through the scope
 -- trigger (sql/20), after lock_scope has locked the scope: within a scope ids
 -- are assigned and committed in the same order, and a claim never passes
--- over a row still being inserted. Internal: admit's.
+-- over a row still being inserted. Internal: admit_item's.
 CREATE OR REPLACE FUNCTION wharf.store_event(
   p_item wharf.admission_item, p_workspace_id bigint, p_connection_id bigint, p_scope_key text)
 RETURNS jsonb
