@@ -56,8 +56,20 @@ export function generateKeyRingEntry(id: string): string {
   return `${id}:${toBase64(crypto.getRandomValues(new Uint8Array(32)))}`;
 }
 
-function additionalData(connectionId: number | string): Uint8Array<ArrayBuffer> {
-  return new TextEncoder().encode(`wharf:connection:${connectionId}`);
+/**
+ * Whose secret a stored value is: a connection's (its id) or a
+ * destination's. The owner is the additional data, so a ciphertext copied to
+ * another owner, or from a connection to a destination, does not decrypt.
+ */
+export type SecretOwner = number | string | { destinationId: number | string };
+
+function ownerName(owner: SecretOwner): string {
+  return typeof owner === 'object' ? `destination ${owner.destinationId}` : `connection ${owner}`;
+}
+
+function additionalData(owner: SecretOwner): Uint8Array<ArrayBuffer> {
+  return new TextEncoder().encode(
+    typeof owner === 'object' ? `wharf:destination:${owner.destinationId}` : `wharf:connection:${owner}`);
 }
 
 export function isEncrypted(stored: string): boolean {
@@ -69,11 +81,11 @@ export function keyIdOf(stored: string): string | undefined {
   return isEncrypted(stored) ? stored.split(':')[1] : undefined;
 }
 
-export async function encryptSecret(ring: KeyRing, connectionId: number | string, secret: string): Promise<string> {
+export async function encryptSecret(ring: KeyRing, owner: SecretOwner, secret: string): Promise<string> {
   const newest = ring.keys[0]!;
   const iv = crypto.getRandomValues(new Uint8Array(12));
   const sealed = await crypto.subtle.encrypt(
-    { name: 'AES-GCM', iv, additionalData: additionalData(connectionId) }, newest.key, new TextEncoder().encode(secret));
+    { name: 'AES-GCM', iv, additionalData: additionalData(owner) }, newest.key, new TextEncoder().encode(secret));
   return `${prefix}:${newest.id}:${toBase64(iv)}:${toBase64(new Uint8Array(sealed))}`;
 }
 
@@ -81,16 +93,16 @@ export async function encryptSecret(ring: KeyRing, connectionId: number | string
  * The secret a stored value holds. A value stored in plaintext before
  * release 0.2.0 is returned as it is (`wharf secrets reencrypt` encrypts it).
  */
-export async function decryptSecret(ring: KeyRing | undefined, connectionId: number | string, stored: string): Promise<string> {
+export async function decryptSecret(ring: KeyRing | undefined, owner: SecretOwner, stored: string): Promise<string> {
   if (!isEncrypted(stored)) return stored;
   const [, id, iv, sealed] = stored.split(':');
   const key = ring?.keys.find((candidate) => candidate.id === id);
-  if (!key) throw new SecretKeyError(`no key ${JSON.stringify(id)} in WHARF_SECRET_KEYS for connection ${connectionId}`);
+  if (!key) throw new SecretKeyError(`no key ${JSON.stringify(id)} in WHARF_SECRET_KEYS for ${ownerName(owner)}`);
   try {
     const opened = await crypto.subtle.decrypt(
-      { name: 'AES-GCM', iv: fromBase64(iv!), additionalData: additionalData(connectionId) }, key.key, fromBase64(sealed!));
+      { name: 'AES-GCM', iv: fromBase64(iv!), additionalData: additionalData(owner) }, key.key, fromBase64(sealed!));
     return new TextDecoder().decode(opened);
   } catch {
-    throw new SecretKeyError(`the secret of connection ${connectionId} does not decrypt under key ${JSON.stringify(id)}`);
+    throw new SecretKeyError(`the secret of ${ownerName(owner)} does not decrypt under key ${JSON.stringify(id)}`);
   }
 }
