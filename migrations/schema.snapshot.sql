@@ -1647,7 +1647,7 @@ BEGIN
       v_take := 1;  -- the probe
     END IF;
     v_take := least(v_take, v_dest.max_in_flight - (
-      SELECT count(*) FROM wharf.destination_delivery q WHERE q.destination_id = v_dest.id AND q.state = 'LEASED'));
+      SELECT count(*)::integer FROM wharf.destination_delivery q WHERE q.destination_id = v_dest.id AND q.state = 'LEASED'));
     IF v_dest.rate_limit IS NOT NULL THEN
       -- A bucket of rate_limit tokens, refilled at rate_limit per period.
       v_tokens := least(v_dest.rate_limit::double precision,
@@ -5059,7 +5059,7 @@ BEGIN
     ON CONFLICT (rule_id, minute) DO UPDATE SET filtered = f.filtered + excluded.filtered
     RETURNING 1
   )
-  SELECT (SELECT count(*) FROM made) INTO v_made
+  SELECT (SELECT count(*)::integer FROM made) INTO v_made
     FROM (SELECT count(*) FROM forwarded) x, (SELECT count(*) FROM counted) y;
   IF v_made > 0 THEN
     PERFORM pg_notify('wharf_delivery', '');
