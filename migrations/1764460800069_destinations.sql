@@ -97,6 +97,9 @@ CREATE TABLE wharf.destination_delivery (
 -- claim_deliveries: a destination's queued deliveries in event order, due or not.
 CREATE INDEX ix_destination_delivery_claim ON wharf.destination_delivery (destination_id, event_id)
   INCLUDE (next_attempt_at) WHERE state = 'QUEUED';
+-- claim_deliveries and next_delivery_at: whether, and when, a destination has a delivery due.
+CREATE INDEX ix_destination_delivery_due ON wharf.destination_delivery (destination_id, next_attempt_at)
+  WHERE state = 'QUEUED';
 -- claim_deliveries, ordered: what waits or runs ahead of a delivery in its (destination, scope).
 CREATE INDEX ix_destination_delivery_scope_order ON wharf.destination_delivery (destination_id, scope_key, event_id)
   WHERE state IN ('QUEUED', 'LEASED') AND ordered;

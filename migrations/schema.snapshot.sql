@@ -7058,6 +7058,12 @@ CREATE INDEX ix_delivery_attempt_destination ON wharf.delivery_attempt USING btr
 CREATE INDEX ix_destination_delivery_claim ON wharf.destination_delivery USING btree (destination_id, event_id) INCLUDE (next_attempt_at) WHERE (state = 'QUEUED'::text);
 
 --
+-- Name: ix_destination_delivery_due; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_destination_delivery_due ON wharf.destination_delivery USING btree (destination_id, next_attempt_at) WHERE (state = 'QUEUED'::text);
+
+--
 -- Name: ix_destination_delivery_leased; Type: INDEX; Schema: wharf; Owner: -
 --
 
