@@ -447,16 +447,16 @@ END $$;
 -- When a claim_deliveries could next hand something out: the earliest due
 -- time of a queued delivery of a destination that may send, or of a probe,
 -- or of a rate limit's next token; NULL when nothing waits. The forwarder
--- sleeps until then (or a wake-up). It may be early (a due delivery waiting
--- behind its scope's head), never late.
+-- sleeps until then (or a wake-up). It may be early (a head held back by a
+-- paused connection), never late.
 CREATE OR REPLACE FUNCTION wharf.next_delivery_at() RETURNS timestamptz
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT min(greatest(
+  SELECT nullif(min(greatest(
            q.due,
            CASE WHEN d.state = 'BREAKER_OPEN' THEN d.probe_at END,
            CASE WHEN d.rate_limit IS NOT NULL AND d.tokens < 1 THEN
              d.tokens_at + (1 - d.tokens) * CASE d.rate_period WHEN 'minute' THEN 60 ELSE 1 END
-                           / d.rate_limit * interval '1 second' END))
+                           / d.rate_limit * interval '1 second' END)), 'infinity')
     FROM wharf.destination d
     JOIN wharf.workspace w ON w.id = d.workspace_id AND w.state = 'ACTIVE'
     CROSS JOIN LATERAL (SELECT min(x.next_attempt_at) AS due FROM wharf.destination_delivery x
@@ -1218,7 +1218,9 @@ CREATE OR REPLACE FUNCTION wharf.delivery_summary(q wharf.destination_delivery) 
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'id', q.id, 'event_id', q.event_id, 'destination_id', q.destination_id, 'state', q.state,
-    'attempt', q.attempt, 'failures', q.failures, 'next_attempt_at', q.next_attempt_at,
+    'attempt', q.attempt, 'failures', q.failures,
+    -- Behind its scope's head it has no time of its own: it waits its turn.
+    'next_attempt_at', nullif(q.next_attempt_at, 'infinity'), 'waiting_behind_head', q.next_attempt_at = 'infinity',
     'error_class', q.error_class, 'outcome', q.outcome, 'last_status', q.last_status,
     'handled_at', q.handled_at, 'dead_at', q.dead_at, 'replayed_by', q.replayed_by,
     'replayed_at', q.replayed_at, 'provider', e.provider, 'event_type', e.event_type, 'subject', e.subject,
