@@ -1670,7 +1670,9 @@ BEGIN
                   AND o.state IN ('QUEUED', 'LEASED') AND o.event_id < q.event_id))
          AND NOT EXISTS (SELECT FROM wharf.provider_event e JOIN wharf.connection c ON c.id = e.connection_id
                           WHERE e.id = q.event_id AND c.state = 'PAUSED')
-       ORDER BY q.next_attempt_at, q.event_id
+       -- Index order alone, so that LIMIT stops the read: within a scope at
+       -- most its head is due, and across scopes there is no order to keep.
+       ORDER BY q.next_attempt_at
        LIMIT v_take
          FOR UPDATE OF q SKIP LOCKED
     ), leased AS (
