@@ -2254,6 +2254,16 @@ BEGIN
 END $$;
 
 --
+-- Name: dead_letter_after_lease(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.dead_letter_after_lease(p_id bigint, p_epoch bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT EXISTS (SELECT FROM wharf.scope_action a WHERE a.event_id = p_id AND a.after_lease_epoch = p_epoch)
+$$;
+
+--
 -- Name: dead_letter_scope_head(bigint, text, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2266,6 +2276,13 @@ DECLARE
 BEGIN
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   v_refusal := wharf.scope_head_refusal(p_workspace_id, p_scope_key, p_event_id, p_account);
+  IF v_refusal = 'leased' THEN
+    -- The event is locked (scope_head_refusal): its lease cannot end before this commits.
+    INSERT INTO wharf.scope_action (workspace_id, scope_key, event_id, connection_id, action, account, after_lease_epoch)
+    SELECT p_workspace_id, p_scope_key, p_event_id, e.connection_id, 'dead_letter_head', p_account, e.lease_epoch
+      FROM wharf.provider_event e WHERE e.id = p_event_id;
+    RETURN wharf.scope_action_result(p_event_id, NULL) || '{"after_lease": true}';
+  END IF;
   IF v_refusal IS NULL THEN
     UPDATE wharf.provider_event
        SET state = 'DEAD', dead_at = now(), error_class = coalesce(error_class, 'MovedToDeadLetters')
@@ -2942,6 +2959,8 @@ BEGIN
 
   v_dead := p_kind IN ('permanent', 'uncertain')
             OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'))
+            -- An operator moved this head to the dead letters while this lease ran (sql/98).
+            OR wharf.dead_letter_after_lease(p_id, p_epoch)
             OR (p_kind = 'transient' AND v_row.transient_since IS NOT NULL
                 AND v_now - v_row.transient_since > wharf.setting_interval('transient_max_age'));
   v_state := CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
@@ -3878,7 +3897,8 @@ BEGIN
   END IF;
   RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'id', a.id, 'scope_key', a.scope_key, 'event_id', a.event_id, 'connection_id', a.connection_id,
-                   'action', a.action, 'account', a.account, 'at', a.at) ORDER BY a.id DESC), '[]')
+                   'action', a.action, 'account', a.account, 'at', a.at,
+                   'after_lease', a.after_lease_epoch IS NOT NULL) ORDER BY a.id DESC), '[]')
             FROM (SELECT * FROM wharf.scope_action x WHERE x.workspace_id = p_workspace_id
                    ORDER BY x.id DESC LIMIT p_limit) a);
 END $$;
@@ -4577,7 +4597,9 @@ BEGIN
   -- trigger in update order: an admission fanning out holds one scope and
   -- waits for the next, and must never wait for a reaper waiting for it.
   WITH expired AS (
-    SELECT e.id
+    SELECT e.id,
+           -- An operator moved this head to the dead letters while the lease ran (sql/98).
+           e.failures + 1 >= v_max_attempts OR wharf.dead_letter_after_lease(e.id, e.lease_epoch) AS dead
       FROM wharf.scope s
       JOIN wharf.provider_event e ON e.id = s.leased_id
      WHERE s.leased_id IS NOT NULL AND e.state = 'LEASED' AND e.leased_until < v_now
@@ -4587,9 +4609,9 @@ BEGIN
        SET failures        = e.failures + 1,
            error_class     = 'LeaseExpired',
            leased_until    = NULL,
-           state           = CASE WHEN e.failures + 1 >= v_max_attempts THEN 'DEAD' ELSE 'QUEUED' END,
-           dead_at         = CASE WHEN e.failures + 1 >= v_max_attempts THEN v_now END,
-           next_attempt_at = CASE WHEN e.failures + 1 >= v_max_attempts THEN e.next_attempt_at
+           state           = CASE WHEN expired.dead THEN 'DEAD' ELSE 'QUEUED' END,
+           dead_at         = CASE WHEN expired.dead THEN v_now END,
+           next_attempt_at = CASE WHEN expired.dead THEN e.next_attempt_at
                                   ELSE v_now + wharf.retry_delay(e.attempt) END
       FROM expired
      WHERE e.id = expired.id
@@ -5958,7 +5980,9 @@ CREATE FUNCTION wharf.stuck_scope_list(p_workspace_id bigint, p_older_than inter
            'waiting_seconds', floor(extract(epoch FROM now() - t.since)),
            'behind', b.n, 'behind_capped', b.n >= 10000,
            'head', wharf.event_summary(h) || jsonb_build_object('leased_by', h.leased_by,
-                                                                'leased_until', h.leased_until),
+                                                                'leased_until', h.leased_until,
+                                                                'dead_letter_pending', h.state = 'LEASED'
+                                                                  AND wharf.dead_letter_after_lease(h.id, h.lease_epoch)),
            'connection', jsonb_build_object('id', c.id, 'state', c.state)) ORDER BY t.since, t.scope_key), '[]')
     FROM wharf.scopes_stuck_since(now() - p_older_than, p_workspace_id, p_limit) t
     JOIN wharf.scope s ON s.scope_key = t.scope_key
@@ -6815,6 +6839,7 @@ CREATE TABLE wharf.scope_action (
     action text NOT NULL,
     account text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
+    after_lease_epoch bigint,
     CONSTRAINT scope_action_action_check CHECK ((action = ANY (ARRAY['retry_head'::text, 'dead_letter_head'::text, 'pause_connection'::text])))
 );
 
@@ -7255,6 +7280,12 @@ CREATE INDEX ix_provider_event_workspace_recent ON wharf.provider_event USING bt
 --
 
 CREATE INDEX ix_replay_audit_at ON wharf.replay_audit USING btree (at);
+
+--
+-- Name: ix_scope_action_after_lease; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_scope_action_after_lease ON wharf.scope_action USING btree (event_id, after_lease_epoch) WHERE (after_lease_epoch IS NOT NULL);
 
 --
 -- Name: ix_scope_action_at; Type: INDEX; Schema: wharf; Owner: -

@@ -469,7 +469,9 @@ BEGIN
   -- trigger in update order: an admission fanning out holds one scope and
   -- waits for the next, and must never wait for a reaper waiting for it.
   WITH expired AS (
-    SELECT e.id
+    SELECT e.id,
+           -- An operator moved this head to the dead letters while the lease ran (sql/98).
+           e.failures + 1 >= v_max_attempts OR wharf.dead_letter_after_lease(e.id, e.lease_epoch) AS dead
       FROM wharf.scope s
       JOIN wharf.provider_event e ON e.id = s.leased_id
      WHERE s.leased_id IS NOT NULL AND e.state = 'LEASED' AND e.leased_until < v_now
@@ -479,9 +481,9 @@ BEGIN
        SET failures        = e.failures + 1,
            error_class     = 'LeaseExpired',
            leased_until    = NULL,
-           state           = CASE WHEN e.failures + 1 >= v_max_attempts THEN 'DEAD' ELSE 'QUEUED' END,
-           dead_at         = CASE WHEN e.failures + 1 >= v_max_attempts THEN v_now END,
-           next_attempt_at = CASE WHEN e.failures + 1 >= v_max_attempts THEN e.next_attempt_at
+           state           = CASE WHEN expired.dead THEN 'DEAD' ELSE 'QUEUED' END,
+           dead_at         = CASE WHEN expired.dead THEN v_now END,
+           next_attempt_at = CASE WHEN expired.dead THEN e.next_attempt_at
                                   ELSE v_now + wharf.retry_delay(e.attempt) END
       FROM expired
      WHERE e.id = expired.id

@@ -36,6 +36,8 @@ END $$;
 --   unknown    failures + 1; DEAD at max_attempts, else QUEUED after the delay
 --   permanent  DEAD at once
 --   uncertain  DEAD with outcome 'uncertain', never retried automatically
+-- Whatever the kind, DEAD when an operator moved the row to the dead
+-- letters while this lease ran (dead_letter_scope_head, sql/98).
 -- p_error_class is a class name (e.g. 'TypeError'), never a message: 22023
 -- for anything else, 22023 for an unknown kind. p_frames (optional, a worker
 -- of before passes none) are where it was thrown, innermost first, in the
@@ -84,6 +86,8 @@ BEGIN
 
   v_dead := p_kind IN ('permanent', 'uncertain')
             OR (p_kind = 'unknown' AND v_row.failures + 1 >= wharf.setting_integer('max_attempts'))
+            -- An operator moved this head to the dead letters while this lease ran (sql/98).
+            OR wharf.dead_letter_after_lease(p_id, p_epoch)
             OR (p_kind = 'transient' AND v_row.transient_since IS NOT NULL
                 AND v_now - v_row.transient_since > wharf.setting_interval('transient_max_age'));
   v_state := CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;

@@ -10,6 +10,14 @@
 -- is recorded in wharf.scope_action, as a replay is recorded: who, when,
 -- which scope, which head.
 
+-- Whether an operator moved event p_id to the dead letters while its lease
+-- under p_epoch ran: that lease, if it fails, leaves it DEAD. One probe of
+-- ix_scope_action_after_lease. Internal: fail's and reap's.
+CREATE OR REPLACE FUNCTION wharf.dead_letter_after_lease(p_id bigint, p_epoch bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT EXISTS (SELECT FROM wharf.scope_action a WHERE a.event_id = p_id AND a.after_lease_epoch = p_epoch)
+$$;
+
 -- The scopes of workspace p_workspace_id stuck for more than p_older_than
 -- (scopes_stuck_since), longest stuck first, at most p_limit, each as
 -- {scope_key, subject, reason, waiting_since, waiting_seconds, behind,
@@ -31,7 +39,9 @@ LANGUAGE sql STABLE AS $$
            'waiting_seconds', floor(extract(epoch FROM now() - t.since)),
            'behind', b.n, 'behind_capped', b.n >= 10000,
            'head', wharf.event_summary(h) || jsonb_build_object('leased_by', h.leased_by,
-                                                                'leased_until', h.leased_until),
+                                                                'leased_until', h.leased_until,
+                                                                'dead_letter_pending', h.state = 'LEASED'
+                                                                  AND wharf.dead_letter_after_lease(h.id, h.lease_epoch)),
            'connection', jsonb_build_object('id', c.id, 'state', c.state)) ORDER BY t.since, t.scope_key), '[]')
     FROM wharf.scopes_stuck_since(now() - p_older_than, p_workspace_id, p_limit) t
     JOIN wharf.scope s ON s.scope_key = t.scope_key
@@ -130,7 +140,10 @@ END $$;
 -- its error class kept, 'MovedToDeadLetters' when it has none), so that the
 -- next event of the scope runs; wakes idle claimers and records the action
 -- (see scope_action_result, scope_head_refusal). The event can be replayed
--- like any dead letter.
+-- like any dead letter. While a handler retries the head (it is LEASED),
+-- the action waits for that lease: recorded with its epoch, it makes the
+-- lease's failure a dead letter instead of another retry (fail, reap), and
+-- leaves a success alone; the answer says so (after_lease: true).
 CREATE OR REPLACE FUNCTION wharf.dead_letter_scope_head(p_workspace_id bigint, p_scope_key text, p_event_id bigint, p_account text)
 RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -139,6 +152,13 @@ DECLARE
 BEGIN
   LOCK TABLE wharf.idle_listener IN ROW EXCLUSIVE MODE;  -- see notify_idle_claimers
   v_refusal := wharf.scope_head_refusal(p_workspace_id, p_scope_key, p_event_id, p_account);
+  IF v_refusal = 'leased' THEN
+    -- The event is locked (scope_head_refusal): its lease cannot end before this commits.
+    INSERT INTO wharf.scope_action (workspace_id, scope_key, event_id, connection_id, action, account, after_lease_epoch)
+    SELECT p_workspace_id, p_scope_key, p_event_id, e.connection_id, 'dead_letter_head', p_account, e.lease_epoch
+      FROM wharf.provider_event e WHERE e.id = p_event_id;
+    RETURN wharf.scope_action_result(p_event_id, NULL) || '{"after_lease": true}';
+  END IF;
   IF v_refusal IS NULL THEN
     UPDATE wharf.provider_event
        SET state = 'DEAD', dead_at = now(), error_class = coalesce(error_class, 'MovedToDeadLetters')
@@ -190,7 +210,8 @@ BEGIN
   END IF;
   RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'id', a.id, 'scope_key', a.scope_key, 'event_id', a.event_id, 'connection_id', a.connection_id,
-                   'action', a.action, 'account', a.account, 'at', a.at) ORDER BY a.id DESC), '[]')
+                   'action', a.action, 'account', a.account, 'at', a.at,
+                   'after_lease', a.after_lease_epoch IS NOT NULL) ORDER BY a.id DESC), '[]')
             FROM (SELECT * FROM wharf.scope_action x WHERE x.workspace_id = p_workspace_id
                    ORDER BY x.id DESC LIMIT p_limit) a);
 END $$;

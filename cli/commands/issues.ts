@@ -147,7 +147,9 @@ export function stuckCommand(): Command {
         if (options.json) return printJson(result);
         process.stdout.write(result.connection
           ? `paused connection ${result.connection.id}\n`
-          : `${verb}: event ${head} is ${result.event?.state}\n`);
+          : result.after_lease
+            ? `${verb}: a handler retries event ${head} now; if that attempt fails, it goes to the dead letters\n`
+            : `${verb}: event ${head} is ${result.event?.state}\n`);
       })));
   }
   return command;

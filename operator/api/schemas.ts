@@ -289,7 +289,10 @@ export const stuckScope = z.object({
   waiting_since: time, waiting_seconds: z.number(),
   behind: z.number().openapi({ description: 'QUEUED events after the head, counted up to 10000' }),
   behind_capped: z.boolean(),
-  head: eventSummary.extend({ leased_by: z.string().nullable(), leased_until: time.nullable() }),
+  head: eventSummary.extend({
+    leased_by: z.string().nullable(), leased_until: time.nullable(),
+    dead_letter_pending: z.boolean().openapi({ description: 'moved to the dead letters if the lease running now fails' }),
+  }),
   connection: z.object({ id: z.number().nullable(), state: z.string().nullable() }),
 }).openapi('StuckScope');
 
@@ -301,12 +304,15 @@ export const scopeActionBody = z.object({
 
 export const scopeActionResult = z.object({
   action: z.enum(scopeActions), done: z.literal(true),
+  after_lease: z.boolean().optional().openapi({
+    description: 'dead_letter_head on a head a handler retries now: it waits for that lease, and a failure then is a dead letter' }),
   event: eventSummary.optional(), connection: connection.optional(),
 }).openapi('ScopeActionResult');
 
 export const scopeAction = z.object({
   id: z.number(), scope_key: z.string(), event_id: z.number().nullable(), connection_id: z.number().nullable(),
   action: z.enum(scopeActions), account: z.string(), at: time,
+  after_lease: z.boolean().openapi({ description: 'a move to the dead letters that waited for the lease running then' }),
 }).openapi('ScopeAction');
 
 // ---- alerts ----------------------------------------------------------------

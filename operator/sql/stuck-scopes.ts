@@ -17,7 +17,7 @@ export interface StuckScope {
   /** QUEUED events after the head, counted up to 10000. */
   behind: number;
   behind_capped: boolean;
-  head: EventSummary & { leased_by: string | null; leased_until: string | null };
+  head: EventSummary & { leased_by: string | null; leased_until: string | null; dead_letter_pending: boolean };
   connection: { id: number | null; state: Connection['state'] | null };
 }
 
@@ -33,12 +33,19 @@ export interface ScopeAction {
   action: ScopeActionName;
   account: string;
   at: string;
+  /** A move to the dead letters that waited for the lease running then. */
+  after_lease: boolean;
 }
 
-/** What an action on a head did: done, or refused because the head is leased or no longer the head. */
+/**
+ * What an action on a head did: done (after_lease: a move to the dead letters
+ * that waits for the lease a handler holds now), or refused because the head
+ * is leased (a retry) or no longer the head.
+ */
 export interface HeadActionResult {
   done: boolean;
   reason: 'leased' | 'not_head' | null;
+  after_lease?: boolean;
   event: EventSummary;
 }
 

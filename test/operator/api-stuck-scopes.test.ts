@@ -97,7 +97,7 @@ describe('stuck scopes', () => {
     expect(again.body).toMatchObject({ error: 'not_head', state: 'DEAD' });
   });
 
-  it('retries a head now, refuses a leased one, and pauses its connection', async () => {
+  it('retries a head now, moves a leased one when its lease fails, and pauses its connection', async () => {
     const { scopeKey, ids } = await stuckScope('repo:acme/retry');
     const retried = await act({ action: 'retry_head', scope_key: scopeKey, event_id: String(ids[0]) });
     expect(retried.status, JSON.stringify(retried.body)).toBe(200);
@@ -105,10 +105,16 @@ describe('stuck scopes', () => {
 
     const { rows } = await db.pool.query<{ id: string }>(`SELECT id FROM wharf.claim('fixture', 10000) WHERE scope_key = $1`, [scopeKey]);
     expect(rows.map((row) => Number(row.id))).toEqual([ids[0]]);
+    // While the retry runs, the move waits for its lease: a failure then is a dead letter.
     const leased = await act({ action: 'dead_letter_head', scope_key: scopeKey, event_id: ids[0] });
-    expect(leased.status).toBe(409);
-    expect(leased.body).toMatchObject({ error: 'leased', state: 'LEASED' });
-    expect((await stuck()).find((scope) => scope.scope_key === scopeKey)?.reason).toBe('leased');
+    expect(leased.status, JSON.stringify(leased.body)).toBe(200);
+    expect(leased.body).toMatchObject({ done: true, after_lease: true, event: { state: 'LEASED' } });
+    const listed = (await stuck()).find((scope) => scope.scope_key === scopeKey);
+    expect(listed?.reason).toBe('leased');
+    expect(listed?.head.dead_letter_pending).toBe(true);
+    const { rows: [failed] } = await db.pool.query<{ state: string }>(
+      `SELECT wharf.fail(id, lease_epoch, 'transient', 'TimeoutError') AS state FROM wharf.provider_event WHERE id = $1`, [ids[0]]);
+    expect(failed?.state).toBe('DEAD');
 
     const paused = await act({ action: 'pause_connection', scope_key: scopeKey, event_id: ids[0] });
     expect(paused.status).toBe(200);
@@ -117,8 +123,8 @@ describe('stuck scopes', () => {
 
     const actions = await api('GET', `/workspaces/${A}/scope-actions`, { token: tokenA });
     expect((actions.body as unknown as ScopeAction[]).slice(0, 3).map((a) => [a.action, a.account, a.event_id])).toEqual([
-      ['pause_connection', 'token:oncall', ids[0]], ['retry_head', 'token:oncall', ids[0]],
-      ['dead_letter_head', 'token:oncall', expect.any(Number)],
+      ['pause_connection', 'token:oncall', ids[0]], ['dead_letter_head', 'token:oncall', ids[0]],
+      ['retry_head', 'token:oncall', ids[0]],
     ]);
   });
 

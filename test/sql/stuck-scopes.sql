@@ -6,7 +6,7 @@
 -- recorded, refused on a stale or leased head, and out of reach of another
 -- workspace.
 BEGIN;
-SELECT plan(33);
+SELECT plan(39);
 
 SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2), wharf.upsert_workspace(3);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
@@ -82,11 +82,19 @@ SELECT ok((SELECT head_due_at <= now() FROM wharf.scope WHERE scope_key = '1:gen
 CREATE TEMP TABLE claimed AS SELECT id, lease_epoch, delivery_key FROM wharf.claim('w', 10);
 SELECT ok('s1' = ANY (ARRAY(SELECT delivery_key FROM claimed)), 'and the next claim takes it');
 SELECT wharf.release(id, lease_epoch) FROM claimed WHERE delivery_key <> 's1';
-SELECT results_eq(format($$SELECT r ->> 'done', r ->> 'reason' FROM wharf.dead_letter_scope_head(1, '1:generic:repo:s', %s, 'ops') r$$, pg_temp.id('s1')),
-                  $$VALUES ('false', 'leased')$$, 'a leased head is refused: leased');
-SELECT is(wharf.fail(id, lease_epoch, 'transient', 'TimeoutError'), 'QUEUED', 's1 fails again')
+-- While a handler retries the head: moved to the dead letters when that lease fails.
+SELECT results_eq(format($$SELECT r ->> 'done', r ->> 'after_lease' FROM wharf.dead_letter_scope_head(1, '1:generic:repo:s', %s, 'ops') r$$, pg_temp.id('s1')),
+                  $$VALUES ('true', 'true')$$, 'a leased head is moved when its lease ends');
+SELECT is((SELECT (s -> 'head' ->> 'dead_letter_pending')::boolean FROM jsonb_array_elements(wharf.list_stuck_scopes(1, '0 seconds')) s
+            WHERE s ->> 'subject' = 'repo:s'), true, 'the stuck list says the move waits for the lease');
+SELECT is((SELECT state FROM pg_temp.event('s1')), 'LEASED', 'the running attempt is left alone');
+SELECT is(wharf.fail(id, lease_epoch, 'transient', 'TimeoutError'), 'DEAD', 's1 fails again: a dead letter, not another retry')
   FROM pg_temp.event('s1');
+SELECT ok(wharf.replay(1, pg_temp.id('s1'), 'ops'), 'replayed, it heads its scope again');
+SELECT is(wharf.fail(id, lease_epoch, 'transient', 'TimeoutError'), 'QUEUED', 'and its next lease retries as usual: the move was for that lease')
+  FROM wharf.claim('w', 10) WHERE delivery_key = 's1';
 UPDATE wharf.provider_event SET next_attempt_at = now() + interval '1 hour' WHERE delivery_key = 's1';
+SELECT wharf.release(id, lease_epoch) FROM wharf.provider_event WHERE state = 'LEASED';
 
 -- Move the head to the dead letters: its successor runs.
 SELECT is(wharf.dead_letter_scope_head(1, '1:generic:repo:s', pg_temp.id('s1'), 'bob') -> 'event' ->> 'state', 'DEAD',
@@ -97,8 +105,11 @@ SELECT is((SELECT head_id FROM wharf.scope WHERE scope_key = '1:generic:repo:s')
 SELECT is((SELECT array_agg(delivery_key ORDER BY delivery_key) FROM wharf.claim('w', 10) WHERE workspace_id = 1), ARRAY['f1', 's2', 't1'],
           'and is claimed');
 SELECT ok(wharf.replay(1, pg_temp.id('s1'), 'bob'), 's1 can be replayed like any dead letter');
-SELECT is(wharf.dead_letter_scope_head(1, '1:generic:repo:t', pg_temp.id('t1'), 'bob') ->> 'reason', 'leased',
-          'a claimed head is leased');
+SELECT is(wharf.dead_letter_scope_head(1, '1:generic:repo:t', pg_temp.id('t1'), 'bob') ->> 'after_lease', 'true',
+          'a claimed head is moved when its lease ends');
+UPDATE wharf.provider_event SET leased_until = now() - interval '1 second' WHERE delivery_key = 't1';
+SELECT ok(wharf.reap() >= 1, 'its lease expires');
+SELECT is((SELECT state FROM pg_temp.event('t1')), 'DEAD', 'reaped, it is a dead letter');
 
 -- Pause the connection.
 SELECT is(wharf.pause_scope_connection(1, '1:generic:repo:t', pg_temp.id('t1'), 'carol') ->> 'state', 'PAUSED',
@@ -107,11 +118,11 @@ SELECT is((SELECT state FROM wharf.connection WHERE workspace_id = 1), 'PAUSED',
 
 -- The record.
 SELECT is((SELECT array_agg((a ->> 'action') || ':' || (a ->> 'account')) FROM jsonb_array_elements(wharf.list_scope_actions(1)) a),
-          ARRAY['pause_connection:carol', 'dead_letter_head:bob', 'retry_head:alice'],
+          ARRAY['pause_connection:carol', 'dead_letter_head:bob', 'dead_letter_head:bob', 'dead_letter_head:ops', 'retry_head:alice'],
           'every action done is recorded, newest first; refusals are not');
 SELECT is(jsonb_array_length(wharf.list_scope_actions(2)), 0, 'another workspace sees none of them');
 UPDATE wharf.scope_action SET at = now() - interval '31 days' WHERE action <> 'pause_connection';
-SELECT is(wharf.purge_scope_actions(), 2::bigint, 'retention forgets those older than issue_retention');
+SELECT is(wharf.purge_scope_actions(), 4::bigint, 'retention forgets those older than issue_retention');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -43,7 +43,8 @@ export function stuckScopeRoutes(db: Database) {
       method: 'post', path: '/workspaces/{ws}/stuck-scopes/actions', tags,
       summary: 'Unblock a scope: retry its head now, move its head to the dead letters, or pause its connection',
       description: 'Recorded with who and when (GET /workspaces/{ws}/scope-actions). The head named must still head '
-        + 'the scope and not be leased (409 otherwise), except for pause_connection.',
+        + 'the scope (409 otherwise). retry_head is refused (409) while a handler holds the head; dead_letter_head then '
+        + 'waits for that lease (after_lease: true): if it fails, the head is a dead letter instead of retried.',
       request: { params: workspaceParam, body: jsonBody(scopeActionBody, true) },
       responses: { 200: json(scopeActionResult, 'done'), ...errors(400, 403, 404, 409) },
     }), async (c) => {
@@ -57,7 +58,7 @@ export function stuckScopeRoutes(db: Database) {
       const act = action === 'retry_head' ? retryScopeHead : deadLetterScopeHead;
       const result = await act(db, ws, scopeKey, eventId, principal.account);
       if (!result.done) throw refused(result);
-      return c.json({ action, done: true as const, event: result.event }, 200);
+      return c.json({ action, done: true as const, after_lease: result.after_lease ?? false, event: result.event }, 200);
     })
     .openapi(createRoute({
       method: 'get', path: '/workspaces/{ws}/scope-actions', tags, summary: 'The newest actions taken on scopes, newest first',

@@ -38,6 +38,7 @@ const actionNotices: Record<string, string> = {
   retry_head: 'The head is due now: the next claim takes it.',
   dead_letter_head: 'The head is in the dead letters: the events behind it run now. Replay it from its page when it is fixed.',
   pause_connection: 'The connection is paused: its deliveries are stored and wait.',
+  dead_letter_after_lease: 'A handler is retrying the head now: if that attempt fails, the head goes to the dead letters instead of waiting for another retry.',
 };
 
 function issueId(c: Ctx): string {
@@ -153,7 +154,7 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
     return c.html(
       <Page {...frameOf(c, basePath, scope, 'stuck')} title={`Stuck scopes · ${scope.label}`}>
         <Notice text={done ? actionNotices[done] : undefined} />
-        <Problem text={problem === 'leased' ? 'A handler holds that head now: wait for its lease to end.'
+        <Problem text={problem === 'leased' ? 'A handler is retrying that head now: wait for its attempt to end.'
           : problem === 'not_head' ? 'That event no longer heads its scope: the list below is the current one.' : undefined} />
         <p>Scopes whose head has been failing, or due and waiting for a claimer, longer than the threshold: every later event of the scope waits behind it, in order. A paused connection's scopes are held on purpose and not listed.</p>
         <form method="get" action={`${scope.base}/stuck`} class="filters" role="search" aria-label="Threshold">
@@ -196,10 +197,13 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
     const scopeKey = scopeText !== undefined && scopeText.length > 0 && scopeText.length <= 1200 ? rejectNul(scopeText, 'Scope') : undefined;
     const eventId = c.req.query('event_id');
     if (!scopeKey || !isIdText(eventId)) throw new ConsoleError(400, 'That action names no scope or head.');
+    const retrying = c.req.query('leased') === 'yes';
     return c.html(
       <Page {...frameOf(c, basePath, scope, 'stuck')} title="Move the head to the dead letters?">
         <p>
-          {'Event '}<a href={`${scope.base}/events/${eventId}`}>{eventId}</a>{` heads scope ${scopeKey}. Moved to the dead letters, it is not tried again until someone replays it, and the events behind it run now.`}
+          {'Event '}<a href={`${scope.base}/events/${eventId}`}>{eventId}</a>{retrying
+            ? ` heads scope ${scopeKey}, and a handler is retrying it now. If that attempt fails, the event goes to the dead letters instead of waiting for another retry, and the events behind it run; if it succeeds, nothing changes.`
+            : ` heads scope ${scopeKey}. Moved to the dead letters, it is not tried again until someone replays it, and the events behind it run now.`}
         </p>
         <form method="post" action={`${scope.base}/stuck`} class="stack" aria-label="Confirm moving the head to the dead letters">
           <Csrf token={c.get('csrfToken')} />
@@ -232,6 +236,7 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
       const act = action === 'retry_head' ? retryScopeHead : deadLetterScopeHead;
       const result = await act(db, scope.workspaceId, scopeKey, eventId, account);
       if (!result.done) return c.redirect(`${scope.base}/stuck?problem=${result.reason}`, 303);
+      if (result.after_lease) return c.redirect(`${scope.base}/stuck?done=dead_letter_after_lease`, 303);
     }
     return c.redirect(`${scope.base}/stuck?done=${action}`, 303);
   });
@@ -303,10 +308,15 @@ function StuckTable(props: { scopes: StuckScope[]; scope: WorkspaceScope; csrfTo
             </td>
             <td>
               <div class="actions" role="group" aria-label={`Unblock ${stuck.subject ?? stuck.scope_key}`}>
-                {scopeActions.filter((action) => action === 'pause_connection' ? stuck.connection.state === 'ACTIVE' : stuck.head.state === 'QUEUED').map((action) => action === 'dead_letter_head' ? (
+                {stuck.head.dead_letter_pending ? <span class="muted">To the dead letters if this attempt fails</span> : null}
+                {scopeActions.filter((action) => action === 'pause_connection' ? stuck.connection.state === 'ACTIVE'
+                  // While a handler retries the head, a move to the dead letters waits for that attempt.
+                  : action === 'dead_letter_head' ? !stuck.head.dead_letter_pending
+                  : stuck.head.state === 'QUEUED').map((action) => action === 'dead_letter_head' ? (
                   <form method="get" action={`${props.scope.base}/stuck/confirm`} class="inline">
                     <input type="hidden" name="scope_key" value={stuck.scope_key} />
                     <input type="hidden" name="event_id" value={String(stuck.head.id)} />
+                    {stuck.head.state === 'LEASED' ? <input type="hidden" name="leased" value="yes" /> : null}
                     <button type="submit">{actionLabels[action]}</button>
                   </form>
                 ) : (
