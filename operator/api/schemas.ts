@@ -393,8 +393,8 @@ const whole = (name: string, min: number, max: number) => {
 const jsonObject = (name: string) => z.record(z.string(), z.unknown(), { error: `${name} must be a JSON object` });
 
 const destinationFields = {
-  name: text('name', 200),
-  url: text('url', 2000).openapi({ description: 'https://… of your application (the server may allow others for one on its own network)' }),
+  name: text('name', 100),
+  url: text('url', 2048).openapi({ description: 'https://… of your application (the server may allow others for one on its own network)' }),
   timeout_ms: whole('timeout_ms', 100, 60_000).openapi({ description: 'how long one request may take, 100 to 60000 (default 10000)' }),
   rate_limit: whole('rate_limit', 1, 1_000_000).nullable()
     .openapi({ description: 'deliveries per rate_period over every worker host together; null: no limit' }),
@@ -404,9 +404,9 @@ const destinationFields = {
     .openapi({ description: "one delivery at a time per scope, in order (default true)" }),
   headers: z.record(z.string(), z.string({ error: 'headers must be an object of strings' }), { error: 'headers must be an object of strings' })
     .openapi({ description: 'extra non-secret headers sent with every request (a secret belongs in credentials)' }),
-  breaker_failures: whole('breaker_failures', 1, 1_000_000)
+  breaker_failures: whole('breaker_failures', 1, 100_000)
     .openapi({ description: 'consecutive failed attempts that open the circuit breaker (default 20)' }),
-  breaker_minutes: whole('breaker_minutes', 1, 100_000)
+  breaker_minutes: whole('breaker_minutes', 1, 10_080)
     .openapi({ description: 'minutes of failing without a success that open it (default 10)' }),
 };
 
@@ -497,6 +497,7 @@ export const destinationStats = z.object({
   per_minute: z.number().openapi({ description: 'delivered in the last minute' }),
   success_rate: z.number().nullable().openapi({ description: "of the last hour's attempts; null when none" }),
   latency_p50_ms: z.number().nullable(), latency_p99_ms: z.number().nullable(),
+  filtered_last_hour: z.number().openapi({ description: "events its rules' filters left out in the last hour (counted, not lost)" }),
 }).openapi('DestinationStats');
 
 export const destination = z.object({
@@ -504,8 +505,9 @@ export const destination = z.object({
   timeout_ms: z.number(), rate_limit: z.number().nullable(), rate_period: z.enum(ratePeriods), max_in_flight: z.number(),
   ordered: z.boolean(), headers: z.record(z.string(), z.string()), breaker_failures: z.number(), breaker_minutes: z.number(),
   state: z.enum(destinationStates), paused_reason: z.string().nullable().openapi({ description: 'operator, gone (HTTP 410) or breaker' }),
+  paused_by: z.string().nullable().openapi({ description: 'who paused it, when an operator did' }),
   consecutive_failures: z.number(), failing_since: time.nullable(), probe_at: time.nullable(),
-  has_credentials: z.boolean(), credentials_type: z.enum(credentialTypes).nullable(),
+  has_secret: z.boolean(), has_credentials: z.boolean(), credentials_type: z.enum(credentialTypes).nullable(),
   secret_rotating_until: time.nullable().openapi({ description: 'until then the previous signing secret signs too' }),
   created_at: time, updated_at: time, stats: destinationStats,
 }).openapi('Destination');
@@ -519,13 +521,16 @@ export const deletedDestination = z.object({ id: z.number(), deleted: z.literal(
 export const destinationRule = z.object({
   id: z.number(), workspace_id: z.number(), destination_id: z.number(), connection_id: z.number().nullable(),
   provider: z.string().nullable(), event_types: z.array(z.string()).nullable(), subject_prefix: z.string().nullable(),
-  filter: z.record(z.string(), z.unknown()).nullable(), forward_only: z.boolean(), created_at: time,
+  filter: z.record(z.string(), z.unknown()).nullable(), forward_only: z.boolean(),
+  filtered_last_hour: z.number().openapi({ description: 'events its filter left out in the last hour (counted, not lost)' }),
+  created_at: time, updated_at: time.nullable(),
 }).openapi('DestinationRule');
 
 export const destinationDelivery = z.object({
   id: z.number(), event_id: z.number(), destination_id: z.number(), state: deliveryState,
   attempt: z.number(), failures: z.number(), next_attempt_at: time.nullable(), error_class: z.string().nullable(),
   outcome: z.string().nullable(), last_status: z.number().nullable(), handled_at: time.nullable(), dead_at: time.nullable(),
+  replayed_by: z.string().nullable(), replayed_at: time.nullable(),
   provider: z.string(), event_type: z.string(), subject: z.string().nullable(), received_at: time,
 }).openapi('DestinationDelivery');
 
@@ -541,10 +546,10 @@ export const deliveryAttempt = z.object({
   response: z.string().nullable().openapi({ description: 'at most 1 KB of the answer' }),
 }).openapi('DeliveryAttempt');
 
-export const deliveryDetail = z.object({
-  id: z.number(), state: deliveryState, attempts: z.array(deliveryAttempt),
-}).catchall(z.unknown()).openapi('DeliveryDetail');
+export const deliveryDetail = destinationDelivery.extend({
+  webhook_id: z.string().openapi({ description: 'the webhook-id header of its every request (wd_<id>), retries and replays included' }),
+  attempts: z.array(deliveryAttempt),
+}).openapi('DeliveryDetail');
 
-export const eventDestinationDeliveries = z.array(destinationDelivery.partial().extend({
-  id: z.number(), destination_id: z.number(), state: deliveryState,
-}).catchall(z.unknown())).openapi('EventDestinationDeliveries');
+export const eventDestinationDeliveries = z.array(destinationDelivery.extend({ destination_name: z.string() }))
+  .openapi('EventDestinationDeliveries');

@@ -55,6 +55,8 @@ export interface DestinationStats {
   success_rate: number | null;
   latency_p50_ms: number | null;
   latency_p99_ms: number | null;
+  /** Events its rules' filters left out in the last hour. */
+  filtered_last_hour: number;
 }
 
 /** A destination as every answer shows it: never a secret. */
@@ -73,9 +75,12 @@ export interface Destination {
   breaker_minutes: number;
   state: DestinationState;
   paused_reason: string | null;
+  /** Who paused it, when an operator did. */
+  paused_by: string | null;
   consecutive_failures: number;
   failing_since: string | null;
   probe_at: string | null;
+  has_secret: boolean;
   has_credentials: boolean;
   credentials_type: CredentialType | null;
   /** While a rotation's overlap lasts, the previous secret signs too, until then. */
@@ -112,7 +117,10 @@ export interface DestinationRule {
   subject_prefix: string | null;
   filter: Record<string, unknown> | null;
   forward_only: boolean;
+  /** Events its filter left out in the last hour (counted, not lost). */
+  filtered_last_hour: number;
   created_at: string;
+  updated_at: string;
 }
 
 export interface Delivery {
@@ -128,6 +136,8 @@ export interface Delivery {
   last_status: number | null;
   handled_at: string | null;
   dead_at: string | null;
+  replayed_by: string | null;
+  replayed_at: string | null;
   provider: string;
   event_type: string;
   subject: string | null;
@@ -154,7 +164,10 @@ export interface DeliveryAttempt {
 }
 
 /** One delivery with its attempts (show_delivery); the spec fixes its attempts, the rest is the delivery's row. */
-export type DeliveryDetail = Record<string, unknown> & { id: number; state: DeliveryState; attempts: DeliveryAttempt[] };
+export type DeliveryDetail = Delivery & { webhook_id: string; attempts: DeliveryAttempt[] };
+
+/** A delivery of an event, on the event's page: with its destination's name. */
+export type EventDelivery = Delivery & { destination_name: string };
 
 /** Which DEAD deliveries a bulk replay takes; every field narrows, none means all. */
 export interface DeliveryReplayFilter {
@@ -249,23 +262,36 @@ export async function setDestinationCredentials(
 ): Promise<Destination | null> {
   const ring = await requireKeyRing(keyRing);
   const sealed = await encryptSecret(ring, { destinationId: id }, JSON.stringify(credentials));
-  return callWharf(db, 'wharf.set_destination_credentials($1, $2, $3)', [workspaceId, id, sealed]);
+  return callWharf(db, 'wharf.set_destination_credentials($1, $2, $3, $4)', [workspaceId, id, sealed, credentials.type]);
 }
 
 export function clearDestinationCredentials(db: Database, workspaceId: string, id: string): Promise<Destination | null> {
-  return callWharf(db, 'wharf.set_destination_credentials($1, $2, NULL)', [workspaceId, id]);
+  return callWharf(db, 'wharf.set_destination_credentials($1, $2, NULL, NULL)', [workspaceId, id]);
 }
 
 // ---- rules -----------------------------------------------------------------
 
-export function createDestinationRule(
-  db: Database, workspaceId: string, destinationId: string, spec: RuleSpec,
-): Promise<DestinationRule | null> {
-  return callWharf(db, 'wharf.create_destination_rule($1, $2)', [workspaceId, JSON.stringify({ ...spec, destination_id: destinationId })]);
+/** A rule spec as the database reads it: ids as JSON numbers. */
+function ruleJson(spec: RuleSpec & { destination_id?: string }): string {
+  const ids = Object.fromEntries((['destination_id', 'connection_id'] as const)
+    .filter((key) => typeof spec[key] === 'string').map((key) => [key, Number(spec[key])]));
+  return JSON.stringify({ ...spec, ...ids });
 }
 
+/**
+ * A rule routing events to the destination; every criterion given must
+ * hold. The destination must be the workspace's (a 400 naming destination_id
+ * otherwise: look it up first to answer 404).
+ */
+export function createDestinationRule(
+  db: Database, workspaceId: string, destinationId: string, spec: RuleSpec,
+): Promise<DestinationRule> {
+  return callWharf(db, 'wharf.create_destination_rule($1, $2)', [workspaceId, ruleJson({ ...spec, destination_id: destinationId })]);
+}
+
+/** Changes the criteria given (null clears one); null when the workspace has no such rule. */
 export function updateDestinationRule(db: Database, workspaceId: string, id: string, spec: RuleSpec): Promise<DestinationRule | null> {
-  return callWharf(db, 'wharf.update_destination_rule($1, $2, $3)', [workspaceId, id, JSON.stringify(spec)]);
+  return callWharf(db, 'wharf.update_destination_rule($1, $2, $3)', [workspaceId, id, ruleJson(spec)]);
 }
 
 export function deleteDestinationRule(db: Database, workspaceId: string, id: string): Promise<boolean> {
@@ -313,7 +339,7 @@ export function showDelivery(db: Database, workspaceId: string, id: string): Pro
 }
 
 /** Every destination delivery of one event (none: []); null when the event is not the workspace's. */
-export function eventDeliveries(db: Database, workspaceId: string, eventId: string): Promise<Delivery[] | null> {
+export function eventDeliveries(db: Database, workspaceId: string, eventId: string): Promise<EventDelivery[] | null> {
   return callWharf(db, 'wharf.event_deliveries($1, $2)', [workspaceId, eventId]);
 }
 

@@ -174,9 +174,8 @@ export function destinationRoutes(db: Database, keyRing: Promise<KeyRing | undef
     }), async (c) => {
       const { ws, id } = c.req.valid('param');
       requireWorkspace(c, ws);
-      const rule = await createDestinationRule(db, ws, id, c.req.valid('json'));
-      if (!rule) throw noDestination(id);
-      return c.json(rule, 201);
+      await requireDestination(db, ws, id);
+      return c.json(await createDestinationRule(db, ws, id, c.req.valid('json')), 201);
     })
     .openapi(createRoute({
       method: 'get', path: '/workspaces/{ws}/destination-rules', tags, summary: "Every destination rule of the workspace",
