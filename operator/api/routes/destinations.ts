@@ -8,7 +8,9 @@
 // are never answered at all, only has_credentials and credentials_type.
 //
 // Paths under a destination are registered before the destination's own, so
-// that the OpenAPI document lists its DELETE last.
+// that the OpenAPI document lists its DELETE last (and a delivery's replay
+// before the bulk replay): a client that walks the document in order finds
+// each thing still there.
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Database } from '../../../db/database.js';
 import type { KeyRing } from '../../../db/secret-box.js';
@@ -236,6 +238,33 @@ export function destinationRoutes(db: Database, keyRing: Promise<KeyRing | undef
       return c.json(page, 200);
     })
     .openapi(createRoute({
+      method: 'get', path: '/workspaces/{ws}/deliveries/{id}', tags, summary: 'One delivery to a destination, with its attempts',
+      request: { params: deliveryParam },
+      responses: { 200: json(deliveryDetail, 'the delivery'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      const { ws, id } = c.req.valid('param');
+      requireWorkspace(c, ws);
+      const delivery = await showDelivery(db, ws, id);
+      if (!delivery) throw noDelivery(id);
+      return c.json(delivery, 200);
+    })
+    .openapi(createRoute({
+      method: 'post', path: '/workspaces/{ws}/deliveries/{id}/replay', tags,
+      summary: 'Send a DEAD delivery back to the queue, due at once; it keeps its id, so its webhook-id',
+      request: { params: deliveryParam },
+      responses: { 202: json(deliveryDetail, 'replayed: the delivery as it is just after'), ...errors(400, 403, 404, 409) },
+    }), async (c) => {
+      const { ws, id } = c.req.valid('param');
+      const principal = requireWorkspace(c, ws);
+      const replayed = await replayDelivery(db, ws, id, principal.account);
+      const delivery = await showDelivery(db, ws, id);
+      if (!delivery) throw noDelivery(id);
+      if (!replayed) {
+        throw new ApiError(409, 'not_replayable', `only a DEAD delivery can be replayed; this one is ${delivery.state}`, { state: delivery.state });
+      }
+      return c.json(delivery, 202);
+    })
+    .openapi(createRoute({
       method: 'post', path: '/workspaces/{ws}/destinations/{id}/replays/count', tags,
       summary: "How many of a destination's dead letters a bulk replay with this filter would take now; replays nothing",
       request: { params: destinationParam, body: jsonBody(deliveryReplayFilterBody) },
@@ -266,33 +295,6 @@ export function destinationRoutes(db: Database, keyRing: Promise<KeyRing | undef
       }
       const upTo = await countDeadDeliveries(db, ws, id, filter);
       return c.json({ replayed: await replayDeadDeliveries(db, ws, id, filter, principal.account, { upTo, batch }) }, 200);
-    })
-    .openapi(createRoute({
-      method: 'get', path: '/workspaces/{ws}/deliveries/{id}', tags, summary: 'One delivery to a destination, with its attempts',
-      request: { params: deliveryParam },
-      responses: { 200: json(deliveryDetail, 'the delivery'), ...errors(400, 403, 404) },
-    }), async (c) => {
-      const { ws, id } = c.req.valid('param');
-      requireWorkspace(c, ws);
-      const delivery = await showDelivery(db, ws, id);
-      if (!delivery) throw noDelivery(id);
-      return c.json(delivery, 200);
-    })
-    .openapi(createRoute({
-      method: 'post', path: '/workspaces/{ws}/deliveries/{id}/replay', tags,
-      summary: 'Send a DEAD delivery back to the queue, due at once; it keeps its id, so its webhook-id',
-      request: { params: deliveryParam },
-      responses: { 202: json(deliveryDetail, 'replayed: the delivery as it is just after'), ...errors(400, 403, 404, 409) },
-    }), async (c) => {
-      const { ws, id } = c.req.valid('param');
-      const principal = requireWorkspace(c, ws);
-      const replayed = await replayDelivery(db, ws, id, principal.account);
-      const delivery = await showDelivery(db, ws, id);
-      if (!delivery) throw noDelivery(id);
-      if (!replayed) {
-        throw new ApiError(409, 'not_replayable', `only a DEAD delivery can be replayed; this one is ${delivery.state}`, { state: delivery.state });
-      }
-      return c.json(delivery, 202);
     })
     .openapi(createRoute({
       method: 'get', path: '/workspaces/{ws}/events/{id}/deliveries', tags,
