@@ -5,7 +5,7 @@
 // its page shows settings, rules (added with a filter, a bad filter refused
 // naming its place), credentials (never shown), pause/resume, a new secret
 // shown once; a dead letter is replayed from its row and the others after
-// their count; a filter is tested against a stored event; the edit form
+// their count, and the event's page says where it was forwarded; a filter is tested against a stored event; the edit form
 // changes it; another workspace's token gets 403 and changes nothing.
 //
 // The console is served here with the key ring (ConsoleDeps.keyRing), as
@@ -219,6 +219,12 @@ describe('destinations in the console', () => {
     await page.getByRole('table', { name: 'Recent deliveries' }).getByRole('link', { name: dead[0]!, exact: true }).click();
     expect(await page.locator('dl.facts').textContent()).toContain(`wd_${dead[0]}`);
     expect(await page.getByRole('table').textContent()).toMatch(/400.*7 ms.*HttpStatus400.*nope/s);
+
+    // The event's page names where it was forwarded, and how that went.
+    await page.locator('dl.facts').getByRole('link', { name: /generic ping/ }).click();
+    const forwarded = page.getByRole('table', { name: 'Forwarded to' });
+    expect((await forwarded.getByRole('row', { name: /shop/ }).locator('th, td').allTextContents()).slice(0, 5))
+      .toEqual(['shop', dead[0], 'QUEUED', '0', 'HTTP 400 · HttpStatus400']);
   });
 
   it('tests a filter against a stored event, saving nothing', async () => {
