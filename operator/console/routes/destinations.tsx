@@ -12,13 +12,13 @@ import type { Context, Hono } from 'hono';
 import type { z } from '@hono/zod-openapi';
 import { isIdText } from '../../api/params.js';
 import {
-  credentialsBody, deliveryReplayFilterBody, destinationEditBody, newDestinationBody, newDestinationRuleBody,
+  credentialsBody, deliveryReplayFilterBody, destinationEditBody, destinationRuleEditBody, newDestinationBody, newDestinationRuleBody,
 } from '../../api/schemas.js';
 import {
   clearDestinationCredentials, countDeadDeliveries, createDestination, createDestinationRule, deleteDestination,
   deleteDestinationRule, listDeliveries, listDestinationRules, listDestinations, replayDeadDeliveries, replayDelivery,
   rotateDestinationSecret, setDestinationCredentials, setDestinationState, showDelivery, showDestination,
-  testDestinationFilter, updateDestination, ratePeriods, type Delivery, type DeliveryReplayFilter, type Destination,
+  testDestinationFilter, updateDestination, updateDestinationRule, ratePeriods, type Delivery, type DeliveryReplayFilter, type Destination,
   type DestinationRule,
 } from '../../sql/destinations.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
@@ -38,6 +38,7 @@ const notices: Record<string, string> = {
   'credentials-set': 'The credentials are saved, encrypted; they are not shown again.',
   'credentials-cleared': 'The credentials are cleared.',
   'rule-added': 'The rule is saved: events admitted from now on that match it are forwarded.',
+  'rule-edited': 'The rule is changed: it routes the events admitted from now on.',
   'rule-deleted': 'The rule is deleted.',
   replayed: 'The delivery is back in the queue, due now, with the same webhook-id.',
   deleted: 'The destination is deleted, with its rules and deliveries.',
@@ -102,17 +103,22 @@ function specOf(form: Form, edit: boolean) {
   return edit ? parsed(destinationEditBody, given) : parsed(newDestinationBody, given);
 }
 
-function ruleOf(form: Form) {
+/** The rule a form describes; an empty field is no criterion (left out of a new rule, cleared by an edit). */
+function ruleOf(form: Form, edit = false) {
   const eventTypes = formField(form, 'event_types').split(',').map((pattern) => pattern.trim()).filter((pattern) => pattern !== '');
+  const filter = jsonField(form, 'filter', 'Filter');
+  const criteria = {
+    connection_id: formField(form, 'connection_id') || null,
+    provider: formField(form, 'provider') || null,
+    event_types: eventTypes.length > 0 ? eventTypes : null,
+    subject_prefix: formField(form, 'subject_prefix') || null,
+    filter: filter ?? null,
+  };
   const rule = {
-    ...(formField(form, 'connection_id') ? { connection_id: formField(form, 'connection_id') } : {}),
-    ...(formField(form, 'provider') ? { provider: formField(form, 'provider') } : {}),
-    ...(eventTypes.length > 0 ? { event_types: eventTypes } : {}),
-    ...(formField(form, 'subject_prefix') ? { subject_prefix: formField(form, 'subject_prefix') } : {}),
-    ...(jsonField(form, 'filter', 'Filter') ? { filter: jsonField(form, 'filter', 'Filter') } : {}),
+    ...Object.fromEntries(Object.entries(criteria).filter(([, value]) => edit || value !== null)),
     forward_only: form.forward_only === 'on',
   };
-  return parsed(newDestinationRuleBody, rule);
+  return parsed(edit ? destinationRuleEditBody : newDestinationRuleBody, rule);
 }
 
 function replayFilterOf(values: Form): DeliveryReplayFilter {
@@ -319,14 +325,7 @@ export function registerDestinationPages(app: Hono<ConsoleEnv>, deps: RouteDeps)
           <summary>Add a rule</summary>
           <form method="post" action={`${base}/rules`} class="stack" aria-label="Add a rule">
             <Csrf token={csrfToken} />
-            <label>Event types (patterns, comma-separated, * for any run) <input name="event_types" placeholder="pull_request.*, issues" /></label>
-            <label>Provider <input name="provider" placeholder="github" /></label>
-            <label>Connection id <input name="connection_id" inputmode="numeric" /></label>
-            <label>Subject prefix <input name="subject_prefix" placeholder="repo:acme/" /></label>
-            <label>Filter (JSON over payload and headers)
-              <textarea name="filter" rows={4} spellcheck={false} placeholder='{"payload": {"action": "opened"}}'></textarea>
-            </label>
-            <label class="check"><input type="checkbox" name="forward_only" /> Forward only: the workspace's own handlers do not receive these events</label>
+            <RuleFields />
             <button type="submit" class="primary">Add rule</button>
           </form>
         </details>
@@ -458,6 +457,32 @@ export function registerDestinationPages(app: Hono<ConsoleEnv>, deps: RouteDeps)
     return c.redirect(`${scope.base}/destinations/${id}?changed=rule-added#rules`, 303);
   });
 
+  app.get('/workspaces/:ws/destination-rules/:rule/edit', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    const id = idOf(c, 'rule', 'rule');
+    const rule = (await listDestinationRules(db, scope.workspaceId)).find((candidate) => String(candidate.id) === id);
+    if (!rule) throw new ConsoleError(404, `There is no rule ${id} here.`);
+    return c.html(
+      <Page {...frameOf(c, basePath, scope, 'destinations')} title={`Edit rule ${rule.id}`}>
+        <p>Every criterion given must hold; an empty field is no criterion. It routes the events admitted after it is saved.</p>
+        <form method="post" action={`${scope.base}/destination-rules/${rule.id}`} class="stack" aria-label="Edit rule">
+          <Csrf token={c.get('csrfToken')} />
+          <RuleFields rule={rule} />
+          <button type="submit" class="primary">Save rule</button>
+        </form>
+        <p><a href={`${scope.base}/destinations/${rule.destination_id}#rules`}>Back to the destination</a></p>
+      </Page>,
+    );
+  });
+
+  app.post('/workspaces/:ws/destination-rules/:rule', async (c) => {
+    const scope = workspaceScope(c, basePath);
+    const id = idOf(c, 'rule', 'rule');
+    const edited = await updateDestinationRule(db, scope.workspaceId, id, ruleOf(await c.req.parseBody(), true));
+    if (!edited) throw new ConsoleError(404, `There is no rule ${id} here.`);
+    return c.redirect(`${scope.base}/destinations/${edited.destination_id}?changed=rule-edited#rules`, 303);
+  });
+
   app.post('/workspaces/:ws/destination-rules/:rule/delete', async (c) => {
     const scope = workspaceScope(c, basePath);
     const rule = idOf(c, 'rule', 'rule');
@@ -587,6 +612,23 @@ function DestinationFields(props: { destination?: Destination }) {
   );
 }
 
+/** A rule's criteria, shared by the add and the edit form; an edit starts from the rule. */
+function RuleFields(props: { rule?: DestinationRule }) {
+  const r = props.rule;
+  return (
+    <>
+      <label>Event types (patterns, comma-separated, * for any run) <input name="event_types" placeholder="pull_request.*, issues" value={r?.event_types?.join(', ') ?? ''} /></label>
+      <label>Provider <input name="provider" placeholder="github" value={r?.provider ?? ''} /></label>
+      <label>Connection id <input name="connection_id" inputmode="numeric" value={r?.connection_id?.toString() ?? ''} /></label>
+      <label>Subject prefix <input name="subject_prefix" placeholder="repo:acme/" value={r?.subject_prefix ?? ''} /></label>
+      <label>Filter (JSON over payload and headers)
+        <textarea name="filter" rows={4} spellcheck={false} placeholder='{"payload": {"action": "opened"}}'>{r?.filter ? JSON.stringify(r.filter) : ''}</textarea>
+      </label>
+      <label class="check"><input type="checkbox" name="forward_only" checked={r?.forward_only ?? false} /> Forward only: the workspace's own handlers do not receive these events</label>
+    </>
+  );
+}
+
 function RuleTable(props: { rules: DestinationRule[]; base: string; csrfToken: string }) {
   if (props.rules.length === 0) return <p>No rule: no event is forwarded here yet.</p>;
   return (
@@ -607,6 +649,7 @@ function RuleTable(props: { rules: DestinationRule[]; base: string; csrfToken: s
             <td>{rule.forward_only ? 'forward only' : 'also receive them'}</td>
             <td class="num">{String(rule.filtered_last_hour)}</td>
             <td>
+              <a href={`${props.base}/destination-rules/${rule.id}/edit`} aria-label={`Edit rule ${rule.id}`}>Edit</a>{' '}
               <form method="post" action={`${props.base}/destination-rules/${rule.id}/delete`} class="inline">
                 <Csrf token={props.csrfToken} />
                 <input type="hidden" name="destination_id" value={String(rule.destination_id)} />

@@ -3,7 +3,7 @@
 // answer, never in a URL, and is the one stored, sealed); a bad URL is
 // refused naming it and saves nothing; the list shows its state and figures;
 // its page shows settings, rules (added with a filter, a bad filter refused
-// naming its place), credentials (never shown), pause/resume, a new secret
+// naming its place, edited in place), credentials (never shown), pause/resume, a new secret
 // shown once; a dead letter is replayed from its row and the others after
 // their count, and the event's page says where it was forwarded; a filter is tested against a stored event; the edit form
 // changes it; another workspace's token gets 403 and changes nothing.
@@ -160,6 +160,18 @@ describe('destinations in the console', () => {
     await ruleForm.getByRole('button', { name: 'Add rule' }).click();
     await page.getByRole('status').filter({ hasText: 'The rule is saved' }).waitFor();
     expect(await page.getByRole('table').first().textContent()).toMatch(/event types ping.*\{"payload":\{"action":\{"\$in":\["opened","closed"\]\}\}\}/);
+
+    // Edited in place: a criterion emptied is dropped, the rest kept.
+    const { rows: [rule] } = await db.pool.query<{ id: string }>('SELECT id FROM wharf.destination_rule WHERE destination_id = $1', [id]);
+    await page.getByRole('link', { name: `Edit rule ${rule!.id}` }).click();
+    const editForm = page.getByRole('form', { name: 'Edit rule' });
+    expect(await editForm.getByLabel(/^Filter/).inputValue()).toBe('{"payload":{"action":{"$in":["opened","closed"]}}}');
+    expect(await editForm.getByLabel(/^Event types/).inputValue()).toBe('ping');
+    await editForm.getByLabel(/^Event types/).fill('');
+    await editForm.getByRole('button', { name: 'Save rule' }).click();
+    await page.getByRole('status').filter({ hasText: 'The rule is changed' }).waitFor();
+    const edited = await db.pool.query('SELECT event_types, filter, forward_only FROM wharf.destination_rule WHERE id = $1', [rule!.id]);
+    expect(edited.rows).toEqual([{ event_types: null, filter: { payload: { action: { $in: ['opened', 'closed'] } } }, forward_only: false }]);
 
     const credentials = page.getByRole('form', { name: 'Set credentials' });
     await credentials.getByRole('combobox', { name: 'Kind' }).selectOption('header');
