@@ -137,6 +137,27 @@ describe('destinations', () => {
     expect((await api('DELETE', `/workspaces/${A}/destinations/${id}`, { token: tokenA })).status).toBe(404);
   });
 
+  it('show an open circuit breaker, and resume closes it at once', async () => {
+    const destination = await routedDestination({ breaker_failures: 1 });
+    await admitEvent(db.pool, connectionA);
+    const { rows } = await db.pool.query<{ delivery_id: string; epoch: string; destination_id: string }>(
+      `SELECT delivery_id, epoch, destination_id FROM wharf.claim_deliveries('fixture', 1000)`);
+    for (const row of rows) {
+      if (Number(row.destination_id) === destination.id) {
+        await db.pool.query(`SELECT wharf.fail_delivery($1, $2, 'transient', 'HttpStatus503', 503, 5, 'busy')`, [row.delivery_id, row.epoch]);
+      } else {
+        await db.pool.query('SELECT wharf.release_delivery($1, $2)', [row.delivery_id, row.epoch]);
+      }
+    }
+    const open = await api('GET', `/workspaces/${A}/destinations/${destination.id}`, { token: tokenA });
+    expect(open.body).toMatchObject({ state: 'BREAKER_OPEN', paused_reason: 'breaker', consecutive_failures: 1 });
+    expect(open.body.failing_since).not.toBeNull();
+    const listed = (await api('GET', `/workspaces/${A}/destinations`, { token: tokenA })).body as unknown as Destination[];
+    expect(listed.find((d) => d.id === destination.id)?.stats).toMatchObject({ failed_last_hour: 1, success_rate: 0, queued: 1 });
+    const resumed = await api('POST', `/workspaces/${A}/destinations/${destination.id}/resume`, { token: tokenA });
+    expect(resumed.body).toMatchObject({ state: 'ACTIVE', paused_reason: null, consecutive_failures: 0, failing_since: null });
+  });
+
   it('rotate the secret: a new one answered once, the previous one kept for the overlap unless cut off', async () => {
     const created = await newDestination(A, tokenA);
     const before = await storedRow(created.id);

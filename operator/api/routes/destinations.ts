@@ -76,7 +76,7 @@ export function destinationRoutes(db: Database, keyRing: Promise<KeyRing | undef
         + 'answered here once and never again (rotate-secret draws a new one). Events reach it once a rule routes them there. '
         + 'A bad URL or setting is a 400 naming it, and nothing is saved. 503 when the server has no WHARF_SECRET_KEYS.',
       request: { params: workspaceParam, body: jsonBody(newDestinationBody, true) },
-      responses: { 201: json(destinationWithSecret, 'the destination, and its signing secret this once'), ...errors(400, 403, 404, 409) },
+      responses: { 201: json(destinationWithSecret, 'the destination, and its signing secret this once'), ...errors(400, 403, 404) },
     }), async (c) => {
       const { ws } = c.req.valid('param');
       requireWorkspace(c, ws);
@@ -324,7 +324,7 @@ export function destinationRoutes(db: Database, keyRing: Promise<KeyRing | undef
       method: 'patch', path: '/workspaces/{ws}/destinations/{id}', tags,
       summary: 'Change a destination: only the fields given; a bad URL or setting is a 400 naming it, and nothing changes',
       request: { params: destinationParam, body: jsonBody(destinationEditBody, true) },
-      responses: { 200: json(destination, 'the destination as changed'), ...errors(400, 403, 404, 409) },
+      responses: { 200: json(destination, 'the destination as changed'), ...errors(400, 403, 404) },
     }), async (c) => {
       const { ws, id } = c.req.valid('param');
       requireWorkspace(c, ws);
