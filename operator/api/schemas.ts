@@ -528,7 +528,10 @@ export const destinationRule = z.object({
 
 export const destinationDelivery = z.object({
   id: z.number(), event_id: z.number(), destination_id: z.number(), state: deliveryState,
-  attempt: z.number(), failures: z.number(), next_attempt_at: time.nullable(), error_class: z.string().nullable(),
+  attempt: z.number(), failures: z.number(),
+  next_attempt_at: time.nullable().openapi({ description: 'when it is due; null when it waits behind its (destination, scope) head, or is done' }),
+  waiting_behind_head: z.boolean().openapi({ description: 'an ordered delivery waiting for the one before it in its scope' }),
+  error_class: z.string().nullable(),
   outcome: z.string().nullable(), last_status: z.number().nullable(), handled_at: time.nullable(), dead_at: time.nullable(),
   replayed_by: z.string().nullable(), replayed_at: time.nullable(),
   provider: z.string(), event_type: z.string(), subject: z.string().nullable(), received_at: time,

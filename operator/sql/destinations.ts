@@ -130,7 +130,10 @@ export interface Delivery {
   state: DeliveryState;
   attempt: number;
   failures: number;
+  /** When it is due; null while it waits behind its (destination, scope) head, or once done. */
   next_attempt_at: string | null;
+  /** An ordered delivery waiting for the one before it in its scope. */
+  waiting_behind_head: boolean;
   error_class: string | null;
   outcome: string | null;
   last_status: number | null;

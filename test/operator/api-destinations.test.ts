@@ -331,6 +331,19 @@ describe('deliveries', () => {
     expect((await api('POST', `/workspaces/${A}/deliveries/999999/replay`, { token: tokenA })).status).toBe(404);
   });
 
+  it('an ordered delivery behind the head of its scope says it waits, with no time of its own', async () => {
+    const destination = await newDestination(A, tokenA, { ordered: true });
+    const subject = 'repo:acme/ordered-scope';
+    expect((await api('POST', `/workspaces/${A}/destinations/${destination.id}/rules`, { token: tokenA, body: { subject_prefix: subject } })).status).toBe(201);
+    await admitEvent(db.pool, connectionA, { subject });
+    await admitEvent(db.pool, connectionA, { subject });
+    const page = (await api('GET', `/workspaces/${A}/destinations/${destination.id}/deliveries`, { token: tokenA })).body as unknown as DeliveryPage;
+    const [behind, head] = page.deliveries;
+    expect(head).toMatchObject({ state: 'QUEUED', waiting_behind_head: false });
+    expect(head!.next_attempt_at).not.toBeNull();
+    expect(behind).toMatchObject({ state: 'QUEUED', waiting_behind_head: true, next_attempt_at: null });
+  });
+
   it("a destination's dead letters are counted, then replayed in batches until none is left", async () => {
     const destination = await routedDestination();
     for (let i = 0; i < 3; i += 1) await admitEvent(db.pool, connectionA);

@@ -543,7 +543,7 @@ export function registerDestinationPages(app: Hono<ConsoleEnv>, deps: RouteDeps)
           <dt>webhook-id</dt><dd><code>{delivery.webhook_id}</code></dd>
           <dt>Attempt / failures</dt><dd>{`${delivery.attempt} / ${delivery.failures}`}</dd>
           <dt>Last answer</dt><dd>{delivery.last_status === null ? '—' : `HTTP ${delivery.last_status}`}{delivery.error_class ? ` · ${delivery.error_class}` : ''}</dd>
-          <dt>Next attempt</dt><dd><Time at={delivery.next_attempt_at} /></dd>
+          <dt>Next attempt</dt><dd>{delivery.waiting_behind_head ? 'after the delivery before it in its scope' : <Time at={delivery.next_attempt_at} />}</dd>
           <dt>Dead since</dt><dd><Time at={delivery.dead_at} /></dd>
           <dt>Replayed</dt><dd>{delivery.replayed_at ? <><Time at={delivery.replayed_at} /> by {delivery.replayed_by ?? '?'}</> : '—'}</dd>
         </dl>
@@ -679,7 +679,7 @@ function DeliveryTable(props: { deliveries: Delivery[]; base: string; csrfToken:
             <td>{delivery.subject ?? '—'}</td>
             <td class="num">{String(delivery.attempt)}</td>
             <td>{delivery.last_status === null ? '—' : `HTTP ${delivery.last_status}`}{delivery.error_class ? ` · ${delivery.error_class}` : ''}</td>
-            <td><Time at={delivery.dead_at ?? delivery.handled_at ?? delivery.next_attempt_at} /></td>
+            <td>{delivery.waiting_behind_head ? 'waits behind the one before it' : <Time at={delivery.dead_at ?? delivery.handled_at ?? delivery.next_attempt_at} />}</td>
             {props.replay && (
               <td>
                 <form method="post" action={`${props.base}/deliveries/${delivery.id}/replay`} class="inline">
