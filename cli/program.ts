@@ -2,6 +2,7 @@
 // commands/), without parsing anything: cli/wharf.ts runs it, and the
 // configuration reference (cli/configuration-reference.ts) walks its options.
 import { Command } from 'commander';
+import { destinationsCommand } from './commands/destinations.js';
 import { operatorCommands } from './commands/operator.js';
 import { runtimeCommands } from './commands/runtime.js';
 import { serveCommand } from './commands/serve.js';
@@ -13,6 +14,6 @@ export function createProgram(): Command {
     .showHelpAfterError()
     .configureOutput({ outputError: (text, write) => write(text) });
   program.addCommand(startCommand()).addCommand(serveCommand());
-  for (const command of [...runtimeCommands(), ...operatorCommands()]) program.addCommand(command);
+  for (const command of [...runtimeCommands(), ...operatorCommands(), destinationsCommand()]) program.addCommand(command);
   return program;
 }

@@ -16,6 +16,7 @@ import { checkQueryParameters } from './params.js';
 import { adminRoutes } from './routes/admin.js';
 import { alertRoutes } from './routes/alerts.js';
 import { bulkReplayRoutes } from './routes/bulk-replays.js';
+import { destinationRoutes } from './routes/destinations.js';
 import { eventRoutes } from './routes/events.js';
 import { issueRoutes } from './routes/issues.js';
 import { queueHistoryRoutes } from './routes/queue-history.js';
@@ -81,7 +82,8 @@ export function operatorApi(deps: OperatorApiDeps) {
     info: {
       title: 'Wharf operator API',
       version: '0.2.0',
-      description: 'Events, dead letters, replay, bulk replay, the admission log, issues, stuck scopes, alert rules, workspaces, connections and tokens. '
+      description: 'Events, dead letters, replay, bulk replay, the admission log, issues, stuck scopes, alert rules, destinations '
+        + '(forwarding to your application: rules, deliveries, dead letters, replay), workspaces, connections and tokens. '
         + 'Bearer tokens: the instance admin token (WHARF_ADMIN_TOKEN) or a workspace token.',
     },
     security: [{ bearer: [] }],
@@ -108,6 +110,7 @@ function operatorRoutes(deps: OperatorApiDeps) {
     .route('/', issueRoutes(deps.db))
     .route('/', stuckScopeRoutes(deps.db))
     .route('/', alertRoutes(deps.db))
+    .route('/', destinationRoutes(deps.db, deps.keyRing ?? Promise.resolve(undefined)))
     .route('/', adminRoutes(deps.db, deps.keyRing ?? Promise.resolve(undefined)));
 }
 

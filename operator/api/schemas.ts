@@ -4,6 +4,7 @@
 // generated from these, so the three cannot drift apart.
 import { z } from '@hono/zod-openapi';
 import { alertDestinations, alertKinds } from '../sql/alerts.js';
+import { credentialTypes, deliveryStates, destinationStates, ratePeriods } from '../sql/destinations.js';
 import { issueStatuses } from '../sql/issues.js';
 import { scopeActions } from '../sql/stuck-scopes.js';
 import { eventStates, isIdText, maxPageSize } from './params.js';
@@ -378,3 +379,186 @@ export const deliveryMinute = z.object({
   refused: z.record(z.string(), z.number()).openapi({ description: 'refused by a recipient not ACTIVE (connection-inactive, workspace-inactive), by reason' }),
   dropped: z.record(z.string(), z.number()).openapi({ description: 'dropped with no recipient (no-subscriber, unknown-source, source-inactive, …), by reason' }),
 }).openapi('DeliveryMinute');
+
+// ---- destinations (contract v6) ---------------------------------------------
+// The workspace's own application endpoints, the rules that route events to
+// them, and their deliveries. The database validates a destination's URL and
+// numbers and a rule's filter (22023, a 400 naming the bad part); these
+// schemas check the JSON types. No answer carries a secret, except the new
+// signing secret in the answers of create and rotate-secret.
+
+export const destinationParam = workspaceParam.extend({ id: idText('destination id').openapi({ param: { name: 'id', in: 'path' } }) });
+export const destinationRuleParam = workspaceParam.extend({ id: idText('rule id').openapi({ param: { name: 'id', in: 'path' } }) });
+export const deliveryParam = workspaceParam.extend({ id: idText('delivery id').openapi({ param: { name: 'id', in: 'path' } }) });
+
+const whole = (name: string, min: number, max: number) => {
+  const message = `${name} must be an integer from ${min} to ${max}`;
+  return z.number({ error: message }).int(message).min(min, message).max(max, message);
+};
+
+const jsonObject = (name: string) => z.record(z.string(), z.unknown(), { error: `${name} must be a JSON object` });
+
+const destinationFields = {
+  name: text('name', 100),
+  url: text('url', 2048).openapi({ description: 'https://… of your application (the server may allow others for one on its own network)' }),
+  timeout_ms: whole('timeout_ms', 100, 60_000).openapi({ description: 'how long one request may take, 100 to 60000 (default 10000)' }),
+  rate_limit: whole('rate_limit', 1, 1_000_000).nullable()
+    .openapi({ description: 'deliveries per rate_period over every worker host together; null: no limit' }),
+  rate_period: z.enum(ratePeriods, { error: `rate_period must be one of ${ratePeriods.join(', ')}` }),
+  max_in_flight: whole('max_in_flight', 1, 1000).openapi({ description: 'requests in flight at once, 1 to 1000 (default 10)' }),
+  ordered: z.boolean({ error: 'ordered must be true or false' })
+    .openapi({ description: "one delivery at a time per scope, in order (default true)" }),
+  headers: z.record(z.string(), z.string({ error: 'headers must be an object of strings' }), { error: 'headers must be an object of strings' })
+    .openapi({ description: 'extra non-secret headers sent with every request (a secret belongs in credentials)' }),
+  breaker_failures: whole('breaker_failures', 1, 100_000)
+    .openapi({ description: 'consecutive failed attempts that open the circuit breaker (default 20)' }),
+  breaker_minutes: whole('breaker_minutes', 1, 10_080)
+    .openapi({ description: 'minutes of failing without a success that open it (default 10)' }),
+};
+
+export const newDestinationBody = z.object({
+  ...destinationFields,
+  timeout_ms: destinationFields.timeout_ms.optional(), rate_limit: destinationFields.rate_limit.optional(),
+  rate_period: destinationFields.rate_period.optional(), max_in_flight: destinationFields.max_in_flight.optional(),
+  ordered: destinationFields.ordered.optional(), headers: destinationFields.headers.optional(),
+  breaker_failures: destinationFields.breaker_failures.optional(), breaker_minutes: destinationFields.breaker_minutes.optional(),
+}).strict();
+
+/** An edit names only what changes. */
+export const destinationEditBody = newDestinationBody.partial().strict();
+
+export const rotateDestinationSecretBody = z.object({
+  overlap: z.boolean({ error: 'overlap must be true or false' }).optional()
+    .openapi({ description: 'the replaced secret keeps signing beside the new one for 24 hours (default true); false cuts it off at once' }),
+}).strict();
+
+export const credentialsBody = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('bearer'), token: text('token', 4000) }).strict(),
+  z.object({ type: z.literal('basic'), username: text('username', 1000), password: text('password', 4000) }).strict(),
+  z.object({
+    type: z.literal('header'),
+    name: text('name', 200).refine((value) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(value), 'name must be an HTTP header name'),
+    value: text('value', 4000),
+  }).strict(),
+], { error: `type must be one of ${credentialTypes.join(', ')}, with its fields (bearer: token; basic: username, password; header: name, value)` })
+  .openapi('DestinationCredentials', { description: 'stored encrypted and never shown again' });
+
+const ruleFields = {
+  connection_id: idInBody('connection_id').nullable().optional().openapi({ description: "only the events of this connection" }),
+  provider: text('provider', 100).nullable().optional(),
+  event_types: z.array(text('event_types[]', 200), { error: 'event_types must be an array of strings' }).max(100, 'event_types: at most 100 patterns')
+    .nullable().optional().openapi({ description: "patterns, * for any run of characters: ['pull_request.*', 'issue*']" }),
+  subject_prefix: text('subject_prefix').nullable().optional(),
+  filter: jsonObject('filter').nullable().optional()
+    .openapi({ description: 'over {payload, headers}: equality, $eq, $neq, $in, $nin, $startsWith, $endsWith, $contains, $gt, $gte, $lt, $lte, $exist, $and, $or, $not' }),
+  forward_only: z.boolean({ error: 'forward_only must be true or false' }).optional()
+    .openapi({ description: "the workspace's own handlers do not receive an event this rule matches" }),
+};
+
+export const newDestinationRuleBody = z.object(ruleFields).strict();
+export const destinationRuleEditBody = z.object(ruleFields).strict();
+
+export const filterTestBody = z.object({
+  filter: jsonObject('filter'),
+  event_id: idInBody('event_id').openapi({ description: 'a stored event of the workspace' }),
+}).strict();
+
+export const filterTestResult = z.object({ matched: z.boolean() }).openapi('FilterTestResult');
+
+const deliveryState = z.enum(deliveryStates);
+
+export const deliveryListQuery = pageQuery.extend({
+  state: optionalQuery(z.string().transform((value) => value.toUpperCase())
+    .refine((value) => (deliveryStates as readonly string[]).includes(value), `state must be one of ${deliveryStates.join(', ')}`))
+    .transform((value) => value as (typeof deliveryStates)[number] | undefined)
+    .openapi({ type: 'string', enum: [...deliveryStates] }),
+});
+
+export const deliveryReplayFilterBody = z.object({
+  event_type: text('event_type', 200).optional(),
+  error_class: text('error_class', 200).optional(),
+  dead_after: timestamp('dead_after').optional().openapi({ description: 'dead at or after' }),
+  dead_before: timestamp('dead_before').optional().openapi({ description: 'dead before' }),
+// A misspelt filter must not widen the replay to every dead letter.
+}).strict();
+
+export const deliveryReplayBody = deliveryReplayFilterBody.extend({
+  batch_size: whole('batch_size', 1, 1000).optional()
+    .openapi({ description: 'deliveries per transaction, 1 to 1000 (default 500)' }),
+  one_batch: z.boolean({ error: 'one_batch must be true or false' }).optional()
+    .openapi({ description: 'replay one batch and answer (call again until replayed is 0, e.g. to show progress); default: every batch' }),
+}).strict();
+
+export const deliveryReplayCount = z.object({
+  matched: z.number().openapi({ description: 'DEAD deliveries a bulk replay with this filter would take now' }),
+}).openapi('DeliveryReplayCount');
+
+export const deliveryReplayResult = z.object({
+  replayed: z.number().openapi({ description: 'deliveries sent back to the queue by this request' }),
+}).openapi('DeliveryReplayResult');
+
+export const destinationStats = z.object({
+  queued: z.number(), leased: z.number(), dead: z.number(),
+  delivered_last_hour: z.number(), failed_last_hour: z.number(),
+  per_minute: z.number().openapi({ description: 'delivered in the last minute' }),
+  success_rate: z.number().nullable().openapi({ description: "of the last hour's attempts; null when none" }),
+  latency_p50_ms: z.number().nullable(), latency_p99_ms: z.number().nullable(),
+  filtered_last_hour: z.number().openapi({ description: "events its rules' filters left out in the last hour (counted, not lost)" }),
+}).openapi('DestinationStats');
+
+export const destination = z.object({
+  id: z.number(), workspace_id: z.number(), name: z.string(), url: z.string(),
+  timeout_ms: z.number(), rate_limit: z.number().nullable(), rate_period: z.enum(ratePeriods), max_in_flight: z.number(),
+  ordered: z.boolean(), headers: z.record(z.string(), z.string()), breaker_failures: z.number(), breaker_minutes: z.number(),
+  state: z.enum(destinationStates), paused_reason: z.string().nullable().openapi({ description: 'operator, gone (HTTP 410) or breaker' }),
+  paused_by: z.string().nullable().openapi({ description: 'who paused it, when an operator did' }),
+  consecutive_failures: z.number(), failing_since: time.nullable(), probe_at: time.nullable(),
+  has_secret: z.boolean(), has_credentials: z.boolean(), credentials_type: z.enum(credentialTypes).nullable(),
+  secret_rotating_until: time.nullable().openapi({ description: 'until then the previous signing secret signs too' }),
+  created_at: time, updated_at: time, stats: destinationStats,
+}).openapi('Destination');
+
+export const destinationWithSecret = destination.extend({
+  secret: z.string().openapi({ description: 'the signing secret (whsec_…): shown this once, give it to your application to verify each request' }),
+}).openapi('DestinationWithSecret');
+
+export const deletedDestination = z.object({ id: z.number(), deleted: z.literal(true) });
+
+export const destinationRule = z.object({
+  id: z.number(), workspace_id: z.number(), destination_id: z.number(), connection_id: z.number().nullable(),
+  provider: z.string().nullable(), event_types: z.array(z.string()).nullable(), subject_prefix: z.string().nullable(),
+  filter: z.record(z.string(), z.unknown()).nullable(), forward_only: z.boolean(),
+  filtered_last_hour: z.number().openapi({ description: 'events its filter left out in the last hour (counted, not lost)' }),
+  created_at: time, updated_at: time.nullable(),
+}).openapi('DestinationRule');
+
+export const destinationDelivery = z.object({
+  id: z.number(), event_id: z.number(), destination_id: z.number(), state: deliveryState,
+  attempt: z.number(), failures: z.number(),
+  next_attempt_at: time.nullable().openapi({ description: 'when it is due; null when it waits behind its (destination, scope) head, or is done' }),
+  waiting_behind_head: z.boolean().openapi({ description: 'an ordered delivery waiting for the one before it in its scope' }),
+  error_class: z.string().nullable(),
+  outcome: z.string().nullable(), last_status: z.number().nullable(), handled_at: time.nullable(), dead_at: time.nullable(),
+  replayed_by: z.string().nullable(), replayed_at: time.nullable(),
+  provider: z.string(), event_type: z.string(), subject: z.string().nullable(), received_at: time,
+}).openapi('DestinationDelivery');
+
+export const deliveryPage = z.object({
+  deliveries: z.array(destinationDelivery),
+  next_cursor: z.number().nullable().openapi({ description: 'pass as cursor for the next page; null on the last' }),
+}).openapi('DeliveryPage');
+
+export const deliveryAttempt = z.object({
+  epoch: z.number(), attempt: z.number(), worker: z.string(), started_at: time, ended_at: time.nullable(),
+  ended: z.string().nullable().openapi({ description: 'handled, failed, dead, released or expired; null while running' }),
+  error_class: z.string().nullable(), status: z.number().nullable(), duration_ms: z.number().nullable(),
+  response: z.string().nullable().openapi({ description: 'at most 1 KB of the answer' }),
+}).openapi('DeliveryAttempt');
+
+export const deliveryDetail = destinationDelivery.extend({
+  webhook_id: z.string().openapi({ description: 'the webhook-id header of its every request (wd_<id>), retries and replays included' }),
+  attempts: z.array(deliveryAttempt),
+}).openapi('DeliveryDetail');
+
+export const eventDestinationDeliveries = z.array(destinationDelivery.extend({ destination_name: z.string() }))
+  .openapi('EventDestinationDeliveries');

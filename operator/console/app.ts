@@ -17,6 +17,7 @@ import { registerAlertPages } from './routes/alerts.js';
 import { registerBulkReplayPages } from './routes/bulk-replay.js';
 import { registerConnectionPages } from './routes/connections.js';
 import { registerDashboard } from './routes/dashboard.js';
+import { registerDestinationPages } from './routes/destinations.js';
 import { registerEventPages } from './routes/events.js';
 import { registerIssuePages } from './routes/issues.js';
 import { registerSignIn, registerSignOut } from './routes/sign-in.js';
@@ -32,7 +33,9 @@ export function consoleApp(deps: ConsoleDeps): Hono<ConsoleEnv> {
   const adminToken = deps.adminToken && checkAdminToken(deps.adminToken) === undefined ? deps.adminToken : undefined;
   const csrf = csrfSigner(adminToken);
   const identify = identifier(deps.authenticator ?? new Authenticator(deps.db), adminToken);
-  const routeDeps: RouteDeps = { db: deps.db, basePath, onUnexpectedError: deps.onUnexpectedError ?? (() => {}) };
+  const routeDeps: RouteDeps = {
+    db: deps.db, basePath, onUnexpectedError: deps.onUnexpectedError ?? (() => {}), ...(deps.keyRing ? { keyRing: deps.keyRing } : {}),
+  };
 
   const app = new Hono<ConsoleEnv>();
   app.use('*', noStore, securityHeaders, formBodyLimit, sameOriginPosts);
@@ -50,6 +53,7 @@ export function consoleApp(deps: ConsoleDeps): Hono<ConsoleEnv> {
   registerBulkReplayPages(app, routeDeps);
   registerAdmissionPages(app, routeDeps);
   registerConnectionPages(app, routeDeps);
+  registerDestinationPages(app, routeDeps);
   // The edge's notFound answers JSON; a console page answers HTML.
   app.all('*', () => {
     throw new ConsoleError(404, 'There is no such page.');

@@ -3,6 +3,7 @@
 import type { Principal } from '../api/auth.js';
 import type { Authenticator } from '../api/authenticator.js';
 import type { Database } from '../../db/database.js';
+import type { KeyRing } from '../../db/secret-box.js';
 
 export interface ConsoleVariables {
   principal: Principal;
@@ -27,6 +28,11 @@ export interface ConsoleDeps {
    * passes the one its API uses. By default the console has its own.
    */
   authenticator?: Authenticator;
+  /**
+   * WHARF_SECRET_KEYS, which seals a destination's signing secret and
+   * credentials; without it those forms answer that it must be set.
+   */
+  keyRing?: Promise<KeyRing | undefined>;
 }
 
 /** What every page registration needs. */
@@ -34,4 +40,5 @@ export interface RouteDeps {
   db: Database;
   basePath: string;
   onUnexpectedError: (error: unknown) => void;
+  keyRing?: Promise<KeyRing | undefined>;
 }

@@ -6,7 +6,7 @@ import { liveScript } from './live-script.js';
 import { rowKeysScript } from './row-keys-script.js';
 import type { Scope } from './scope.js';
 
-export type Section = 'dashboard' | 'events' | 'dead' | 'bulk' | 'admissions' | 'connections' | 'workspaces' | 'issues' | 'stuck' | 'alerts';
+export type Section = 'dashboard' | 'events' | 'dead' | 'bulk' | 'admissions' | 'connections' | 'workspaces' | 'issues' | 'stuck' | 'alerts' | 'destinations';
 
 export interface PageFrame {
   basePath: string;
@@ -48,6 +48,7 @@ function navItems(frame: PageFrame): { section: Section; label: string; href: st
   if (scope.workspaceId !== undefined) items.push({ section: 'bulk', label: 'Bulk replay', href: `${scope.base}/bulk-replays` });
   items.push({ section: 'admissions', label: 'Admission log', href: `${scope.base}/admissions` });
   if (scope.workspaceId !== undefined) items.push({ section: 'connections', label: 'Connections', href: `${scope.base}/connections` });
+  if (scope.workspaceId !== undefined) items.push({ section: 'destinations', label: 'Destinations', href: `${scope.base}/destinations` });
   return items;
 }
 

@@ -43,7 +43,7 @@ form.inline { display: inline; }
 .notice { padding: 8px 12px; border-left: 4px solid var(--ok); background: var(--ok-soft); }
 .problem { padding: 8px 12px; border-left: 4px solid var(--bad); background: var(--bad-soft); }
 .state, .badge { display: inline-block; font-weight: 600; font-size: 0.78rem; line-height: 1.5; padding: 0 8px; border-radius: 999px; border: 1px solid currentColor; white-space: nowrap; }
-.state-DEAD, .state-SUSPENDED, .state-REVOKED, .badge-open, .badge-failing, .badge-failed { color: var(--bad); background: var(--bad-soft); }
+.state-DEAD, .state-SUSPENDED, .state-REVOKED, .state-BREAKER_OPEN, .badge-open, .badge-failing, .badge-failed { color: var(--bad); background: var(--bad-soft); }
 .state-DONE, .state-ACTIVE, .badge-resolved { color: var(--ok); background: var(--ok-soft); }
 .state-PAUSED, .state-LEASED, .badge-acknowledged, .badge-paused, .badge-leased { color: var(--warn); background: var(--warn-soft); }
 .state-QUEUED, .badge-waiting { color: var(--accent); background: var(--info-soft); }

@@ -7,11 +7,14 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { providers, providersWithSecretIn } from '../../db/providers.js';
 import { operatorApi } from '../../operator/api/app.js';
+import { parseKeyRing } from '../../db/secret-box.js';
 import { startBulkReplay } from '../../operator/sql/bulk-replay.js';
+import { createDestination, createDestinationRule } from '../../operator/sql/destinations.js';
 import { createApiToken } from '../../operator/sql/operator.js';
 import { adminToken, apiClient, type ApiCall } from '../support/api-client.js';
 import { admitEvent, createConnection, createWorkspace, deadEvent, deadInstallationEvent, fixtureSource } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { testSecretKeys } from '../support/edge-fixtures.js';
 import { serveOperatorApi } from '../support/operator-client.js';
 
 let db: TestDatabase;
@@ -33,6 +36,7 @@ interface JsonSchema {
   enum?: unknown[];
   $ref?: string;
   anyOf?: JsonSchema[];
+  oneOf?: JsonSchema[];
 }
 
 interface Operation {
@@ -131,6 +135,20 @@ describe('a client driven by the document alone', () => {
     ids['alert-rule-tests'] = await alertRule(W);
     ids['instance-alert-rule-tests'] = await alertRule(null);
     headScope = (await db.pool.query<{ scope_key: string }>('SELECT scope_key FROM wharf.provider_event WHERE id = $1', [ids.head])).rows[0]!.scope_key;
+    // Destinations: one with a rule of its own for the rule routes, and a DEAD delivery (routed by a rule taking
+    // one subject, claimed and failed for good) for the delivery routes.
+    const ring = parseKeyRing(testSecretKeys);
+    const destination = await createDestination(db.pool, ring, String(W), { name: 'doomed', url: 'https://app.example.test/in' });
+    ids.destinations = destination.id;
+    ids['destination-rules'] = (await createDestinationRule(db.pool, String(W), String(destination.id), { event_types: ['never.*'] })).id;
+    const subject = 'repo:acme/forwarded';
+    await createDestinationRule(db.pool, String(W), String(destination.id), { subject_prefix: subject });
+    await admitEvent(db.pool, connection, { subject });
+    const claimed = await db.pool.query<{ delivery_id: string; epoch: string }>(`SELECT delivery_id, epoch FROM wharf.claim_deliveries('doc', 10)`);
+    for (const row of claimed.rows) {
+      await db.pool.query(`SELECT wharf.fail_delivery($1, $2, 'permanent', 'HttpStatus400', 400, 1, '')`, [row.delivery_id, row.epoch]);
+    }
+    ids.deliveries = Number(claimed.rows[0]!.delivery_id);
   });
 
   afterAll(async () => {
@@ -142,6 +160,9 @@ describe('a client driven by the document alone', () => {
     if (schema.$ref) return sample(document.components!.schemas![schema.$ref.split('/').at(-1)!]!, document, name);
     if (schema.enum) return schema.enum[0];
     if (schema.anyOf) return sample(schema.anyOf[0]!, document, name);
+    if (schema.oneOf) return sample(schema.oneOf[0]!, document, name);
+    // A rule's filter: one that is valid (an empty one is not).
+    if (name === 'filter') return { payload: { hello: 'world' } };
     const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== 'null') : schema.type;
     if (type === 'object') {
       return Object.fromEntries((schema.required ?? []).map((key) => [key, sample(schema.properties![key]!, document, key)]));

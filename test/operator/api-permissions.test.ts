@@ -4,12 +4,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Authenticator } from '../../operator/api/authenticator.js';
 import { startBulkReplay } from '../../operator/sql/bulk-replay.js';
+import { createDestination, createDestinationRule } from '../../operator/sql/destinations.js';
 import { createApiToken, revokeApiToken } from '../../operator/sql/operator.js';
 import { adminToken, apiClient, type ApiCall } from '../support/api-client.js';
 import {
   admitEvent, createConnection, createWorkspace, deadEvent, deadInstallationEvent,
 } from '../support/api-fixtures.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { parseKeyRing } from '../../db/secret-box.js';
+import { testSecretKeys } from '../support/edge-fixtures.js';
 
 type Caller = 'admin' | 'own' | 'other' | 'none' | 'garbage' | 'unknown' | 'revoked';
 const callers: Caller[] = ['admin', 'own', 'other', 'none', 'garbage', 'unknown', 'revoked'];
@@ -31,6 +34,8 @@ const tokens: Partial<Record<Caller, string>> = {};
 const A = 101;
 const B = 102;
 let connectionA: number;
+/** A stored event of A, for the filter test. */
+let eventOfA = 0;
 let seq = 1000;
 /** The scope and head the last stuck-scope action's path made, for its body. */
 let head = { scope_key: '', event_id: 0 };
@@ -57,6 +62,43 @@ async function alertRule(ws: number | null): Promise<number> {
   return rows[0]!.rule.id;
 }
 
+/** A new destination of workspace A (with its sealed secret); its id. */
+async function destinationOfA(): Promise<number> {
+  return (await createDestination(db.pool, parseKeyRing(testSecretKeys), String(A), { name: `d${++seq}`, url: 'https://app.example.test/in' })).id;
+}
+
+/** A new rule of a new destination of A; its id. */
+async function destinationRuleOfA(): Promise<number> {
+  // Routes nothing (and so makes no event of A forward-only when an edit says so).
+  return (await createDestinationRule(db.pool, String(A), String(await destinationOfA()), { event_types: ['never.*'] })).id;
+}
+
+/**
+ * A DEAD delivery of workspace A: a destination with a rule taking one
+ * subject, an event of it admitted after, its delivery claimed and failed for good.
+ * Other deliveries the claim hands out go back.
+ */
+async function deadDeliveryOfA(): Promise<number> {
+  const destination = await destinationOfA();
+  // Only this event: a subject of its own.
+  const subject = `repo:acme/delivery-${++seq}`;
+  await createDestinationRule(db.pool, String(A), String(destination), { subject_prefix: subject });
+  await admitEvent(db.pool, connectionA, { subject });
+  const { rows } = await db.pool.query<{ delivery_id: string; epoch: string; destination_id: string }>(
+    `SELECT delivery_id, epoch, destination_id FROM wharf.claim_deliveries('fixture', 1000)`);
+  let dead: number | undefined;
+  for (const row of rows) {
+    if (Number(row.destination_id) === destination) {
+      await db.pool.query(`SELECT wharf.fail_delivery($1, $2, 'permanent', 'HttpStatus400', 400, 1, '')`, [row.delivery_id, row.epoch]);
+      dead = Number(row.delivery_id);
+    } else {
+      await db.pool.query('SELECT wharf.release_delivery($1, $2)', [row.delivery_id, row.epoch]);
+    }
+  }
+  if (dead === undefined) throw new Error('fixture: no delivery was claimed');
+  return dead;
+}
+
 /** A fresh QUEUED event heading a scope of its own in workspace A: the target of a head action. */
 async function freshHead(): Promise<void> {
   const id = await admitEvent(db.pool, connectionA);
@@ -74,6 +116,7 @@ beforeAll(async () => {
   await createWorkspace(db.pool, A);
   await createWorkspace(db.pool, B);
   connectionA = await createConnection(db.pool, A);
+  eventOfA = await admitEvent(db.pool, connectionA);
   tokens.admin = adminToken;
   tokens.own = (await createApiToken(db.pool, String(A), 'own')).token;
   tokens.other = (await createApiToken(db.pool, String(B), 'other')).token;
@@ -117,6 +160,29 @@ const routes: Route[] = [
   { name: 'send a test alert', method: 'POST', path: async () => `/workspaces/${A}/alert-rules/${await alertRule(A)}/test`, success: 202, workspaceToken: true },
   { name: 'delete alert rule', method: 'DELETE', path: async () => `/workspaces/${A}/alert-rules/${await alertRule(A)}`, success: 200, workspaceToken: true },
   { name: 'list alerts', method: 'GET', path: async () => `/workspaces/${A}/alerts`, success: 200, workspaceToken: true },
+  { name: 'list destinations', method: 'GET', path: async () => `/workspaces/${A}/destinations`, success: 200, workspaceToken: true },
+  { name: 'create destination', method: 'POST', path: async () => `/workspaces/${A}/destinations`, body: () => ({ name: `n${++seq}`, url: 'https://app.example.test/in' }), success: 201, workspaceToken: true },
+  { name: 'test a filter', method: 'POST', path: async () => `/workspaces/${A}/destinations/filter-test`, body: () => ({ filter: { payload: { hello: 'world' } }, event_id: eventOfA }), success: 200, workspaceToken: true },
+  { name: 'pause destination', method: 'POST', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}/pause`, success: 200, workspaceToken: true },
+  { name: 'resume destination', method: 'POST', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}/resume`, success: 200, workspaceToken: true },
+  { name: 'rotate destination secret', method: 'POST', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}/rotate-secret`, success: 200, workspaceToken: true },
+  { name: 'set destination credentials', method: 'PUT', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}/credentials`, body: () => ({ type: 'bearer', token: 't' }), success: 200, workspaceToken: true },
+  { name: 'clear destination credentials', method: 'DELETE', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}/credentials`, success: 200, workspaceToken: true },
+  { name: "list a destination's rules", method: 'GET', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}/rules`, success: 200, workspaceToken: true },
+  { name: 'create destination rule', method: 'POST', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}/rules`, body: () => ({ event_types: ['push'] }), success: 201, workspaceToken: true },
+  { name: 'list destination rules', method: 'GET', path: async () => `/workspaces/${A}/destination-rules`, success: 200, workspaceToken: true },
+  { name: 'edit destination rule', method: 'PATCH', path: async () => `/workspaces/${A}/destination-rules/${await destinationRuleOfA()}`, body: () => ({ forward_only: true }), success: 200, workspaceToken: true },
+  { name: 'delete destination rule', method: 'DELETE', path: async () => `/workspaces/${A}/destination-rules/${await destinationRuleOfA()}`, success: 200, workspaceToken: true },
+  { name: "list a destination's deliveries", method: 'GET', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}/deliveries`, success: 200, workspaceToken: true },
+  { name: "list a destination's dead letters", method: 'GET', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}/dead`, success: 200, workspaceToken: true },
+  { name: 'count dead deliveries', method: 'POST', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}/replays/count`, success: 200, workspaceToken: true },
+  { name: 'replay dead deliveries', method: 'POST', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}/replays`, success: 200, workspaceToken: true },
+  { name: 'show delivery', method: 'GET', path: async () => `/workspaces/${A}/deliveries/${await deadDeliveryOfA()}`, success: 200, workspaceToken: true },
+  { name: 'replay delivery', method: 'POST', path: async () => `/workspaces/${A}/deliveries/${await deadDeliveryOfA()}/replay`, success: 202, workspaceToken: true },
+  { name: "an event's deliveries", method: 'GET', path: async () => `/workspaces/${A}/events/${await admitEvent(db.pool, connectionA)}/deliveries`, success: 200, workspaceToken: true },
+  { name: 'show destination', method: 'GET', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}`, success: 200, workspaceToken: true },
+  { name: 'edit destination', method: 'PATCH', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}`, body: () => ({ timeout_ms: 3000 }), success: 200, workspaceToken: true },
+  { name: 'delete destination', method: 'DELETE', path: async () => `/workspaces/${A}/destinations/${await destinationOfA()}`, success: 200, workspaceToken: true },
   { name: 'list instance alert rules', method: 'GET', path: async () => '/alert-rules', success: 200, workspaceToken: false },
   { name: 'create instance alert rule', method: 'POST', path: async () => '/alert-rules', body: () => ({ name: `i${++seq}`, kind: 'stuck_scope', window_seconds: 600, destination: 'webhook', url: 'https://alerts.example.test/in' }), success: 201, workspaceToken: false },
   { name: 'edit instance alert rule', method: 'PUT', path: async () => `/alert-rules/${await alertRule(null)}`, body: () => ({ name: `ie${++seq}`, kind: 'issue_opened', destination: 'slack' }), success: 200, workspaceToken: false },

@@ -1,10 +1,12 @@
 // Events and dead letters of a scope (a workspace, or the installation rows
 // for the admin): filtered lists with keyset paging, one event with payload,
-// headers, attempts and steps, and replaying a DEAD one.
+// headers, attempts and steps (and, in a workspace, its deliveries to the
+// workspace's destinations), and replaying a DEAD one.
 import type { Context, Hono } from 'hono';
 import type { EventDetail } from '../../sql/operator.js';
 import { listEvents, showEvent } from '../../sql/operator.js';
 import { replayEvent } from '../../sql/replay-retention.js';
+import { eventDeliveries, type EventDelivery } from '../../sql/destinations.js';
 import { EventTable } from '../components/event-table.js';
 import { FilterForm } from '../components/filter-form.js';
 import { Frames } from '../components/frames.js';
@@ -34,8 +36,9 @@ export function registerEventPages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
     app.get(`${prefix}/events/:id`, async (c) => {
       const scope = scopeOf(c);
       const event = await findEvent(c, db, scope);
+      const deliveries = scope.workspaceId === undefined ? [] : (await eventDeliveries(db, scope.workspaceId, String(event.id))) ?? [];
       const notice = c.req.query('replayed') === '1' ? 'Replayed: the event is queued again.' : undefined;
-      return c.html(<EventPage c={c} basePath={basePath} scope={scope} event={event} notice={notice} />);
+      return c.html(<EventPage c={c} basePath={basePath} scope={scope} event={event} notice={notice} deliveries={deliveries} />);
     });
     app.post(`${prefix}/events/:id/replay`, async (c) => {
       const scope = scopeOf(c);
@@ -92,7 +95,9 @@ async function listPage(c: Ctx, db: Database, basePath: string, scope: Scope, de
   );
 }
 
-function EventPage(props: { c: Ctx; basePath: string; scope: Scope; event: EventDetail; notice?: string; problem?: string }) {
+function EventPage(props: {
+  c: Ctx; basePath: string; scope: Scope; event: EventDetail; notice?: string; problem?: string; deliveries?: EventDelivery[];
+}) {
   const { event, scope } = props;
   return (
     <Page {...frameOf(props.c, props.basePath, scope, event.state === 'DEAD' ? 'dead' : 'events')} title={`Event ${event.id}`}>
@@ -120,6 +125,7 @@ function EventPage(props: { c: Ctx; basePath: string; scope: Scope; event: Event
       {event.state === 'DEAD' && <ReplayForm action={`${scope.base}/events/${event.id}/replay`} csrfToken={props.c.get('csrfToken')} uncertain={event.outcome === 'uncertain'} />}
       <h2 id="attempts">Attempts</h2>
       <AttemptsTable attempts={event.attempts ?? []} />
+      {props.deliveries && props.deliveries.length > 0 && <ForwardedTo deliveries={props.deliveries} base={scope.base} />}
       </div>
       <h2 id="steps">Steps</h2>
       {event.steps.length === 0 ? <p>No step committed.</p> : (
@@ -177,5 +183,32 @@ function AttemptsTable(props: { attempts: EventDetail['attempts'] }) {
         ))}
       </tbody>
     </table>
+  );
+}
+
+/** The event's deliveries to the workspace's destinations, each with its own state and attempts. */
+function ForwardedTo(props: { deliveries: EventDelivery[]; base: string }) {
+  return (
+    <>
+      <h2 id="forwarded">Forwarded to</h2>
+      <table aria-labelledby="forwarded">
+        <thead>
+          <tr><th scope="col">Destination</th><th scope="col">Delivery</th><th scope="col">State</th>
+            <th scope="col" class="num">Attempt</th><th scope="col">Last answer</th><th scope="col">Handled or dead</th></tr>
+        </thead>
+        <tbody>
+          {props.deliveries.map((delivery) => (
+            <tr>
+              <th scope="row"><a href={`${props.base}/destinations/${delivery.destination_id}`}>{delivery.destination_name}</a></th>
+              <td><a href={`${props.base}/deliveries/${delivery.id}`}>{String(delivery.id)}</a></td>
+              <td><StateBadge state={delivery.state} /></td>
+              <td class="num">{String(delivery.attempt)}</td>
+              <td>{delivery.last_status === null ? '—' : `HTTP ${delivery.last_status}`}{delivery.error_class ? ` · ${delivery.error_class}` : ''}</td>
+              <td><Time at={delivery.dead_at ?? delivery.handled_at} /></td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
   );
 }
