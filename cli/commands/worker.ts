@@ -73,7 +73,9 @@ export function forwardOptions(
   if (!options.forward) return false;
   const secretKeys = process.env.WHARF_SECRET_KEYS;
   if (!secretKeys) {
-    logger.warn('WHARF_SECRET_KEYS is not set: this host cannot sign requests to destinations, and leaves their deliveries to hosts that can (set it to the key ring the destinations\' secrets were sealed with, or pass --no-forward)');
+    // Said once here, at info: most deployments without the ring have no destination. A delivery
+    // that turns up is logged as an error naming the variable (worker/forwarding/forward-loop.ts).
+    logger.info('WHARF_SECRET_KEYS is not set: this host cannot sign requests to destinations, and leaves their deliveries to hosts that can (set it to the key ring the destinations\' secrets were sealed with, or pass --no-forward)');
   }
   return {
     ...(secretKeys ? { secretKeys } : {}),

@@ -76,8 +76,9 @@ export class DeliveryListener {
 
   private scheduleReconnect(error: unknown): void {
     if (this.stopped || this.reconnectTimer) return;
-    const log = this.reconnectDelay === firstReconnectDelay ? 'warn' : 'debug';
-    this.options.logger[log]({ error_class: classOf(error), retry_in_ms: this.reconnectDelay }, 'delivery listener connection lost; reconnecting');
+    // Once per loss, at info: the host's event listener, on the same database, says its loss at warn.
+    const log = this.reconnectDelay === firstReconnectDelay ? 'info' : 'debug';
+    this.options.logger[log]({ error_class: classOf(error), retry_in_ms: this.reconnectDelay }, 'forwarding\'s LISTEN wharf_delivery connection lost; reconnecting');
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = undefined;
       void this.connect();

@@ -154,7 +154,8 @@ export class Forwarder {
       if (reaped > 0) this.options.logger.warn({ reaped }, 'expired delivery leases taken back');
       this.options.onReaped?.(reaped);
     } catch (error) {
-      this.options.logger[isConnectionTrouble(error) ? 'warn' : 'error']({ error_class: classOf(error) }, 'delivery reaper failed');
+      // An outage is the event reaper's and the claim loop's to say at warn; anything else is a bug to look at.
+      this.options.logger[isConnectionTrouble(error) ? 'debug' : 'error']({ error_class: classOf(error) }, 'delivery reaper failed');
     }
   }
 
@@ -182,14 +183,15 @@ export class Forwarder {
       try {
         rows = await claimDeliveries(options.pool, options.workerId, free);
         errorBackoff = firstErrorBackoff;
-        if (unavailable) options.logger.info('the database is reachable again; forwarding');
+        if (unavailable) options.logger.info('forwarding again: the database answers');
         unavailable = false;
       } catch (error) {
         if (!isConnectionTrouble(error)) {
           options.logger.error({ error_class: classOf(error), retry_in_ms: errorBackoff }, 'claiming deliveries failed');
         } else if (!unavailable) {
+          // The host's claim loop says the outage at warn, once, with where: here it is told at info.
           unavailable = true;
-          options.logger.warn({ error_class: classOf(error) }, 'the database is unavailable; claiming deliveries again with backoff');
+          options.logger.info({ error_class: classOf(error) }, 'forwarding waits for the database; claiming deliveries again with backoff');
         }
         await wakeup.sleep(errorBackoff);
         errorBackoff = Math.min(options.pollEvery(), errorBackoff * 2);
