@@ -1,5 +1,6 @@
 // createWorker: assembles one host's claim loop, listener, reaper, retention
-// and metrics around a pool, and stops them in order.
+// and metrics around a pool, and, when asked, its forwarder to destinations
+// (worker/forwarding/) on a small pool of its own; and stops them in order.
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
