@@ -308,3 +308,23 @@ it('a destination answering 503 opens its breaker while another keeps receiving;
     expect(firsts).toEqual([...firsts].sort((a, b) => a - b));
   }
 });
+
+it('signs with both secrets while a rotation overlaps, and sends the destination\'s sealed credentials', async () => {
+  const id = await destination('rotated');
+  const oldSecret = endpoints.get('/rotated')!.secret;
+  const newSecret = `whsec_${randomBytes(24).toString('base64')}`;
+  await db.pool.query('SELECT wharf.set_destination_secret($1, $2, $3)', [workspace, id, await encryptSecret(ring, { destinationId: id }, newSecret)]);
+  await db.pool.query('SELECT wharf.set_destination_credentials($1, $2, $3, $4)',
+    [workspace, id, await encryptSecret(ring, { destinationId: id }, JSON.stringify({ type: 'bearer', token: 'tok_from_the_database' })), 'bearer']);
+  await forwarder();
+  await admit([{ subject: 'repo:rotated' }]);
+  await waitForDone(id, 1);
+  const arrival = arrivals.find((candidate) => candidate.path === '/rotated')!;
+  // A receiver that still holds the old secret verifies, and so does one that holds the new one.
+  for (const secret of [oldSecret, newSecret]) new Webhook(secret).verify(arrival.body, arrival.headers as Record<string, string>);
+  expect(String(arrival.headers['webhook-signature']).split(' ')).toHaveLength(2);
+  expect(arrival.headers.authorization).toBe('Bearer tok_from_the_database');
+  // Nothing the database recorded of the attempt holds the token.
+  const { rows } = await db.pool.query('SELECT * FROM wharf.delivery_attempt WHERE destination_id = $1', [id]);
+  expect(JSON.stringify(rows)).not.toContain('tok_from_the_database');
+});
