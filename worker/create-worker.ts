@@ -1,5 +1,6 @@
 // createWorker: assembles one host's claim loop, listener, reaper, retention
-// and metrics around a pool, and stops them in order.
+// and metrics around a pool, and, when asked, its forwarder to destinations
+// (worker/forwarding/) on a small pool of its own; and stops them in order.
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -27,6 +28,40 @@ import { renewHeldLeases } from './lease-renewal.js';
 import { LocalQueue } from './local-queue.js';
 import { NextDue } from './next-due.js';
 import { Wakeup } from './wakeup.js';
+import { parseKeyRing, type KeyRing } from '../db/secret-box.js';
+import { addressPolicy, publicOnly, type AddressPolicy, type Lookup } from './forwarding/address-guard.js';
+import { Forwarder, type ForwardedDelivery } from './forwarding/forward-loop.js';
+
+/**
+ * Forwarding to destinations (DESIGN.md, "Destinations"): this host also
+ * claims destination deliveries and sends them as signed HTTP requests.
+ */
+export interface ForwardOptions {
+  /**
+   * The key ring the destinations' secrets are sealed with: WHARF_SECRET_KEYS's
+   * text, or a ring parsed already. Without it a delivery cannot be signed:
+   * it is released for a host that has it, and this host says so in its log.
+   */
+  secretKeys?: string | KeyRing;
+  /**
+   * Which addresses a destination may resolve to. Default: public unicast
+   * only. `allowPrivate` (WHARF_FORWARD_ALLOW_PRIVATE) also allows loopback,
+   * private, link-local and unique-local addresses; `allowNetworks`
+   * (WHARF_FORWARD_ALLOW_NETWORKS) is a comma-separated list of CIDRs that
+   * pass whatever their range.
+   */
+  addresses?: AddressPolicy | { allowPrivate?: boolean | string; allowNetworks?: string };
+  /** Requests this host keeps open at once over every destination. Default 32. */
+  concurrency?: number;
+  /**
+   * Where the forwarder's statements and its LISTEN wharf_delivery connection
+   * go. Default: a small pool of its own (5 connections) made like the
+   * handlers' pool, so that a slow destination never holds up claims.
+   */
+  pool?: pg.Pool;
+  /** The resolver the address guard uses (tests). */
+  lookup?: Lookup;
+}
 
 export interface WorkerOptions {
   /** Either a connection string (the worker owns its pool) or a pool it borrows. */
@@ -68,6 +103,8 @@ export interface WorkerOptions {
   logger?: Logger;
   /** Names this host in leased_by and its listener; unique per host. */
   workerId?: string;
+  /** Forward destination deliveries from this host too (`wharf worker` does by default). Default: off. */
+  forward?: ForwardOptions | boolean;
 }
 
 export interface WorkerEvents {
@@ -77,6 +114,8 @@ export interface WorkerEvents {
   idle: [];
   reaped: [count: number];
   retention: [result: RetentionResult];
+  /** One delivery attempt to a destination ended and was recorded (or released). */
+  forwarded: [delivery: ForwardedDelivery];
 }
 
 export interface Worker extends EventEmitter<WorkerEvents> {
@@ -128,6 +167,11 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   private readonly startAbort = new AbortController();
   /** Ends the retries of closing writes once shutdown stops waiting for them. */
   private readonly closingAbort = new AbortController();
+  private readonly forwardOptions: ForwardOptions | undefined;
+  private forwardPool: pg.Pool | undefined;
+  private ownsForwardPool = false;
+  private forwarder: Forwarder | undefined;
+  private forwardPolicy: AddressPolicy = publicOnly;
 
   constructor(private readonly options: WorkerOptions) {
     super();
@@ -191,6 +235,24 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
         this.wakeup.wake();
       },
     };
+    this.forwardOptions = options.forward === true ? {} : options.forward || undefined;
+    if (this.forwardOptions) {
+      const addresses = this.forwardOptions.addresses;
+      // A malformed setting fails here, before anything starts.
+      this.forwardPolicy = addresses === undefined ? publicOnly
+        : Array.isArray(addresses.allowNetworks) ? addresses as AddressPolicy
+          : addressPolicy(addresses as { allowPrivate?: boolean | string; allowNetworks?: string });
+      const concurrency = this.forwardOptions.concurrency ?? 32;
+      if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError('forward.concurrency must be a positive integer');
+      this.ownsForwardPool = !this.forwardOptions.pool;
+      const forwardPoolOptions = { max: 5, idleTimeoutMillis: 2_000 };
+      this.forwardPool = this.forwardOptions.pool ?? (options.pool
+        ? new pg.Pool({ ...options.pool.options, ...forwardPoolOptions })
+        : createPool(options.connectionString!, { connectionTimeoutMillis: 10_000, keepAlive: true, ...forwardPoolOptions }));
+      if (this.ownsForwardPool) {
+        this.forwardPool.on('error', (error) => this.logger.warn({ error_class: classOf(error) }, 'idle forwarding connection lost'));
+      }
+    }
     this.listener = new Listener({
       pool: this.pool,
       name: this.id,
@@ -202,6 +264,9 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   async start(): Promise<void> {
     if (this.settings) throw new Error('worker already started');
     const overrides = this.options.settings ?? {};
+    // A malformed key ring fails the start before anything runs.
+    const forwardKeys = this.forwardOptions?.secretKeys;
+    const forwardRing = typeof forwardKeys === 'string' || forwardKeys === undefined ? await parseKeyRing(forwardKeys) : forwardKeys;
     this.settings = await this.waitForDatabase(overrides);
     await this.listener.start();
     this.removeStatsSource = addQueueStatsSource(() => readQueueStats(this.pool));
@@ -247,7 +312,28 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       // Every expected failure is handled inside the loop; this is a bug.
       this.logger.fatal({ error_class: classOf(error) }, 'claim loop crashed');
     });
-    this.logger.info({ concurrency: this.concurrency }, 'worker started');
+    if (this.forwardOptions && this.forwardPool) await this.startForwarder(this.forwardOptions, this.forwardPool, forwardRing);
+    this.logger.info({ concurrency: this.concurrency, forwarding: this.forwarder !== undefined }, 'worker started');
+  }
+
+  private async startForwarder(forward: ForwardOptions, pool: pg.Pool, keyRing: KeyRing | undefined): Promise<void> {
+    const forwarder = new Forwarder({
+      pool,
+      workerId: this.id,
+      logger: this.logger.child({ part: 'forwarder' }),
+      keyRing,
+      policy: this.forwardPolicy,
+      concurrency: forward.concurrency ?? 32,
+      pollEvery: () => this.current.pollEvery,
+      reapEvery: () => this.current.reapEvery,
+      drainTimeout: () => this.current.drainTimeout,
+      ...(forward.lookup ? { lookup: forward.lookup } : {}),
+      onSettled: (delivery) => {
+        if (this.listenerCount('forwarded') > 0) this.emit('forwarded', delivery);
+      },
+    });
+    await forwarder.start();
+    this.forwarder = forwarder;
   }
 
   async ready(): Promise<boolean> {
@@ -356,10 +442,13 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     if (!this.settings) {
       if (this.ownsPool) await this.pool.end();
       if (this.ownsHandlerPool) await this.handlerPool.end();
+      if (this.ownsForwardPool) await this.forwardPool?.end();
       return;
     }
     this.stopping = true;
     this.wakeup.wake();
+    // The forwarder drains and releases beside the handlers.
+    const forwarderStopped = this.forwarder?.stop();
     await this.loop;
     // Waiting rows never started: back at once, before the drain.
     await this.waiting.releaseAll(this.pool, this.logger);
@@ -381,6 +470,8 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     await releasing;
     clearTimeout(giveUp);
     await Promise.all(this.periodic.map((task) => task.stop()));
+    await forwarderStopped;
+    if (this.ownsForwardPool) await this.forwardPool?.end();
     this.removeStatsSource?.();
     await this.listener.stop();
     // A handler stuck in a business transaction holds its connection: the

@@ -1,5 +1,7 @@
 // The worker library: what a host application imports.
-export { createWorker, type Worker, type WorkerEvents, type WorkerOptions } from './create-worker.js';
+export { createWorker, type ForwardOptions, type Worker, type WorkerEvents, type WorkerOptions } from './create-worker.js';
+export type { ForwardedDelivery, ForwardOutcome } from './forwarding/forward-loop.js';
+export { webhookId } from './forwarding/delivery-request.js';
 export type { Handler, HandlerContext, HandlerMap, InboxEvent } from './handlers.js';
 export type { GitLabEventMap, PayloadOf, ProviderPayloads, SlackEventEnvelope, SlackEventMap, TypedHandlerKey } from './provider-payloads.js';
 export { OutcomeUncertainError, PayloadParsingError, TransientError, HandlerTimeoutError, LeaseLostError } from './errors.js';

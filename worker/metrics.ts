@@ -162,3 +162,27 @@ export const abandonedHandlers = new Gauge({
   help: 'Handlers past handler_timeout that have not returned yet (their attempts are closed; they hold no lease)',
   registers,
 });
+
+// Forwarding to destinations (worker/forwarding/), by destination id.
+
+export const destinationDeliveriesTotal = new Counter({
+  name: 'integration_consumer_destination_deliveries_total',
+  help: 'Delivery attempts to destinations ended by this host, by destination id and outcome: handled (2xx), retried (transient: queued again), dead (permanent, or transient past transient_max_age), gone (410: the destination paused), released (given back unsent or unfinished), lease_lost (the lease was gone when the attempt was recorded)',
+  labelNames: ['destination_id', 'outcome'] as const,
+  registers,
+});
+
+export const destinationRequestSeconds = new Histogram({
+  name: 'integration_consumer_destination_request_seconds',
+  help: 'Time of one request to a destination, from the address check to the end of the (at most 1 KB) answer read, by destination id',
+  labelNames: ['destination_id'] as const,
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  registers,
+});
+
+export const destinationInFlight = new Gauge({
+  name: 'integration_consumer_destination_in_flight',
+  help: 'Deliveries this host is sending now, by destination id',
+  labelNames: ['destination_id'] as const,
+  registers,
+});

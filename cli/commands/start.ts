@@ -32,6 +32,7 @@ import { createPool } from '../../db/pool.js';
 import { checkStartDurability } from './synchronous-standby.js';
 import { baseUrl, port, positiveInteger } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
+import { addForwardOptions, forwardOptions } from './worker.js';
 
 interface StartOptions {
   port: number;
@@ -41,6 +42,10 @@ interface StartOptions {
   concurrency: number;
   stateDir: string;
   consoleUrl?: string;
+  forward: boolean;
+  forwardConcurrency: number;
+  forwardAllowPrivate?: boolean;
+  forwardAllowNetworks?: string;
 }
 
 /** The demo's GitHub App: its route is /hooks/github/demo. */
@@ -53,7 +58,7 @@ const demo = {
 } as const;
 
 export function startCommand(): Command {
-  return new Command('start')
+  const command = new Command('start')
     .description('migrate, then run the edge receiver, operator API and a worker (embedded PostgreSQL without DATABASE_URL)')
     .option('--port <port>', 'edge receiver port', port, 8787)
     .option('--metrics-port <port>', 'Prometheus /metrics port', port, 9187)
@@ -64,6 +69,7 @@ export function startCommand(): Command {
     .addOption(new Option('--console-url <url>', "the console's public URL: alerts link to their issue's or stuck scopes' page")
       .env('WHARF_CONSOLE_URL').argParser(baseUrl))
     .action((options: StartOptions) => runStart(options));
+  return addForwardOptions(command);
 }
 
 interface DevSecrets {
@@ -276,6 +282,8 @@ async function startEverything(
     handlers: options.handlers ? await loadHandlers(options.handlers) : exampleHandlers,
     concurrency: options.concurrency,
     logger,
+    // WHARF_SECRET_KEYS is set above: the development ring when none was given.
+    forward: forwardOptions(options, logger),
   });
   const metrics = await startMetricsServer(Registry.merge([register, workerRegistry]), options.metricsPort, {
     readiness: () => worker.readiness(),

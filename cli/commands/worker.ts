@@ -1,7 +1,7 @@
 // `wharf worker`: runs one host's claim loop with the handlers of a module,
 // serves /metrics, and shuts down gracefully on SIGTERM/SIGINT (a second
 // signal exits at once).
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import pg from 'pg';
 import { environment } from '../../db/environment.js';
 import { startAlertSender } from '../../worker/alerts.js';
@@ -15,6 +15,9 @@ import { hostSettingDefaults, type WorkerSettings } from '../../worker/settings.
 import { baseUrl, durationOption, port, positiveInteger } from './option-parsers.js';
 import { stopOnSignals } from './shutdown.js';
 import { checkStartDurability } from './synchronous-standby.js';
+import { parseAllowNetworks } from '../../worker/forwarding/address-guard.js';
+import type { ForwardOptions } from '../../worker/create-worker.js';
+import type { Logger } from 'pino';
 
 interface WorkerCommandOptions {
   handlers: string;
@@ -34,10 +37,58 @@ interface WorkerCommandOptions {
   alertEvery: number;
   alerts: boolean;
   consoleUrl?: string;
+  forward: boolean;
+  forwardConcurrency: number;
+  forwardAllowPrivate?: boolean;
+  forwardAllowNetworks?: string;
+}
+
+/** The forwarding options `wharf worker` and `wharf start` share. */
+export function addForwardOptions(command: Command): Command {
+  return command
+    .option('--no-forward', 'do not forward destination deliveries from this host (forwarding is on by default)')
+    .option('--forward-concurrency <n>', 'requests to destinations this host keeps open at once (each destination\'s own bound and rate limit hold across hosts)', positiveInteger, 32)
+    .option('--forward-allow-private', 'let destinations resolve to loopback, private, link-local and unique-local addresses (for an application on the same network); metadata addresses stay refused')
+    .addOption(new Option('--forward-allow-networks <cidrs>', 'comma-separated networks (CIDRs) destinations may resolve to whatever their range, e.g. 10.20.0.0/16,fd12::/64')
+      .argParser((value: string) => {
+        try {
+          parseAllowNetworks(value);
+        } catch (error) {
+          throw new InvalidArgumentError((error as Error).message.replace(/^WHARF_FORWARD_ALLOW_NETWORKS: /, ''));
+        }
+        return value;
+      }));
+}
+
+/**
+ * createWorker's `forward` from the options: off with --no-forward. The key
+ * ring is WHARF_SECRET_KEYS; without it the host still starts (a deployment
+ * may have no destination), says so, and names the variable again when a
+ * delivery it cannot sign turns up.
+ */
+export function forwardOptions(
+  options: { forward: boolean; forwardConcurrency: number; forwardAllowPrivate?: boolean; forwardAllowNetworks?: string },
+  logger: Logger,
+): ForwardOptions | false {
+  if (!options.forward) return false;
+  const secretKeys = process.env.WHARF_SECRET_KEYS;
+  if (!secretKeys) {
+    // Said once here, at info: most deployments without the ring have no destination. A delivery
+    // that turns up is logged as an error naming the variable (worker/forwarding/forward-loop.ts).
+    logger.info('WHARF_SECRET_KEYS is not set: this host cannot sign requests to destinations, and leaves their deliveries to hosts that can (set it to the key ring the destinations\' secrets were sealed with, or pass --no-forward)');
+  }
+  return {
+    ...(secretKeys ? { secretKeys } : {}),
+    concurrency: options.forwardConcurrency,
+    addresses: {
+      allowPrivate: options.forwardAllowPrivate ?? false,
+      ...(options.forwardAllowNetworks !== undefined ? { allowNetworks: options.forwardAllowNetworks } : {}),
+    },
+  };
 }
 
 export function workerCommand(): Command {
-  return new Command('worker')
+  const command = new Command('worker')
     .description('claim and handle inbox events until SIGTERM/SIGINT')
     .requiredOption('--handlers <module>', 'module exporting the handler map (keys provider:event_type or provider:*)')
     .option('--concurrency <n>', 'handlers running at once', positiveInteger, 4)
@@ -79,6 +130,7 @@ export function workerCommand(): Command {
         logger,
         ...(options.workerId !== undefined ? { workerId: options.workerId } : {}),
         ignoreUnhandled: options.ignoreUnhandled ?? false,
+        forward: forwardOptions(options, logger),
       });
       // A malformed App name fails the start here; an App whose id or key
       // cannot be read is logged at every turn while the handlers carry on.
@@ -120,4 +172,5 @@ export function workerCommand(): Command {
         throw error;
       }
     });
+  return addForwardOptions(command);
 }

@@ -1,0 +1,135 @@
+// A destination's address is checked at send time: a URL whose host is, or
+// resolves to, a loopback, private, link-local, unique-local or metadata
+// address is refused (a permanent outcome, no request made) unless the
+// operator allows it.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  AddressRefusedError, addressPolicy, checkDestinationAddress, parseAllowNetworks, parseAllowPrivate, publicOnly, type Lookup,
+} from '../../worker/forwarding/address-guard.js';
+import { outcomeOf } from '../../worker/forwarding/delivery-outcome.js';
+import { sendDelivery } from '../../worker/forwarding/send-delivery.js';
+
+const check = (url: string, policy = publicOnly, lookup?: Lookup) => checkDestinationAddress(new URL(url), policy, lookup);
+const resolvesTo = (...addresses: string[]): Lookup => async () =>
+  addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+
+describe('refused by default', () => {
+  it.each([
+    ['https://127.0.0.1/hook', 'loopback'],
+    ['https://10.1.2.3/hook', 'private'],
+    ['https://192.168.1.20/hook', 'private'],
+    ['https://172.16.0.1/hook', 'private'],
+    ['https://169.254.169.254/latest/meta-data/', 'metadata'],
+    ['https://169.254.10.1/', 'linkLocal'],
+    ['https://[::1]/hook', 'loopback'],
+    ['https://[fe80::1]/hook', 'linkLocal'],
+    ['https://[fd12:3456::1]/hook', 'uniqueLocal'],
+    ['https://[fd00:ec2::254]/', 'metadata'],
+    ['https://[::ffff:127.0.0.1]/hook', 'loopback'],
+    ['https://[64:ff9b::a01:203]/hook', 'private'],
+    ['https://0.0.0.0/hook', 'unspecified'],
+    ['https://100.64.0.1/hook', 'carrierGradeNat'],
+    ['https://2130706433/hook', 'loopback'],
+  ])('%s (%s)', async (url, range) => {
+    await expect(check(url)).rejects.toMatchObject({ name: 'AddressRefused', range });
+  });
+
+  it('a name that resolves to loopback: localhost, resolved at send time', async () => {
+    await expect(check('https://localhost:8443/hook')).rejects.toBeInstanceOf(AddressRefusedError);
+  });
+
+  it('a name any of whose addresses is private', async () => {
+    await expect(check('https://mixed.example/', publicOnly, resolvesTo('93.184.215.14', '10.0.0.5'))).rejects.toMatchObject({ range: 'private' });
+    await expect(check('https://mixed.example/', publicOnly, resolvesTo('2606:4700::1', '::1'))).rejects.toMatchObject({ range: 'loopback' });
+  });
+
+  it('public addresses pass', async () => {
+    await expect(check('https://93.184.215.14/')).resolves.toHaveLength(1);
+    await expect(check('https://[2606:4700::1111]/')).resolves.toHaveLength(1);
+    await expect(check('https://hooks.example/', publicOnly, resolvesTo('93.184.215.14', '2606:4700::1111'))).resolves.toHaveLength(2);
+  });
+});
+
+describe('allowed by the operator', () => {
+  const allowPrivate = addressPolicy({ allowPrivate: 'true' });
+
+  it.each(['https://127.0.0.1/', 'https://10.1.2.3/', 'https://[::1]/', 'https://[fd12::1]/', 'https://169.254.10.1/'])(
+    'WHARF_FORWARD_ALLOW_PRIVATE=true allows %s', async (url) => {
+      await expect(check(url, allowPrivate)).resolves.toHaveLength(1);
+    });
+
+  it('WHARF_FORWARD_ALLOW_PRIVATE=true allows localhost', async () => {
+    await expect(check('https://localhost/', allowPrivate)).resolves.not.toHaveLength(0);
+  });
+
+  it('metadata addresses stay refused unless a named network holds them', async () => {
+    await expect(check('https://169.254.169.254/', allowPrivate)).rejects.toMatchObject({ range: 'metadata' });
+    await expect(check('https://[fd00:ec2::254]/', allowPrivate)).rejects.toMatchObject({ range: 'metadata' });
+    await expect(check('https://169.254.169.254/', addressPolicy({ allowNetworks: '169.254.169.254' }))).resolves.toHaveLength(1);
+  });
+
+  it('WHARF_FORWARD_ALLOW_NETWORKS allows exactly the networks it names', async () => {
+    const policy = addressPolicy({ allowNetworks: '10.20.0.0/16, fd12:3456::/32' });
+    await expect(check('https://10.20.3.4/', policy)).resolves.toHaveLength(1);
+    await expect(check('https://[fd12:3456::9]/', policy)).resolves.toHaveLength(1);
+    await expect(check('https://10.21.0.1/', policy)).rejects.toMatchObject({ range: 'private' });
+    await expect(check('https://127.0.0.1/', policy)).rejects.toMatchObject({ range: 'loopback' });
+  });
+
+  it('reads its settings strictly', () => {
+    expect(parseAllowPrivate(undefined)).toBe(false);
+    expect(parseAllowPrivate('')).toBe(false);
+    expect(parseAllowPrivate('false')).toBe(false);
+    expect(parseAllowPrivate('TRUE')).toBe(true);
+    expect(() => parseAllowPrivate('maybe')).toThrow(/WHARF_FORWARD_ALLOW_PRIVATE/);
+    expect(parseAllowNetworks('')).toEqual([]);
+    expect(() => parseAllowNetworks('10.0.0.0/33')).toThrow(/WHARF_FORWARD_ALLOW_NETWORKS/);
+    expect(() => parseAllowNetworks('intranet')).toThrow(/WHARF_FORWARD_ALLOW_NETWORKS/);
+  });
+});
+
+describe('at send time', () => {
+  let server: Server;
+  let port: number;
+  let requests = 0;
+  beforeAll(async () => {
+    server = createServer((_req, res) => {
+      requests += 1;
+      res.end('ok');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const request = (url: string) => ({ url, headers: { 'content-type': 'application/json' }, body: '{}', timeoutMs: 5_000 });
+
+  it('a refused address is a permanent AddressRefused, and no request is made', async () => {
+    for (const host of ['127.0.0.1', 'localhost']) {
+      const result = await sendDelivery(request(`http://${host}:${port}/`), { policy: publicOnly });
+      expect(result.type).toBe('error');
+      if (result.type !== 'error') continue;
+      expect(outcomeOf(result)).toMatchObject({ kind: 'permanent', errorClass: 'AddressRefused', status: null });
+    }
+    expect(requests).toBe(0);
+  });
+
+  it('the same address is called when the setting allows it', async () => {
+    const result = await sendDelivery(request(`http://localhost:${port}/`), { policy: addressPolicy({ allowPrivate: true }) });
+    expect(result.type === 'error' ? undefined : result).toMatchObject({ type: 'response', status: 200 });
+    expect(requests).toBe(1);
+  });
+
+  it('a name that does not resolve is transient', async () => {
+    const notFound = Object.assign(new Error('getaddrinfo ENOTFOUND nowhere.invalid'), { code: 'ENOTFOUND' });
+    const result = await sendDelivery(request('https://nowhere.invalid/'), {
+      policy: publicOnly, lookup: async () => { throw notFound; },
+    });
+    expect(result.type === 'error' && outcomeOf(result)).toMatchObject({ kind: 'transient', errorClass: 'DnsNotFound' });
+  });
+});

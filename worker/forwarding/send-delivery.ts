@@ -1,0 +1,84 @@
+// Sends one delivery request with Node's fetch (undici): the address checked
+// first (address-guard.ts), redirects never followed, the whole exchange
+// bounded by the destination's timeout, and at most 1 KB of the answer read:
+// the body's reader stops there and cancels the rest. An answer read to its
+// end leaves its connection in undici's pool, so requests to one origin
+// reuse a kept-alive connection (fetch's global dispatcher keeps them per
+// origin); one cut short costs its connection, never more than 1 KB of reading.
+import { checkDestinationAddress, type AddressPolicy, type Lookup, systemLookup } from './address-guard.js';
+import type { DeliveryRequest } from './delivery-request.js';
+
+/** The most of an answer that is read, and recorded. */
+export const responseLimitBytes = 1024;
+
+export type SendResult =
+  | { type: 'response'; status: number; retryAfter: string | null; response: string; durationMs: number }
+  | { type: 'error'; error: unknown; durationMs: number }
+  /** The forwarder is stopping: nothing is known of the request; the delivery is released. */
+  | { type: 'stopped'; durationMs: number };
+
+export interface SendOptions {
+  policy: AddressPolicy;
+  lookup?: Lookup;
+  /** Aborts the request when the forwarder stops. */
+  signal?: AbortSignal;
+  /** Texts scrubbed from the recorded answer (a receiver may echo the request's credentials). */
+  secrets?: readonly string[];
+}
+
+export async function sendDelivery(request: DeliveryRequest, options: SendOptions): Promise<SendResult> {
+  const started = performance.now();
+  const elapsed = () => Math.round(performance.now() - started);
+  const timeout = AbortSignal.timeout(request.timeoutMs);
+  const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
+  try {
+    await checkDestinationAddress(new URL(request.url), options.policy, options.lookup ?? systemLookup);
+    signal.throwIfAborted();
+    const response = await fetch(request.url, {
+      method: 'POST', headers: request.headers, body: request.body, redirect: 'manual', signal,
+    });
+    const text = await readLimited(response);
+    return {
+      type: 'response',
+      status: response.status,
+      retryAfter: response.headers.get('retry-after'),
+      response: scrub(text, options.secrets ?? []),
+      durationMs: elapsed(),
+    };
+  } catch (error) {
+    if (options.signal?.aborted && !timeout.aborted) return { type: 'stopped', durationMs: elapsed() };
+    return { type: 'error', error, durationMs: elapsed() };
+  }
+}
+
+/** At most responseLimitBytes of the body as text; the rest is cancelled, never read. */
+async function readLimited(response: Response): Promise<string> {
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let done = false;
+  try {
+    while (size < responseLimitBytes) {
+      const next = await reader.read();
+      if (next.done) {
+        done = true;
+        break;
+      }
+      chunks.push(next.value);
+      size += next.value.byteLength;
+    }
+  } finally {
+    if (!done) await reader.cancel().catch(() => {});
+    else reader.releaseLock();
+  }
+  const bytes = Buffer.concat(chunks).subarray(0, responseLimitBytes);
+  return new TextDecoder('utf-8', { fatal: false }).decode(bytes);
+}
+
+/** `text` with every secret (longest first) replaced: an attempt record never holds one. */
+export function scrub(text: string, secrets: readonly string[]): string {
+  let scrubbed = text;
+  for (const secret of secrets) if (scrubbed.includes(secret)) scrubbed = scrubbed.split(secret).join('[redacted]');
+  return scrubbed;
+}
