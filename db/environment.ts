@@ -69,10 +69,23 @@ export const environment = {
   WHARF_SECRET_KEYS: {
     kind: 'secret',
     defaultText: '`wharf start`: a development ring, kept in `.wharf/`',
-    readBy: ['edge', 'node-server', 'cli'],
+    readBy: ['edge', 'node-server', 'worker-host', 'cli'],
     // The providers from the registry, so that a new one is never left out.
-    description: 'The key ring connections\' signing keys are stored under (AES-256-GCM): comma-separated `<key id>:<base64 of 32 random bytes>`, newest first. The newest encrypts, every key decrypts. '
-      + `Without it, a connection of ${titlesOf(providersWithSecretIn('signing_key'), 'or')} answers 503 \`secret-unreadable\`.`,
+    description: 'The key ring connections\' signing keys and destinations\' signing secrets and credentials are stored under (AES-256-GCM): comma-separated `<key id>:<base64 of 32 random bytes>`, newest first. The newest encrypts, every key decrypts. '
+      + `Without it, a connection of ${titlesOf(providersWithSecretIn('signing_key'), 'or')} answers 503 \`secret-unreadable\`, `
+      + 'the operator surface cannot create a destination or rotate its secret, and a worker host leaves destinations\' deliveries to hosts that have it.',
+  },
+  WHARF_FORWARD_ALLOW_PRIVATE: {
+    kind: 'text',
+    default: 'false',
+    readBy: ['worker-host'],
+    description: 'Whether destinations may resolve to loopback, private, link-local and unique-local addresses (`true`: an application on the same network). Cloud metadata addresses stay refused. The flag `--forward-allow-private` wins over it.',
+  },
+  WHARF_FORWARD_ALLOW_NETWORKS: {
+    kind: 'list',
+    defaultText: 'none',
+    readBy: ['worker-host'],
+    description: 'Comma-separated CIDRs destinations may resolve to whatever their range (e.g. `10.20.0.0/16`); the flag `--forward-allow-networks` wins over it.',
   },
   WHARF_MAX_BODY_BYTES: {
     kind: 'bytes',

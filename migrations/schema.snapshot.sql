@@ -1625,6 +1625,7 @@ DECLARE
   v_take     integer;
   v_tokens   double precision;
   v_taken    integer;
+  v_until    timestamptz;
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim_deliveries: worker is required' USING ERRCODE = '22004';
@@ -1657,6 +1658,7 @@ BEGIN
       v_take := least(v_take, floor(v_tokens)::integer);
     END IF;
     CONTINUE WHEN v_take <= 0;
+    v_until := v_now + greatest(v_lease, v_dest.timeout_ms * interval '1 millisecond' + interval '30 seconds');
 
     RETURN QUERY
     WITH picked AS (
@@ -1678,7 +1680,7 @@ BEGIN
     ), leased AS (
       UPDATE wharf.destination_delivery q
          SET state = 'LEASED', attempt = q.attempt + 1, lease_epoch = q.lease_epoch + 1,
-             leased_until = v_now + v_lease, leased_by = p_worker, leased_at = v_now
+             leased_until = v_until, leased_by = p_worker, leased_at = v_now
         FROM picked
        WHERE q.id = picked.id
       RETURNING q.id, q.lease_epoch, q.attempt, q.event_id
@@ -1698,7 +1700,7 @@ BEGIN
            tokens     = CASE WHEN d.rate_limit IS NOT NULL THEN v_tokens - v_taken END,
            tokens_at  = CASE WHEN d.rate_limit IS NOT NULL THEN v_now END,
            -- One probe at a time: the next waits until this one's lease could have ended.
-           probe_at   = CASE WHEN d.state = 'BREAKER_OPEN' AND v_taken > 0 THEN v_now + v_lease ELSE d.probe_at END
+           probe_at   = CASE WHEN d.state = 'BREAKER_OPEN' AND v_taken > 0 THEN v_until ELSE d.probe_at END
      WHERE d.id = v_dest.id;
     v_left := v_left - v_taken;
     EXIT WHEN v_left <= 0;

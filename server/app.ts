@@ -37,11 +37,13 @@ export function createServerApp(options: ServerAppOptions): Hono {
           + 'until it may (README, "Roles")'),
       },
     });
+    // One ring for both doors: the API and the console seal destinations' secrets alike.
+    const keyRing = keyRingOrNone(options.env.WHARF_SECRET_KEYS, options.logger);
     app.route('/api', operatorApi({
       db: options.operator.database,
       adminToken,
       authenticator,
-      keyRing: keyRingOrNone(options.env.WHARF_SECRET_KEYS, options.logger),
+      keyRing,
       onUnexpectedError: (error) =>
         options.logger.error({ event: 'api_error', error: error instanceof Error ? error.name : typeof error }, 'operator API error'),
     }));
@@ -49,6 +51,7 @@ export function createServerApp(options: ServerAppOptions): Hono {
       db: options.operator.database,
       adminToken,
       authenticator,
+      keyRing,
       onUnexpectedError: (error) =>
         options.logger.error({ event: 'console_error', error: error instanceof Error ? error.name : typeof error }, 'operator console error'),
     }));

@@ -351,7 +351,9 @@ END $$;
 -- nothing of its (destination, scope) before it is QUEUED or LEASED. At most
 -- max_in_flight leases per destination across every host, and no more than
 -- the rate limit's bucket holds. Destinations take turns (the one served
--- longest ago first); one a concurrent claim holds is passed over.
+-- longest ago first); one a concurrent claim holds is passed over. A lease
+-- lasts the setting lease, or the destination's timeout and 30 s when that
+-- is longer: there is no renewal, so a request still open never outlives it.
 CREATE OR REPLACE FUNCTION wharf.claim_deliveries(p_worker text, p_max integer DEFAULT 1)
 RETURNS TABLE (delivery_id bigint, epoch bigint, attempt integer, event_id bigint, destination_id bigint,
                url text, timeout_ms integer, signing_secret text, previous_signing_secret text,
@@ -366,6 +368,7 @@ DECLARE
   v_take     integer;
   v_tokens   double precision;
   v_taken    integer;
+  v_until    timestamptz;
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim_deliveries: worker is required' USING ERRCODE = '22004';
@@ -398,6 +401,7 @@ BEGIN
       v_take := least(v_take, floor(v_tokens)::integer);
     END IF;
     CONTINUE WHEN v_take <= 0;
+    v_until := v_now + greatest(v_lease, v_dest.timeout_ms * interval '1 millisecond' + interval '30 seconds');
 
     RETURN QUERY
     WITH picked AS (
@@ -419,7 +423,7 @@ BEGIN
     ), leased AS (
       UPDATE wharf.destination_delivery q
          SET state = 'LEASED', attempt = q.attempt + 1, lease_epoch = q.lease_epoch + 1,
-             leased_until = v_now + v_lease, leased_by = p_worker, leased_at = v_now
+             leased_until = v_until, leased_by = p_worker, leased_at = v_now
         FROM picked
        WHERE q.id = picked.id
       RETURNING q.id, q.lease_epoch, q.attempt, q.event_id
@@ -439,7 +443,7 @@ BEGIN
            tokens     = CASE WHEN d.rate_limit IS NOT NULL THEN v_tokens - v_taken END,
            tokens_at  = CASE WHEN d.rate_limit IS NOT NULL THEN v_now END,
            -- One probe at a time: the next waits until this one's lease could have ended.
-           probe_at   = CASE WHEN d.state = 'BREAKER_OPEN' AND v_taken > 0 THEN v_now + v_lease ELSE d.probe_at END
+           probe_at   = CASE WHEN d.state = 'BREAKER_OPEN' AND v_taken > 0 THEN v_until ELSE d.probe_at END
      WHERE d.id = v_dest.id;
     v_left := v_left - v_taken;
     EXIT WHEN v_left <= 0;

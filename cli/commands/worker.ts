@@ -20,7 +20,7 @@ import type { ForwardOptions } from '../../worker/create-worker.js';
 import type { Logger } from 'pino';
 
 interface WorkerCommandOptions {
-  handlers: string;
+  handlers?: string;
   concurrency: number;
   localQueue: number;
   databaseUrl?: string;
@@ -77,12 +77,15 @@ export function forwardOptions(
     // that turns up is logged as an error naming the variable (worker/forwarding/forward-loop.ts).
     logger.info('WHARF_SECRET_KEYS is not set: this host cannot sign requests to destinations, and leaves their deliveries to hosts that can (set it to the key ring the destinations\' secrets were sealed with, or pass --no-forward)');
   }
+  // The flags win over the environment, read directly rather than with
+  // commander's .env(), which takes `false` as set for a boolean flag.
+  const allowNetworks = options.forwardAllowNetworks ?? process.env.WHARF_FORWARD_ALLOW_NETWORKS;
   return {
     ...(secretKeys ? { secretKeys } : {}),
     concurrency: options.forwardConcurrency,
     addresses: {
-      allowPrivate: options.forwardAllowPrivate ?? false,
-      ...(options.forwardAllowNetworks !== undefined ? { allowNetworks: options.forwardAllowNetworks } : {}),
+      allowPrivate: options.forwardAllowPrivate ?? process.env.WHARF_FORWARD_ALLOW_PRIVATE === 'true',
+      ...(allowNetworks !== undefined ? { allowNetworks } : {}),
     },
   };
 }
@@ -90,7 +93,7 @@ export function forwardOptions(
 export function workerCommand(): Command {
   const command = new Command('worker')
     .description('claim and handle inbox events until SIGTERM/SIGINT')
-    .requiredOption('--handlers <module>', 'module exporting the handler map (keys provider:event_type or provider:*)')
+    .option('--handlers <module>', 'module exporting the handler map (keys provider:event_type or provider:*); without it the host only forwards to destinations')
     .option('--concurrency <n>', 'handlers running at once', positiveInteger, 4)
     .option('--local-queue <n>', 'claimed events that may wait for a free handler (claims take that many at once; 0: one per free handler)',
       (value: string) => (value === '0' ? 0 : positiveInteger(value)), 0)
@@ -117,13 +120,15 @@ export function workerCommand(): Command {
     .action(async (options: WorkerCommandOptions) => {
       if (!options.databaseUrl) throw new Error('set DATABASE_URL or pass --database-url');
       const logger = createCliLogger('wharf-worker');
+      if (options.handlers === undefined && !options.forward) throw new Error('pass --handlers, or let the host forward (no --no-forward): with neither it has nothing to do');
       await checkStartDurability(options.databaseUrl, logger);
       const settings: Partial<WorkerSettings> = {
         drainTimeout: options.drainTimeout, reapEvery: options.reapEvery, retentionEvery: options.retentionEvery,
       };
       const worker = createWorker({
         connectionString: options.databaseUrl,
-        handlers: await loadHandlers(options.handlers),
+        // No handler map: a host that only forwards claims none of the handlers' events.
+        handlers: options.handlers === undefined ? {} : await loadHandlers(options.handlers),
         concurrency: options.concurrency,
         localQueue: options.localQueue,
         settings,
