@@ -2,6 +2,8 @@
 
 -- Release 0.4.0, written by `npm run sql:release` from the difference
 -- between sql/ and the migrations before it. Frozen: never edit it.
+--   new      function wharf.destination_header_problem(text,jsonb)
+--   changed  function wharf.check_destination_spec(jsonb)
 --   changed  function wharf.claim_deliveries(text,integer)
 
 -- ======== sql/88-destinations.sql ========
@@ -114,6 +116,78 @@ BEGIN
   END LOOP;
 END $$;
 
+-- What is wrong with extra header p_name: p_value of a destination, or NULL:
+-- a header name (RFC 9110 token), not one Wharf sets itself or one that
+-- carries credentials, and a string of at most 1000 characters without
+-- control characters. Internal: check_destination_spec's.
+CREATE OR REPLACE FUNCTION wharf.destination_header_problem(p_name text, p_value jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE
+    WHEN p_name !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$' THEN 'not a header name'
+    WHEN lower(p_name) ~ '^(webhook-|wharf-|content-)'
+         OR lower(p_name) IN ('host', 'authorization', 'proxy-authorization', 'cookie', 'connection', 'keep-alive',
+                              'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect')
+      THEN 'set by Wharf (credentials go in the destination''s credentials)'
+    WHEN jsonb_typeof(p_value) <> 'string' OR p_value #>> '{}' ~ '[[:cntrl:]]' OR length(p_value #>> '{}') > 1000
+      THEN 'a string of at most 1000 characters without control characters'
+  END
+$$;
+
+-- Raises 22023 naming the first problem of destination spec p_spec (the keys
+-- it gives: name, url, timeout_ms, rate_limit, rate_period, max_in_flight,
+-- ordered, headers, breaker_failures, breaker_minutes). Internal.
+CREATE OR REPLACE FUNCTION wharf.check_destination_spec(p_spec jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  v_problem text;
+  v_key     text;
+BEGIN
+  IF jsonb_typeof(p_spec) IS DISTINCT FROM 'object' THEN
+    RAISE EXCEPTION 'wharf: destination: must be an object' USING ERRCODE = '22023';
+  END IF;
+  SELECT min(k) INTO v_key FROM jsonb_object_keys(p_spec) k
+   WHERE k NOT IN ('name', 'url', 'timeout_ms', 'rate_limit', 'rate_period', 'max_in_flight', 'ordered',
+                   'headers', 'breaker_failures', 'breaker_minutes');
+  v_problem := CASE
+    WHEN v_key IS NOT NULL THEN v_key || ': unknown setting'
+    WHEN p_spec ? 'name' AND (jsonb_typeof(p_spec->'name') <> 'string'
+                              OR p_spec->>'name' !~ '^[^[:cntrl:]]{1,100}$' OR btrim(p_spec->>'name') = '')
+      THEN 'name: 1 to 100 characters'
+    WHEN p_spec ? 'url' AND (jsonb_typeof(p_spec->'url') <> 'string' OR length(p_spec->>'url') > 2048
+                             OR p_spec->>'url' !~ '^https?://[A-Za-z0-9._~-]+(:[0-9]{1,5})?(/[^[:space:][:cntrl:]#]*)?$'
+                             AND p_spec->>'url' !~ '^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?(/[^[:space:][:cntrl:]#]*)?$')
+      THEN 'url: must be an https:// (or http://) URL with a host, no credentials and no fragment'
+    WHEN p_spec ? 'timeout_ms' AND NOT wharf.json_integer_between(p_spec->'timeout_ms', 100, 60000)
+      THEN 'timeout_ms: an integer from 100 to 60000'
+    WHEN p_spec ? 'rate_limit' AND p_spec->'rate_limit' <> 'null'
+         AND NOT wharf.json_integer_between(p_spec->'rate_limit', 1, 1000000)
+      THEN 'rate_limit: null or an integer from 1 to 1000000'
+    WHEN p_spec ? 'rate_period' AND p_spec->>'rate_period' IS DISTINCT FROM 'second'
+         AND p_spec->>'rate_period' IS DISTINCT FROM 'minute'
+      THEN 'rate_period: second or minute'
+    WHEN p_spec ? 'max_in_flight' AND NOT wharf.json_integer_between(p_spec->'max_in_flight', 1, 1000)
+      THEN 'max_in_flight: an integer from 1 to 1000'
+    WHEN p_spec ? 'ordered' AND jsonb_typeof(p_spec->'ordered') <> 'boolean'
+      THEN 'ordered: true or false'
+    WHEN p_spec ? 'breaker_failures' AND NOT wharf.json_integer_between(p_spec->'breaker_failures', 1, 100000)
+      THEN 'breaker_failures: an integer from 1 to 100000'
+    WHEN p_spec ? 'breaker_minutes' AND NOT wharf.json_integer_between(p_spec->'breaker_minutes', 1, 10080)
+      THEN 'breaker_minutes: an integer from 1 to 10080'
+    WHEN p_spec ? 'headers' AND jsonb_typeof(p_spec->'headers') <> 'object'
+      THEN 'headers: an object of header names and string values'
+    WHEN p_spec ? 'headers' AND (SELECT count(*) FROM jsonb_object_keys(p_spec->'headers')) > 32
+      THEN 'headers: at most 32'
+    ELSE (SELECT 'headers.' || h.key || ': ' || p.problem
+            FROM jsonb_each(p_spec->'headers') h
+            CROSS JOIN LATERAL (SELECT wharf.destination_header_problem(h.key, h.value) AS problem) p
+           WHERE p.problem IS NOT NULL
+           ORDER BY h.key LIMIT 1)
+  END;
+  IF v_problem IS NOT NULL THEN
+    RAISE EXCEPTION 'wharf: destination %', v_problem USING ERRCODE = '22023';
+  END IF;
+END $$;
+
 REVOKE ALL ON FUNCTION wharf.claim_deliveries(text, integer), wharf.next_delivery_at(),
   wharf.complete_delivery(bigint, bigint, integer, integer, text),
   wharf.fail_delivery(bigint, bigint, text, text, integer, integer, text, interval),
@@ -136,6 +210,76 @@ REVOKE ALL ON FUNCTION wharf.claim_deliveries(text, integer), wharf.next_deliver
 -- The released text of everything the up changed.
 
 SET LOCAL check_function_bodies = off;
+
+DROP FUNCTION wharf.destination_header_problem(text,jsonb);
+
+CREATE OR REPLACE FUNCTION wharf.check_destination_spec(p_spec jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+DECLARE
+  v_problem text;
+  v_key     text;
+BEGIN
+  IF jsonb_typeof(p_spec) IS DISTINCT FROM 'object' THEN
+    RAISE EXCEPTION 'wharf: destination: must be an object' USING ERRCODE = '22023';
+  END IF;
+  SELECT min(k) INTO v_key FROM jsonb_object_keys(p_spec) k
+   WHERE k NOT IN ('name', 'url', 'timeout_ms', 'rate_limit', 'rate_period', 'max_in_flight', 'ordered',
+                   'headers', 'breaker_failures', 'breaker_minutes');
+  v_problem := CASE
+    WHEN v_key IS NOT NULL THEN v_key || ': unknown setting'
+    WHEN p_spec ? 'name' AND (jsonb_typeof(p_spec->'name') <> 'string'
+                              OR p_spec->>'name' !~ '^[^[:cntrl:]]{1,100}$' OR btrim(p_spec->>'name') = '')
+      THEN 'name: 1 to 100 characters'
+    WHEN p_spec ? 'url' AND (jsonb_typeof(p_spec->'url') <> 'string' OR length(p_spec->>'url') > 2048
+                             OR p_spec->>'url' !~ '^https?://[A-Za-z0-9._~-]+(:[0-9]{1,5})?(/[^[:space:][:cntrl:]#]*)?$'
+                             AND p_spec->>'url' !~ '^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?(/[^[:space:][:cntrl:]#]*)?$')
+      THEN 'url: must be an https:// (or http://) URL with a host, no credentials and no fragment'
+    WHEN p_spec ? 'timeout_ms' AND NOT wharf.json_integer_between(p_spec->'timeout_ms', 100, 60000)
+      THEN 'timeout_ms: an integer from 100 to 60000'
+    WHEN p_spec ? 'rate_limit' AND p_spec->'rate_limit' <> 'null'
+         AND NOT wharf.json_integer_between(p_spec->'rate_limit', 1, 1000000)
+      THEN 'rate_limit: null or an integer from 1 to 1000000'
+    WHEN p_spec ? 'rate_period' AND p_spec->>'rate_period' IS DISTINCT FROM 'second'
+         AND p_spec->>'rate_period' IS DISTINCT FROM 'minute'
+      THEN 'rate_period: second or minute'
+    WHEN p_spec ? 'max_in_flight' AND NOT wharf.json_integer_between(p_spec->'max_in_flight', 1, 1000)
+      THEN 'max_in_flight: an integer from 1 to 1000'
+    WHEN p_spec ? 'ordered' AND jsonb_typeof(p_spec->'ordered') <> 'boolean'
+      THEN 'ordered: true or false'
+    WHEN p_spec ? 'breaker_failures' AND NOT wharf.json_integer_between(p_spec->'breaker_failures', 1, 100000)
+      THEN 'breaker_failures: an integer from 1 to 100000'
+    WHEN p_spec ? 'breaker_minutes' AND NOT wharf.json_integer_between(p_spec->'breaker_minutes', 1, 10080)
+      THEN 'breaker_minutes: an integer from 1 to 10080'
+    WHEN p_spec ? 'headers' AND jsonb_typeof(p_spec->'headers') <> 'object'
+      THEN 'headers: an object of header names and string values'
+    WHEN p_spec ? 'headers' AND (SELECT count(*) FROM jsonb_object_keys(p_spec->'headers')) > 32
+      THEN 'headers: at most 32'
+    ELSE (SELECT 'headers.' || h.key || CASE
+                   WHEN h.key !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$' THEN ': not a header name'
+                   WHEN lower(h.key) ~ '^(webhook-|wharf-|content-)' OR lower(h.key) IN
+                        ('host', 'authorization', 'proxy-authorization', 'cookie', 'connection', 'keep-alive',
+                         'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect')
+                     THEN ': set by Wharf (credentials go in the destination''s credentials)'
+                   WHEN jsonb_typeof(h.value) <> 'string' OR h.value #>> '{}' ~ '[[:cntrl:]]'
+                        OR length(h.value #>> '{}') > 1000
+                     THEN ': a string of at most 1000 characters without control characters' END
+            FROM jsonb_each(p_spec->'headers') h
+           WHERE h.key !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$'
+              OR lower(h.key) ~ '^(webhook-|wharf-|content-)'
+              OR lower(h.key) IN ('host', 'authorization', 'proxy-authorization', 'cookie', 'connection',
+                                  'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect')
+              OR jsonb_typeof(h.value) <> 'string' OR h.value #>> '{}' ~ '[[:cntrl:]]'
+              OR length(h.value #>> '{}') > 1000
+           ORDER BY h.key LIMIT 1)
+  END;
+  IF v_problem IS NOT NULL THEN
+    RAISE EXCEPTION 'wharf: destination %', v_problem USING ERRCODE = '22023';
+  END IF;
+END $function$;
+GRANT EXECUTE ON FUNCTION wharf.check_destination_spec(jsonb) TO PUBLIC;
 
 CREATE OR REPLACE FUNCTION wharf.claim_deliveries(p_worker text, p_max integer DEFAULT 1)
  RETURNS TABLE(delivery_id bigint, epoch bigint, attempt integer, event_id bigint, destination_id bigint, url text, timeout_ms integer, signing_secret text, previous_signing_secret text, credentials text, extra_headers jsonb, provider text, event_type text, subject text, delivery_key text, event_headers jsonb, payload text, received_at timestamp with time zone, probe boolean)

@@ -1309,22 +1309,10 @@ BEGIN
       THEN 'headers: an object of header names and string values'
     WHEN p_spec ? 'headers' AND (SELECT count(*) FROM jsonb_object_keys(p_spec->'headers')) > 32
       THEN 'headers: at most 32'
-    ELSE (SELECT 'headers.' || h.key || CASE
-                   WHEN h.key !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$' THEN ': not a header name'
-                   WHEN lower(h.key) ~ '^(webhook-|wharf-|content-)' OR lower(h.key) IN
-                        ('host', 'authorization', 'proxy-authorization', 'cookie', 'connection', 'keep-alive',
-                         'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect')
-                     THEN ': set by Wharf (credentials go in the destination''s credentials)'
-                   WHEN jsonb_typeof(h.value) <> 'string' OR h.value #>> '{}' ~ '[[:cntrl:]]'
-                        OR length(h.value #>> '{}') > 1000
-                     THEN ': a string of at most 1000 characters without control characters' END
+    ELSE (SELECT 'headers.' || h.key || ': ' || p.problem
             FROM jsonb_each(p_spec->'headers') h
-           WHERE h.key !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$'
-              OR lower(h.key) ~ '^(webhook-|wharf-|content-)'
-              OR lower(h.key) IN ('host', 'authorization', 'proxy-authorization', 'cookie', 'connection',
-                                  'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect')
-              OR jsonb_typeof(h.value) <> 'string' OR h.value #>> '{}' ~ '[[:cntrl:]]'
-              OR length(h.value #>> '{}') > 1000
+            CROSS JOIN LATERAL (SELECT wharf.destination_header_problem(h.key, h.value) AS problem) p
+           WHERE p.problem IS NOT NULL
            ORDER BY h.key LIMIT 1)
   END;
   IF v_problem IS NOT NULL THEN
@@ -2529,6 +2517,24 @@ BEGIN
   SELECT * INTO v_dest FROM wharf.destination WHERE id = p_id AND workspace_id = p_workspace_id FOR NO KEY UPDATE;
   RETURN v_dest;
 END $$;
+
+--
+-- Name: destination_header_problem(text, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.destination_header_problem(p_name text, p_value jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+  SELECT CASE
+    WHEN p_name !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$' THEN 'not a header name'
+    WHEN lower(p_name) ~ '^(webhook-|wharf-|content-)'
+         OR lower(p_name) IN ('host', 'authorization', 'proxy-authorization', 'cookie', 'connection', 'keep-alive',
+                              'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect')
+      THEN 'set by Wharf (credentials go in the destination''s credentials)'
+    WHEN jsonb_typeof(p_value) <> 'string' OR p_value #>> '{}' ~ '[[:cntrl:]]' OR length(p_value #>> '{}') > 1000
+      THEN 'a string of at most 1000 characters without control characters'
+  END
+$_$;
 
 --
 -- Name: destination_summary(wharf.destination); Type: FUNCTION; Schema: wharf; Owner: -

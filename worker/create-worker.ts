@@ -258,6 +258,8 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
       name: this.id,
       logger: this.logger,
       onNotification: () => this.wakeup.wake(),
+      // One LISTEN connection per host, the forwarder's channel on it too.
+      ...(this.forwardOptions ? { onDeliveryNotification: () => this.forwarder?.wake() } : {}),
     });
   }
 

@@ -1,7 +1,9 @@
-// The host's one LISTEN wharf_event connection. Admissions notify only while
-// some listener is marked idle, and each mark buys one notification, so the
-// claim loop marks it idle right before it sleeps and busy when its slots fill. A dead connection is replaced;
-// meanwhile the poll keeps finding work.
+// The host's one LISTEN connection. On wharf_event, admissions notify only
+// while some listener is marked idle, and each mark buys one notification, so
+// the claim loop marks it idle right before it sleeps and busy when its slots
+// fill. On wharf_delivery (a host that forwards), whatever makes a
+// destination's delivery claimable notifies, and the forwarder wakes. A dead
+// connection is replaced; meanwhile the polls keep finding work.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
@@ -13,6 +15,8 @@ export interface ListenerOptions {
   name: string;
   logger: Logger;
   onNotification: () => void;
+  /** A host that forwards: also LISTEN wharf_delivery, and call this on each (sql/88). */
+  onDeliveryNotification?: () => void;
 }
 
 const firstReconnectDelay = 100;
@@ -85,7 +89,11 @@ export class Listener {
     try {
       client = await this.options.pool.connect();
       client.on('error', (error) => this.lost(client, error));
-      client.on('notification', () => {
+      client.on('notification', (message) => {
+        if (message.channel === 'wharf_delivery') {
+          this.options.onDeliveryNotification?.();
+          return;
+        }
         this.notifications += 1;
         // The notifying transaction consumed this host's idle mark
         // (wharf.notify_idle_claimers): the loop must mark it again before it
@@ -93,7 +101,7 @@ export class Listener {
         this.idle = false;
         this.options.onNotification();
       });
-      await client.query('LISTEN wharf_event');
+      await client.query(this.options.onDeliveryNotification ? 'LISTEN wharf_event; LISTEN wharf_delivery' : 'LISTEN wharf_event');
       if (this.stopped) {
         client.release();
         return;
@@ -103,6 +111,7 @@ export class Listener {
       this.options.logger.debug('listening');
       // Whatever was admitted while nobody listened: look now.
       this.options.onNotification();
+      this.options.onDeliveryNotification?.();
     } catch (error) {
       if (client) this.lost(client, error);
       else this.scheduleReconnect(error);

@@ -6,7 +6,6 @@
 // value reads it from stdin, so that it stays out of the shell's history).
 // replay-all says how many dead letters match first and replays once
 // confirmed (asked on a terminal, --yes in a script), with a progress bar.
-import { createInterface } from 'node:readline';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { answerOf, type OperatorApiClient } from '../../operator/api/client.js';
 import {
@@ -18,6 +17,7 @@ import { positiveInteger } from './option-parsers.js';
 import {
   idParser, operatorCommand, printFields, printJson, printTable, usageError, withApi, type OperatorOptions,
 } from './operator-support.js';
+import { confirmOnTerminal } from '../confirm-on-terminal.js';
 
 interface WorkspaceOptions extends OperatorOptions {
   workspace?: string;
@@ -171,22 +171,6 @@ async function credentialsOf(options: { bearer?: string; basic?: string; header?
   const at = options.header!.indexOf(':');
   if (at <= 0) throw usageError("a credential header is 'Name: value' (value - reads it from stdin)");
   return { type: 'header', name: options.header!.slice(0, at).trim(), value: await secretValue(options.header!.slice(at + 1).trim()) };
-}
-
-/**
- * Asks a yes/no question on the terminal (stdin, the question on stderr);
- * anything but y or yes, Ctrl-C and Ctrl-D included, is no.
- */
-function confirmOnTerminal(question: string): Promise<boolean> {
-  const terminal = createInterface({ input: process.stdin, output: process.stderr });
-  return new Promise<boolean>((resolve) => {
-    terminal.once('close', () => resolve(false));
-    terminal.once('SIGINT', () => terminal.close());
-    terminal.question(question, (answer) => {
-      resolve(/^y(es)?$/i.test(answer.trim()));
-      terminal.close();
-    });
-  });
 }
 
 function printDestination(destination: Destination & { secret?: string }, verb: string): void {

@@ -2,7 +2,6 @@
 // every dead letter of a workspace that matches the filters, followed with a
 // progress bar until it is finished. A bulk replay says how many match first
 // and starts once confirmed: asked on a terminal, --yes in a script.
-import { createInterface } from 'node:readline';
 import type { Command } from 'commander';
 import { answerOf, type OperatorApiClient } from '../../operator/api/client.js';
 import type { BulkReplay } from '../../operator/sql/bulk-replay.js';
@@ -11,6 +10,7 @@ import {
   describeOwner, idParser, operatorCommand, ownerOf, printJson, usageError, withApi, withOwnerOptions,
   type OperatorOptions, type OwnerOptions,
 } from './operator-support.js';
+import { confirmOnTerminal } from '../confirm-on-terminal.js';
 
 interface ReplayOptions extends OperatorOptions, OwnerOptions {
   force?: boolean;
@@ -39,22 +39,6 @@ function jsonObjectOption(value: string | undefined, name: string): Record<strin
     // reported below
   }
   throw usageError(`${name} must be a JSON object, e.g. '{"repository":{"full_name":"acme/api"}}'`);
-}
-
-/**
- * Asks a yes/no question on the terminal (stdin, the question on stderr);
- * anything but y or yes, Ctrl-C and Ctrl-D included, is no.
- */
-function confirmOnTerminal(question: string): Promise<boolean> {
-  const terminal = createInterface({ input: process.stdin, output: process.stderr });
-  return new Promise<boolean>((resolve) => {
-    terminal.once('close', () => resolve(false));
-    terminal.once('SIGINT', () => terminal.close());
-    terminal.question(question, (answer) => {
-      resolve(/^y(es)?$/i.test(answer.trim()));
-      terminal.close();
-    });
-  });
 }
 
 /** How often a bulk replay's progress is read. */

@@ -7,7 +7,7 @@
 //
 // It holds no pooled connection while a request is open or while it waits:
 // each statement takes a connection from the pool and gives it back. It
-// wakes on a notification on wharf_delivery (delivery-listener.ts), on a
+// wakes on a notification on wharf_delivery (the host's listener, listener.ts), on a
 // finished request (a slot, and for an ordered destination the next of its
 // scope), at wharf.next_delivery_at() (a retry due, a rate limit's next
 // token, a breaker's probe), and at the poll interval. When the database
@@ -41,7 +41,6 @@ import { Wakeup } from '../wakeup.js';
 import type { AddressPolicy, Lookup } from './address-guard.js';
 import { buildDeliveryRequest } from './delivery-request.js';
 import { outcomeOf } from './delivery-outcome.js';
-import { DeliveryListener } from './delivery-listener.js';
 import { SecretOpener, secretTexts, type OpenedSecrets } from './open-secrets.js';
 import { sendDelivery } from './send-delivery.js';
 
@@ -88,7 +87,6 @@ const closingWriteGiveUp = 120_000;
 
 export class Forwarder {
   private readonly wakeup = new Wakeup();
-  private readonly listener: DeliveryListener;
   private readonly opener: SecretOpener;
   private readonly running = new Set<Promise<void>>();
   /** Aborts the requests still open when the drain ends. */
@@ -106,7 +104,11 @@ export class Forwarder {
       throw new RangeError('forwarding concurrency must be a positive integer');
     }
     this.opener = new SecretOpener(options.keyRing);
-    this.listener = new DeliveryListener({ pool: options.pool, logger: options.logger, onNotification: () => this.wakeup.wake() });
+  }
+
+  /** Something became claimable: the host's listener heard wharf_delivery. */
+  wake(): void {
+    this.wakeup.wake();
   }
 
   /** Requests open now. */
@@ -115,7 +117,6 @@ export class Forwarder {
   }
 
   async start(): Promise<void> {
-    await this.listener.start();
     this.reaper = runPeriodically(() => spread(this.options.reapEvery()), () => this.reap(), () => 1_000 + Math.random() * 2_000);
     this.loop = this.run().catch((error: unknown) => {
       this.options.logger.fatal({ error_class: classOf(error) }, 'forward loop crashed');
@@ -145,7 +146,6 @@ export class Forwarder {
       clearTimeout(giveUp);
     }
     await this.reaper?.stop();
-    await this.listener.stop();
   }
 
   private async reap(): Promise<void> {
