@@ -18,8 +18,9 @@
 -- max_in_flight leases per destination across every host, and no more than
 -- the rate limit's bucket holds. Destinations take turns (the one served
 -- longest ago first); one a concurrent claim holds is passed over. A lease
--- lasts the setting lease, or the destination's timeout and 30 s when that
--- is longer: there is no renewal, so a request still open never outlives it.
+-- lasts the setting lease, or the destination's timeout and 5 s (to record
+-- the answer) when that is longer: nothing renews it, so a request still
+-- open never outlives its lease.
 CREATE OR REPLACE FUNCTION wharf.claim_deliveries(p_worker text, p_max integer DEFAULT 1)
 RETURNS TABLE (delivery_id bigint, epoch bigint, attempt integer, event_id bigint, destination_id bigint,
                url text, timeout_ms integer, signing_secret text, previous_signing_secret text,
@@ -67,7 +68,7 @@ BEGIN
       v_take := least(v_take, floor(v_tokens)::integer);
     END IF;
     CONTINUE WHEN v_take <= 0;
-    v_until := v_now + greatest(v_lease, v_dest.timeout_ms * interval '1 millisecond' + interval '30 seconds');
+    v_until := v_now + greatest(v_lease, v_dest.timeout_ms * interval '1 millisecond' + interval '5 seconds');
 
     RETURN QUERY
     WITH picked AS (

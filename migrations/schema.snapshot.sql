@@ -1646,7 +1646,7 @@ BEGIN
       v_take := least(v_take, floor(v_tokens)::integer);
     END IF;
     CONTINUE WHEN v_take <= 0;
-    v_until := v_now + greatest(v_lease, v_dest.timeout_ms * interval '1 millisecond' + interval '30 seconds');
+    v_until := v_now + greatest(v_lease, v_dest.timeout_ms * interval '1 millisecond' + interval '5 seconds');
 
     RETURN QUERY
     WITH picked AS (

@@ -71,7 +71,9 @@ it('a forwarder killed mid-request: the delivery arrives again with the same web
 
   const connectionId = await buildConnection(db.pool, { workspace, provider: 'generic', source, subjects: ['held', 'free'] });
   const { rows } = await db.pool.query<{ d: { id: number } }>('SELECT wharf.create_destination($1, $2) AS d',
-    [workspace, { name: 'app', url: `${base}/hook`, ordered: true }]);
+    // A lease covers the destination's timeout and 5 s (13 s here): long enough that the held
+    // request is still open when its host is killed, short enough for the reaper's wait.
+    [workspace, { name: 'app', url: `${base}/hook`, ordered: true, timeout_ms: 8000 }]);
   const destinationId = String(rows[0]!.d.id);
   await db.pool.query('SELECT wharf.set_destination_secret($1, $2, $3)',
     [workspace, destinationId, await encryptSecret(ring, { destinationId }, secret)]);
@@ -109,7 +111,7 @@ it('a forwarder killed mid-request: the delivery arrives again with the same web
     forward: { secretKeys: ring, addresses: { allowPrivate: true } },
   });
   await survivor.start();
-  await waitFor(async () => (await doneCount()) === 6, 30_000, 'every delivery DONE');
+  await waitFor(async () => (await doneCount()) === 6, 60_000, 'every delivery DONE');
 
   expect(arrivals.every((arrival) => arrival.verified)).toBe(true);
   const byEvent = (id: number) => arrivals.filter((arrival) => arrival.eventId === id);
@@ -125,4 +127,4 @@ it('a forwarder killed mid-request: the delivery arrives again with the same web
     `SELECT a.ended, a.error_class FROM wharf.delivery_attempt a JOIN wharf.destination_delivery q ON q.id = a.delivery_id
       WHERE q.event_id = $1 ORDER BY a.ended_at`, [ids[0]]);
   expect(reaped).toEqual([{ ended: 'expired', error_class: 'LeaseExpired' }, { ended: 'handled', error_class: null }]);
-});
+}, 150_000);
