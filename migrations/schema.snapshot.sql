@@ -695,6 +695,11 @@ BEGIN
       INTO v_stored, v_ids, v_keys FROM stored;
   END LOOP;
   PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  -- The stored rows' destinations' deliveries commit with them (sql/88).
+  IF cardinality(v_ids) > 0
+     AND wharf.workspaces_route(ARRAY(SELECT DISTINCT r.workspace_id FROM unnest(v_rows) r WHERE r.workspace_id IS NOT NULL)) THEN
+    PERFORM wharf.route_events(v_ids);
+  END IF;
   -- The scopes made in vain for answered items, as if never made: one after
   -- another, an answered item locks no scope.
   IF cardinality(v_answered) > 0 THEN
@@ -1259,6 +1264,75 @@ BEGIN
 END $_$;
 
 --
+-- Name: check_destination_spec(jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.check_destination_spec(p_spec jsonb) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+  v_problem text;
+  v_key     text;
+BEGIN
+  IF jsonb_typeof(p_spec) IS DISTINCT FROM 'object' THEN
+    RAISE EXCEPTION 'wharf: destination: must be an object' USING ERRCODE = '22023';
+  END IF;
+  SELECT min(k) INTO v_key FROM jsonb_object_keys(p_spec) k
+   WHERE k NOT IN ('name', 'url', 'timeout_ms', 'rate_limit', 'rate_period', 'max_in_flight', 'ordered',
+                   'headers', 'breaker_failures', 'breaker_minutes');
+  v_problem := CASE
+    WHEN v_key IS NOT NULL THEN v_key || ': unknown setting'
+    WHEN p_spec ? 'name' AND (jsonb_typeof(p_spec->'name') <> 'string'
+                              OR p_spec->>'name' !~ '^[^[:cntrl:]]{1,100}$' OR btrim(p_spec->>'name') = '')
+      THEN 'name: 1 to 100 characters'
+    WHEN p_spec ? 'url' AND (jsonb_typeof(p_spec->'url') <> 'string' OR length(p_spec->>'url') > 2048
+                             OR p_spec->>'url' !~ '^https?://[A-Za-z0-9._~-]+(:[0-9]{1,5})?(/[^[:space:][:cntrl:]#]*)?$'
+                             AND p_spec->>'url' !~ '^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?(/[^[:space:][:cntrl:]#]*)?$')
+      THEN 'url: must be an https:// (or http://) URL with a host, no credentials and no fragment'
+    WHEN p_spec ? 'timeout_ms' AND NOT wharf.json_integer_between(p_spec->'timeout_ms', 100, 60000)
+      THEN 'timeout_ms: an integer from 100 to 60000'
+    WHEN p_spec ? 'rate_limit' AND p_spec->'rate_limit' <> 'null'
+         AND NOT wharf.json_integer_between(p_spec->'rate_limit', 1, 1000000)
+      THEN 'rate_limit: null or an integer from 1 to 1000000'
+    WHEN p_spec ? 'rate_period' AND p_spec->>'rate_period' IS DISTINCT FROM 'second'
+         AND p_spec->>'rate_period' IS DISTINCT FROM 'minute'
+      THEN 'rate_period: second or minute'
+    WHEN p_spec ? 'max_in_flight' AND NOT wharf.json_integer_between(p_spec->'max_in_flight', 1, 1000)
+      THEN 'max_in_flight: an integer from 1 to 1000'
+    WHEN p_spec ? 'ordered' AND jsonb_typeof(p_spec->'ordered') <> 'boolean'
+      THEN 'ordered: true or false'
+    WHEN p_spec ? 'breaker_failures' AND NOT wharf.json_integer_between(p_spec->'breaker_failures', 1, 100000)
+      THEN 'breaker_failures: an integer from 1 to 100000'
+    WHEN p_spec ? 'breaker_minutes' AND NOT wharf.json_integer_between(p_spec->'breaker_minutes', 1, 10080)
+      THEN 'breaker_minutes: an integer from 1 to 10080'
+    WHEN p_spec ? 'headers' AND jsonb_typeof(p_spec->'headers') <> 'object'
+      THEN 'headers: an object of header names and string values'
+    WHEN p_spec ? 'headers' AND (SELECT count(*) FROM jsonb_object_keys(p_spec->'headers')) > 32
+      THEN 'headers: at most 32'
+    ELSE (SELECT 'headers.' || h.key || CASE
+                   WHEN h.key !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$' THEN ': not a header name'
+                   WHEN lower(h.key) ~ '^(webhook-|wharf-|content-)' OR lower(h.key) IN
+                        ('host', 'authorization', 'proxy-authorization', 'cookie', 'connection', 'keep-alive',
+                         'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect')
+                     THEN ': set by Wharf (credentials go in the destination''s credentials)'
+                   WHEN jsonb_typeof(h.value) <> 'string' OR h.value #>> '{}' ~ '[[:cntrl:]]'
+                        OR length(h.value #>> '{}') > 1000
+                     THEN ': a string of at most 1000 characters without control characters' END
+            FROM jsonb_each(p_spec->'headers') h
+           WHERE h.key !~ '^[A-Za-z0-9!#$%&''*+.^_`|~-]{1,100}$'
+              OR lower(h.key) ~ '^(webhook-|wharf-|content-)'
+              OR lower(h.key) IN ('host', 'authorization', 'proxy-authorization', 'cookie', 'connection',
+                                  'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect')
+              OR jsonb_typeof(h.value) <> 'string' OR h.value #>> '{}' ~ '[[:cntrl:]]'
+              OR length(h.value #>> '{}') > 1000
+           ORDER BY h.key LIMIT 1)
+  END;
+  IF v_problem IS NOT NULL THEN
+    RAISE EXCEPTION 'wharf: destination %', v_problem USING ERRCODE = '22023';
+  END IF;
+END $_$;
+
+--
 -- Name: check_lease(bigint, bigint, uuid, boolean); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1300,6 +1374,58 @@ BEGIN
       USING ERRCODE = '22023';
   END IF;
 END $$;
+
+--
+-- Name: check_rule_spec(bigint, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.check_rule_spec(p_workspace_id bigint, p_spec jsonb) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $_$
+DECLARE
+  v_problem text;
+  v_key     text;
+BEGIN
+  IF jsonb_typeof(p_spec) IS DISTINCT FROM 'object' THEN
+    RAISE EXCEPTION 'wharf: rule: must be an object' USING ERRCODE = '22023';
+  END IF;
+  SELECT min(k) INTO v_key FROM jsonb_object_keys(p_spec) k
+   WHERE k NOT IN ('destination_id', 'connection_id', 'provider', 'event_types', 'subject_prefix', 'filter',
+                   'forward_only');
+  v_problem := CASE
+    WHEN v_key IS NOT NULL THEN v_key || ': unknown setting'
+    WHEN p_spec ? 'destination_id' AND NOT EXISTS (
+           SELECT FROM wharf.destination d
+            WHERE d.id = CASE WHEN wharf.json_integer_between(p_spec->'destination_id', 1, 9223372036854775807)
+                              THEN (p_spec->>'destination_id')::bigint END
+              AND d.workspace_id = p_workspace_id)
+      THEN 'destination_id: no such destination in this workspace'
+    WHEN p_spec ? 'connection_id' AND p_spec->'connection_id' <> 'null' AND NOT EXISTS (
+           SELECT FROM wharf.connection c
+            WHERE c.id = CASE WHEN wharf.json_integer_between(p_spec->'connection_id', 1, 9223372036854775807)
+                              THEN (p_spec->>'connection_id')::bigint END
+              AND c.workspace_id = p_workspace_id)
+      THEN 'connection_id: no such connection in this workspace'
+    WHEN p_spec ? 'provider' AND p_spec->'provider' <> 'null'
+         AND NOT wharf.provider_known(p_spec->>'provider')
+      THEN 'provider: unknown provider'
+    WHEN p_spec ? 'event_types' AND p_spec->'event_types' <> 'null'
+         AND (jsonb_typeof(p_spec->'event_types') <> 'array' OR jsonb_array_length(p_spec->'event_types') NOT BETWEEN 1 AND 100
+              OR EXISTS (SELECT FROM jsonb_array_elements(p_spec->'event_types') t
+                          WHERE jsonb_typeof(t) <> 'string' OR t #>> '{}' !~ '^[^[:cntrl:]]{1,255}$'))
+      THEN 'event_types: null or 1 to 100 patterns of 1 to 255 characters (* stands for any run)'
+    WHEN p_spec ? 'subject_prefix' AND p_spec->'subject_prefix' <> 'null'
+         AND (jsonb_typeof(p_spec->'subject_prefix') <> 'string' OR p_spec->>'subject_prefix' !~ '^[^[:cntrl:]]{1,255}$')
+      THEN 'subject_prefix: null or 1 to 255 characters'
+    WHEN p_spec ? 'forward_only' AND jsonb_typeof(p_spec->'forward_only') <> 'boolean'
+      THEN 'forward_only: true or false'
+    WHEN p_spec ? 'filter' AND p_spec->'filter' <> 'null'
+      THEN wharf.filter_problem(p_spec->'filter')
+  END;
+  IF v_problem IS NOT NULL THEN
+    RAISE EXCEPTION 'wharf: rule %', v_problem USING ERRCODE = '22023';
+  END IF;
+END $_$;
 
 --
 -- Name: claim(text, integer, text[]); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1484,6 +1610,98 @@ BEGIN
 END $$;
 
 --
+-- Name: claim_deliveries(text, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.claim_deliveries(p_worker text, p_max integer DEFAULT 1) RETURNS TABLE(delivery_id bigint, epoch bigint, attempt integer, event_id bigint, destination_id bigint, url text, timeout_ms integer, signing_secret text, previous_signing_secret text, credentials text, extra_headers jsonb, provider text, event_type text, subject text, delivery_key text, event_headers jsonb, payload text, received_at timestamp with time zone, probe boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_now      timestamptz := clock_timestamp();
+  v_lease    interval := wharf.setting_interval('lease');
+  v_left     integer := least(greatest(coalesce(p_max, 1), 1), 1000);
+  v_dest     record;
+  v_take     integer;
+  v_tokens   double precision;
+  v_taken    integer;
+BEGIN
+  IF p_worker IS NULL OR p_worker = '' THEN
+    RAISE EXCEPTION 'wharf.claim_deliveries: worker is required' USING ERRCODE = '22004';
+  END IF;
+  FOR v_dest IN
+    SELECT d.id, d.state, d.max_in_flight, d.rate_limit, d.rate_period, d.tokens, d.tokens_at,
+           d.signing_secret, d.previous_valid_until, d.previous_signing_secret, d.credentials,
+           d.url, d.timeout_ms, d.headers
+      FROM wharf.destination d
+      JOIN wharf.workspace w ON w.id = d.workspace_id
+     WHERE d.signing_secret IS NOT NULL AND w.state = 'ACTIVE'
+       AND (d.state = 'ACTIVE' OR (d.state = 'BREAKER_OPEN' AND d.probe_at <= v_now))
+       AND EXISTS (SELECT FROM wharf.destination_delivery q
+                    WHERE q.destination_id = d.id AND q.state = 'QUEUED' AND q.next_attempt_at <= v_now)
+     ORDER BY d.claimed_at NULLS FIRST, d.id
+       FOR NO KEY UPDATE OF d SKIP LOCKED
+  LOOP
+    v_take := v_left;
+    IF v_dest.state = 'BREAKER_OPEN' THEN
+      v_take := 1;  -- the probe
+    END IF;
+    v_take := least(v_take, v_dest.max_in_flight - (
+      SELECT count(*)::integer FROM wharf.destination_delivery q WHERE q.destination_id = v_dest.id AND q.state = 'LEASED'));
+    IF v_dest.rate_limit IS NOT NULL THEN
+      -- A bucket of rate_limit tokens, refilled at rate_limit per period.
+      v_tokens := least(v_dest.rate_limit::double precision,
+                        coalesce(v_dest.tokens, v_dest.rate_limit)
+                        + extract(epoch FROM v_now - coalesce(v_dest.tokens_at, v_now))
+                          * v_dest.rate_limit / CASE v_dest.rate_period WHEN 'minute' THEN 60 ELSE 1 END);
+      v_take := least(v_take, floor(v_tokens)::integer);
+    END IF;
+    CONTINUE WHEN v_take <= 0;
+
+    RETURN QUERY
+    WITH picked AS (
+      SELECT q.id FROM wharf.destination_delivery q
+       WHERE q.destination_id = v_dest.id AND q.state = 'QUEUED' AND q.next_attempt_at <= v_now
+         AND NOT (q.ordered AND EXISTS (
+               SELECT FROM wharf.destination_delivery o
+                WHERE o.destination_id = v_dest.id AND o.scope_key = q.scope_key AND o.ordered
+                  AND o.state IN ('QUEUED', 'LEASED') AND o.event_id < q.event_id))
+         AND NOT EXISTS (SELECT FROM wharf.provider_event e JOIN wharf.connection c ON c.id = e.connection_id
+                          WHERE e.id = q.event_id AND c.state = 'PAUSED')
+       ORDER BY q.event_id
+       LIMIT v_take
+         FOR UPDATE OF q SKIP LOCKED
+    ), leased AS (
+      UPDATE wharf.destination_delivery q
+         SET state = 'LEASED', attempt = q.attempt + 1, lease_epoch = q.lease_epoch + 1,
+             leased_until = v_now + v_lease, leased_by = p_worker, leased_at = v_now
+        FROM picked
+       WHERE q.id = picked.id
+      RETURNING q.id, q.lease_epoch, q.attempt, q.event_id
+    )
+    SELECT l.id, l.lease_epoch, l.attempt, l.event_id, v_dest.id, v_dest.url, v_dest.timeout_ms,
+           v_dest.signing_secret,
+           CASE WHEN v_dest.previous_valid_until > v_now THEN v_dest.previous_signing_secret END,
+           v_dest.credentials, v_dest.headers, e.provider, e.event_type, e.subject, e.delivery_key,
+           e.headers, e.payload::text, e.received_at, v_dest.state = 'BREAKER_OPEN'
+      FROM leased l
+      JOIN wharf.provider_event e ON e.id = l.event_id
+     ORDER BY l.event_id;
+    GET DIAGNOSTICS v_taken = ROW_COUNT;
+
+    UPDATE wharf.destination d
+       SET claimed_at = v_now,
+           tokens     = CASE WHEN d.rate_limit IS NOT NULL THEN v_tokens - v_taken END,
+           tokens_at  = CASE WHEN d.rate_limit IS NOT NULL THEN v_now END,
+           -- One probe at a time: the next waits until this one's lease could have ended.
+           probe_at   = CASE WHEN d.state = 'BREAKER_OPEN' AND v_taken > 0 THEN v_now + v_lease ELSE d.probe_at END
+     WHERE d.id = v_dest.id;
+    v_left := v_left - v_taken;
+    EXIT WHEN v_left <= 0;
+  END LOOP;
+END $$;
+
+--
 -- Name: claimable_kinds(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1541,6 +1759,41 @@ BEGIN
                     WHERE id = p_id AND lease_epoch = p_epoch AND state COLLATE "C" = 'DONE' AND outcome = p_outcome);
   END IF;
   PERFORM wharf.free_scopes(ARRAY[p_id], ARRAY[v_scope_key]);
+  RETURN true;
+END $$;
+
+--
+-- Name: complete_delivery(bigint, bigint, integer, integer, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.complete_delivery(p_id bigint, p_epoch bigint, p_status integer, p_duration_ms integer, p_response text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_now timestamptz := clock_timestamp();
+  v_row record;
+BEGIN
+  UPDATE wharf.destination_delivery q
+     SET state = 'DONE', outcome = 'delivered', handled_at = v_now, last_status = p_status,
+         leased_until = NULL, transient_since = NULL
+   WHERE q.id = p_id AND q.lease_epoch = p_epoch AND q.state = 'LEASED'
+  RETURNING q.destination_id, q.attempt, q.leased_by, q.leased_at INTO v_row;
+  IF NOT FOUND THEN
+    RETURN EXISTS (SELECT FROM wharf.delivery_attempt h
+                    WHERE h.delivery_id = p_id AND h.lease_epoch = p_epoch AND h.ended = 'handled');
+  END IF;
+  INSERT INTO wharf.delivery_attempt (delivery_id, lease_epoch, destination_id, attempt, worker, started_at,
+                                      ended_at, ended, left_state, status, duration_ms, response)
+  VALUES (p_id, p_epoch, v_row.destination_id, v_row.attempt, v_row.leased_by, v_row.leased_at,
+          v_now, 'handled', 'DONE', p_status, p_duration_ms, left(p_response, 1024));
+  UPDATE wharf.destination d
+     SET consecutive_failures = 0, failing_since = NULL,
+         state         = CASE WHEN d.state = 'BREAKER_OPEN' THEN 'ACTIVE' ELSE d.state END,
+         paused_reason = CASE WHEN d.state = 'BREAKER_OPEN' THEN NULL ELSE d.paused_reason END,
+         probe_at      = NULL
+   WHERE d.id = v_row.destination_id
+     AND (d.consecutive_failures <> 0 OR d.failing_since IS NOT NULL OR d.state = 'BREAKER_OPEN');
   RETURN true;
 END $$;
 
@@ -1709,6 +1962,43 @@ BEGIN
 END $$;
 
 --
+-- Name: count_dead_deliveries(bigint, bigint, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.count_dead_deliveries(p_workspace_id bigint, p_destination_id bigint, p_filter jsonb) RETURNS bigint
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT count(*) FROM wharf.dead_deliveries(p_workspace_id, p_destination_id, p_filter)
+$$;
+
+--
+-- Name: count_delivery_issue(bigint, bigint, text, timestamp with time zone, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.count_delivery_issue(p_destination_id bigint, p_event_id bigint, p_error_class text, p_at timestamp with time zone, p_dead boolean) RETURNS void
+    LANGUAGE sql
+    AS $$
+  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, fingerprint, frames,
+                                first_seen_at, last_seen_at, failures, dead, sample_event_id, status_at)
+  SELECT e.workspace_id, e.provider, e.event_type, p_error_class, 'destination:' || p_destination_id,
+         ARRAY['destination ' || p_destination_id || ' ' || d.name], p_at, p_at, 1,
+         CASE WHEN p_dead THEN 1 ELSE 0 END, e.id, p_at
+    FROM wharf.provider_event e, wharf.destination d
+   WHERE e.id = p_event_id AND d.id = p_destination_id
+  ON CONFLICT (workspace_id, provider, event_type, error_class, fingerprint) DO UPDATE
+     SET last_seen_at    = greatest(i.last_seen_at, excluded.last_seen_at),
+         failures        = i.failures + 1,
+         dead            = i.dead + excluded.dead,
+         sample_event_id = excluded.sample_event_id,
+         status          = CASE WHEN i.status = 'resolved' THEN 'open' ELSE i.status END,
+         status_by       = CASE WHEN i.status = 'resolved' THEN NULL ELSE i.status_by END,
+         status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
+         reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
+         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END
+$$;
+
+--
 -- Name: count_failures_into_issues(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1799,6 +2089,67 @@ BEGIN
 END $$;
 
 --
+-- Name: create_destination(bigint, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.create_destination(p_workspace_id bigint, p_spec jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_dest wharf.destination;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  PERFORM wharf.check_destination_spec(p_spec);
+  IF NOT (p_spec ? 'name' AND p_spec ? 'url') THEN
+    RAISE EXCEPTION 'wharf: destination %: required', CASE WHEN p_spec ? 'name' THEN 'url' ELSE 'name' END
+      USING ERRCODE = '22023';
+  END IF;
+  INSERT INTO wharf.destination (workspace_id, name, url, timeout_ms, rate_limit, rate_period, max_in_flight,
+                                 ordered, headers, breaker_failures, breaker_minutes)
+  VALUES (p_workspace_id, btrim(p_spec->>'name'), p_spec->>'url', coalesce((p_spec->>'timeout_ms')::integer, 10000),
+          (p_spec->>'rate_limit')::integer, coalesce(p_spec->>'rate_period', 'second'),
+          coalesce((p_spec->>'max_in_flight')::integer, 10), coalesce((p_spec->>'ordered')::boolean, true),
+          coalesce(p_spec->'headers', '{}'), coalesce((p_spec->>'breaker_failures')::integer, 20),
+          coalesce((p_spec->>'breaker_minutes')::integer, 10))
+  ON CONFLICT ON CONSTRAINT uq_destination_name DO NOTHING
+  RETURNING * INTO v_dest;
+  IF v_dest.id IS NULL THEN
+    RAISE EXCEPTION 'wharf: destination name: % is already used in this workspace', quote_literal(btrim(p_spec->>'name'))
+      USING ERRCODE = '22023';
+  END IF;
+  RETURN wharf.destination_summary(v_dest);
+END $$;
+
+--
+-- Name: create_destination_rule(bigint, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.create_destination_rule(p_workspace_id bigint, p_spec jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_rule wharf.destination_rule;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  PERFORM wharf.check_rule_spec(p_workspace_id, p_spec);
+  IF NOT p_spec ? 'destination_id' THEN
+    RAISE EXCEPTION 'wharf: rule destination_id: required' USING ERRCODE = '22023';
+  END IF;
+  INSERT INTO wharf.destination_rule (workspace_id, destination_id, connection_id, provider, event_types,
+                                      subject_prefix, filter, forward_only)
+  VALUES (p_workspace_id, (p_spec->>'destination_id')::bigint, (p_spec->>'connection_id')::bigint,
+          p_spec->>'provider',
+          CASE WHEN jsonb_typeof(p_spec->'event_types') = 'array'
+               THEN ARRAY(SELECT jsonb_array_elements_text(p_spec->'event_types')) END,
+          p_spec->>'subject_prefix', nullif(p_spec->'filter', 'null'),
+          coalesce((p_spec->>'forward_only')::boolean, false))
+  RETURNING * INTO v_rule;
+  RETURN wharf.rule_summary(v_rule);
+END $$;
+
+--
 -- Name: create_instance_alert_rule(text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1839,6 +2190,63 @@ BEGIN
 END $_$;
 
 --
+-- Name: destination_delivery; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.destination_delivery (
+    id bigint NOT NULL,
+    event_id bigint NOT NULL,
+    destination_id bigint NOT NULL,
+    workspace_id bigint NOT NULL,
+    scope_key text NOT NULL,
+    ordered boolean NOT NULL,
+    state text DEFAULT 'QUEUED'::text NOT NULL,
+    attempt integer DEFAULT 0 NOT NULL,
+    failures integer DEFAULT 0 NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    leased_until timestamp with time zone,
+    leased_by text,
+    leased_at timestamp with time zone,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    transient_since timestamp with time zone,
+    error_class text,
+    outcome text,
+    last_status integer,
+    handled_at timestamp with time zone,
+    dead_at timestamp with time zone,
+    replayed_by text,
+    replayed_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT destination_delivery_state_check CHECK ((state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text, 'DONE'::text, 'DEAD'::text])))
+);
+
+--
+-- Name: dead_deliveries(bigint, bigint, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.dead_deliveries(p_workspace_id bigint, p_destination_id bigint, p_filter jsonb) RETURNS SETOF wharf.destination_delivery
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  v_key text;
+BEGIN
+  SELECT min(k) INTO v_key FROM jsonb_object_keys(coalesce(p_filter, '{}')) k
+   WHERE k NOT IN ('event_type', 'error_class', 'dead_after', 'dead_before');
+  IF v_key IS NOT NULL THEN
+    RAISE EXCEPTION 'wharf: replay filter %: unknown (event_type, error_class, dead_after, dead_before)', v_key
+      USING ERRCODE = '22023';
+  END IF;
+  RETURN QUERY
+  SELECT q.* FROM wharf.destination_delivery q
+   WHERE q.destination_id = p_destination_id AND q.workspace_id = p_workspace_id AND q.state = 'DEAD'
+     AND (p_filter->>'error_class' IS NULL OR q.error_class = p_filter->>'error_class')
+     AND (p_filter->>'dead_after' IS NULL OR q.dead_at >= (p_filter->>'dead_after')::timestamptz)
+     AND (p_filter->>'dead_before' IS NULL OR q.dead_at < (p_filter->>'dead_before')::timestamptz)
+     AND (p_filter->>'event_type' IS NULL
+          OR EXISTS (SELECT FROM wharf.provider_event e WHERE e.id = q.event_id AND e.event_type = p_filter->>'event_type'));
+END $$;
+
+--
 -- Name: dead_letter_scope_head(bigint, text, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -1876,6 +2284,47 @@ BEGIN
    WHERE id = p_id AND (workspace_id = p_workspace_id OR (p_workspace_id IS NULL AND workspace_id IS NULL));
   RETURN FOUND;
 END $$;
+
+--
+-- Name: delete_destination(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.delete_destination(p_workspace_id bigint, p_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  DELETE FROM wharf.destination WHERE id = p_id AND workspace_id = p_workspace_id;
+  RETURN FOUND;
+END $$;
+
+--
+-- Name: delete_destination_rule(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.delete_destination_rule(p_workspace_id bigint, p_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  DELETE FROM wharf.destination_rule WHERE id = p_id AND workspace_id = p_workspace_id;
+  RETURN FOUND;
+END $$;
+
+--
+-- Name: deliveries_purgeable(bigint, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.deliveries_purgeable(p_event_id bigint, p_done_before timestamp with time zone, p_dead_before timestamp with time zone) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT NOT EXISTS (SELECT FROM wharf.destination_delivery q
+                      WHERE q.event_id = p_event_id
+                        AND NOT ((q.state = 'DONE' AND q.handled_at < p_done_before)
+                                 OR (q.state = 'DEAD' AND q.dead_at < p_dead_before)))
+$$;
 
 --
 -- Name: delivery_gauges(timestamp with time zone, integer); Type: FUNCTION; Schema: wharf; Owner: -
@@ -1965,6 +2414,122 @@ BEGIN
              GROUP BY p.at, p.connection_id) m
   );
 END $$;
+
+--
+-- Name: delivery_summary(wharf.destination_delivery); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.delivery_summary(q wharf.destination_delivery) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object(
+    'id', q.id, 'event_id', q.event_id, 'destination_id', q.destination_id, 'state', q.state,
+    'attempt', q.attempt, 'failures', q.failures, 'next_attempt_at', q.next_attempt_at,
+    'error_class', q.error_class, 'outcome', q.outcome, 'last_status', q.last_status,
+    'handled_at', q.handled_at, 'dead_at', q.dead_at, 'replayed_by', q.replayed_by,
+    'replayed_at', q.replayed_at, 'provider', e.provider, 'event_type', e.event_type, 'subject', e.subject,
+    'received_at', e.received_at)
+    FROM wharf.provider_event e WHERE e.id = q.event_id
+$$;
+
+--
+-- Name: destination; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.destination (
+    id bigint NOT NULL,
+    workspace_id bigint NOT NULL,
+    name text NOT NULL,
+    url text NOT NULL,
+    signing_secret text,
+    previous_signing_secret text,
+    previous_valid_until timestamp with time zone,
+    credentials text,
+    credentials_type text,
+    timeout_ms integer DEFAULT 10000 NOT NULL,
+    rate_limit integer,
+    rate_period text DEFAULT 'second'::text NOT NULL,
+    max_in_flight integer DEFAULT 10 NOT NULL,
+    ordered boolean DEFAULT true NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    breaker_failures integer DEFAULT 20 NOT NULL,
+    breaker_minutes integer DEFAULT 10 NOT NULL,
+    state text DEFAULT 'ACTIVE'::text NOT NULL,
+    paused_reason text,
+    paused_by text,
+    consecutive_failures integer DEFAULT 0 NOT NULL,
+    failing_since timestamp with time zone,
+    probe_at timestamp with time zone,
+    tokens double precision,
+    tokens_at timestamp with time zone,
+    claimed_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT destination_breaker_failures_check CHECK ((breaker_failures > 0)),
+    CONSTRAINT destination_breaker_minutes_check CHECK ((breaker_minutes > 0)),
+    CONSTRAINT destination_credentials_type_check CHECK ((credentials_type = ANY (ARRAY['bearer'::text, 'basic'::text, 'header'::text]))),
+    CONSTRAINT destination_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
+    CONSTRAINT destination_max_in_flight_check CHECK (((max_in_flight >= 1) AND (max_in_flight <= 1000))),
+    CONSTRAINT destination_paused_reason_check CHECK ((paused_reason = ANY (ARRAY['operator'::text, 'gone'::text, 'breaker'::text]))),
+    CONSTRAINT destination_rate_limit_check CHECK ((rate_limit > 0)),
+    CONSTRAINT destination_rate_period_check CHECK ((rate_period = ANY (ARRAY['second'::text, 'minute'::text]))),
+    CONSTRAINT destination_state_check CHECK ((state = ANY (ARRAY['ACTIVE'::text, 'PAUSED'::text, 'BREAKER_OPEN'::text]))),
+    CONSTRAINT destination_timeout_ms_check CHECK (((timeout_ms >= 100) AND (timeout_ms <= 60000)))
+);
+
+--
+-- Name: destination_for_change(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.destination_for_change(p_workspace_id bigint, p_id bigint) RETURNS wharf.destination
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_dest wharf.destination;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  SELECT * INTO v_dest FROM wharf.destination WHERE id = p_id AND workspace_id = p_workspace_id FOR NO KEY UPDATE;
+  RETURN v_dest;
+END $$;
+
+--
+-- Name: destination_summary(wharf.destination); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.destination_summary(d wharf.destination) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object(
+    'id', d.id, 'workspace_id', d.workspace_id, 'name', d.name, 'url', d.url, 'timeout_ms', d.timeout_ms,
+    'rate_limit', d.rate_limit, 'rate_period', d.rate_period, 'max_in_flight', d.max_in_flight,
+    'ordered', d.ordered, 'headers', d.headers, 'breaker_failures', d.breaker_failures,
+    'breaker_minutes', d.breaker_minutes, 'state', d.state, 'paused_reason', d.paused_reason,
+    'paused_by', d.paused_by, 'consecutive_failures', d.consecutive_failures,
+    'failing_since', d.failing_since, 'probe_at', d.probe_at,
+    'has_secret', d.signing_secret IS NOT NULL,
+    'has_credentials', d.credentials IS NOT NULL, 'credentials_type', d.credentials_type,
+    'secret_rotating_until', CASE WHEN d.previous_valid_until > now() THEN d.previous_valid_until END,
+    'created_at', d.created_at, 'updated_at', d.updated_at,
+    'stats', (
+      SELECT jsonb_build_object(
+        'queued', (SELECT count(*) FROM wharf.destination_delivery q WHERE q.destination_id = d.id AND q.state = 'QUEUED'),
+        'leased', (SELECT count(*) FROM wharf.destination_delivery q WHERE q.destination_id = d.id AND q.state = 'LEASED'),
+        'dead', (SELECT count(*) FROM wharf.destination_delivery q WHERE q.destination_id = d.id AND q.state = 'DEAD'),
+        'delivered_last_hour', count(*) FILTER (WHERE a.ended = 'handled'),
+        'failed_last_hour', count(*) FILTER (WHERE a.ended IN ('transient', 'permanent', 'gone', 'expired')),
+        'per_minute', count(*) FILTER (WHERE a.ended = 'handled' AND a.ended_at > now() - interval '1 minute'),
+        'success_rate', round(count(*) FILTER (WHERE a.ended = 'handled')::numeric
+                              / nullif(count(*) FILTER (WHERE a.ended <> 'released'), 0), 4),
+        'latency_p50_ms', percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms)
+                            FILTER (WHERE a.duration_ms IS NOT NULL),
+        'latency_p99_ms', percentile_cont(0.99) WITHIN GROUP (ORDER BY a.duration_ms)
+                            FILTER (WHERE a.duration_ms IS NOT NULL),
+        'filtered_last_hour', (SELECT coalesce(sum(f.filtered), 0) FROM wharf.rule_filtered_minute f
+                                 JOIN wharf.destination_rule r ON r.id = f.rule_id
+                                WHERE r.destination_id = d.id AND f.minute > now() - interval '1 hour'))
+        FROM wharf.delivery_attempt a
+       WHERE a.destination_id = d.id AND a.ended_at > now() - interval '1 hour'))
+$$;
 
 --
 -- Name: due_alerts(uuid, integer); Type: FUNCTION; Schema: wharf; Owner: -
@@ -2177,6 +2742,21 @@ CREATE FUNCTION wharf.event_attempts(e wharf.provider_event) RETURNS jsonb
 $$;
 
 --
+-- Name: event_deliveries(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.event_deliveries(p_workspace_id bigint, p_event_id bigint) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT (SELECT coalesce(jsonb_agg(wharf.delivery_summary(q) || jsonb_build_object('destination_name', d.name)
+                                    ORDER BY q.destination_id), '[]')
+            FROM wharf.destination_delivery q JOIN wharf.destination d ON d.id = q.destination_id
+           WHERE q.event_id = e.id)
+    FROM wharf.provider_event e WHERE e.id = p_event_id AND e.workspace_id = p_workspace_id
+$$;
+
+--
 -- Name: event_detail(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2287,6 +2867,18 @@ CREATE FUNCTION wharf.event_summary(e wharf.provider_event) RETURNS jsonb
 $$;
 
 --
+-- Name: event_type_matches(text[], text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.event_type_matches(p_patterns text[], p_type text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT p_patterns IS NULL
+      OR EXISTS (SELECT FROM unnest(p_patterns) p
+                  WHERE p_type LIKE replace(replace(replace(replace(p, '\', '\\'), '%', '\%'), '_', '\_'), '*', '%'))
+$$;
+
+--
 -- Name: fail(bigint, bigint, text, text, text[]); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2354,6 +2946,99 @@ BEGIN
 END $_$;
 
 --
+-- Name: fail_delivery(bigint, bigint, text, text, integer, integer, text, interval); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.fail_delivery(p_id bigint, p_epoch bigint, p_kind text, p_error_class text, p_status integer, p_duration_ms integer, p_response text, p_retry_after interval DEFAULT NULL::interval) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_now    timestamptz := clock_timestamp();
+  v_row    record;
+  v_dest   record;
+  v_dead   boolean;
+  v_state  text;
+  v_opened boolean := false;
+BEGIN
+  IF p_id IS NULL OR p_epoch IS NULL OR p_kind IS NULL OR p_error_class IS NULL THEN
+    RAISE EXCEPTION 'wharf.fail_delivery: id, epoch, kind and error_class are required' USING ERRCODE = '22004';
+  END IF;
+  IF p_kind NOT IN ('transient', 'permanent', 'gone') THEN
+    RAISE EXCEPTION 'wharf.fail_delivery: unknown failure kind %', quote_literal(p_kind) USING ERRCODE = '22023';
+  END IF;
+  IF p_error_class !~ '^[A-Za-z_$][A-Za-z0-9_$.:-]{0,127}$' THEN
+    RAISE EXCEPTION 'wharf.fail_delivery: error_class must be a class name, not free text' USING ERRCODE = '22023';
+  END IF;
+
+  SELECT q.destination_id, q.event_id, q.attempt, q.leased_by, q.leased_at, q.transient_since INTO v_row
+    FROM wharf.destination_delivery q
+   WHERE q.id = p_id AND q.lease_epoch = p_epoch AND q.state = 'LEASED'
+     FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN (SELECT h.left_state FROM wharf.delivery_attempt h
+             WHERE h.delivery_id = p_id AND h.lease_epoch = p_epoch AND h.ended = p_kind
+               AND h.error_class = p_error_class);
+  END IF;
+  SELECT d.state, d.name, d.consecutive_failures, d.failing_since, d.breaker_failures, d.breaker_minutes INTO v_dest
+    FROM wharf.destination d WHERE d.id = v_row.destination_id
+     FOR NO KEY UPDATE;
+
+  v_dead := p_kind = 'permanent'
+            OR (p_kind = 'transient' AND v_row.transient_since IS NOT NULL
+                AND v_now - v_row.transient_since > wharf.setting_interval('transient_max_age')
+                AND v_dest.failing_since IS NOT NULL AND v_dest.failing_since > v_row.transient_since);
+  v_state := CASE WHEN v_dead THEN 'DEAD' ELSE 'QUEUED' END;
+
+  UPDATE wharf.destination_delivery q
+     SET state           = v_state,
+         error_class     = p_error_class,
+         last_status     = p_status,
+         leased_until    = NULL,
+         failures        = q.failures + CASE WHEN p_kind = 'transient' THEN 1 ELSE 0 END,
+         transient_since = CASE WHEN p_kind = 'transient' THEN coalesce(q.transient_since, v_now) ELSE q.transient_since END,
+         dead_at         = CASE WHEN v_dead THEN v_now END,
+         -- A 410 gives the delivery back as it was: it waits for the resume.
+         attempt         = CASE WHEN p_kind = 'gone' THEN q.attempt - 1 ELSE q.attempt END,
+         next_attempt_at = CASE WHEN v_dead OR p_kind = 'gone' THEN v_now
+                                ELSE v_now + greatest(wharf.retry_delay(v_row.attempt),
+                                                      least(p_retry_after, wharf.setting_interval('max_delay'))) END
+   WHERE q.id = p_id;
+  INSERT INTO wharf.delivery_attempt (delivery_id, lease_epoch, destination_id, attempt, worker, started_at,
+                                      ended_at, ended, left_state, error_class, status, duration_ms, response)
+  VALUES (p_id, p_epoch, v_row.destination_id, v_row.attempt, v_row.leased_by, v_row.leased_at,
+          v_now, p_kind, v_state, p_error_class, p_status, p_duration_ms, left(p_response, 1024));
+
+  IF p_kind = 'gone' THEN
+    UPDATE wharf.destination d
+       SET state = 'PAUSED', paused_reason = 'gone', paused_by = NULL, probe_at = NULL, updated_at = v_now
+     WHERE d.id = v_row.destination_id;
+    PERFORM wharf.count_delivery_issue(v_row.destination_id, v_row.event_id, 'DestinationGone', v_now, false);
+  ELSIF p_kind = 'transient' THEN
+    v_opened := v_dest.state = 'ACTIVE'
+                AND (v_dest.consecutive_failures + 1 >= v_dest.breaker_failures
+                     OR v_now - coalesce(v_dest.failing_since, v_now) >= v_dest.breaker_minutes * interval '1 minute');
+    UPDATE wharf.destination d
+       SET consecutive_failures = d.consecutive_failures + 1,
+           failing_since        = coalesce(d.failing_since, v_now),
+           state                = CASE WHEN v_opened THEN 'BREAKER_OPEN' ELSE d.state END,
+           paused_reason        = CASE WHEN v_opened THEN 'breaker' ELSE d.paused_reason END,
+           -- Closed by a probe: the first after the retry delay of the run so far.
+           probe_at             = CASE WHEN v_opened OR d.state = 'BREAKER_OPEN'
+                                       THEN v_now + wharf.retry_delay(d.consecutive_failures + 1)
+                                       ELSE d.probe_at END
+     WHERE d.id = v_row.destination_id;
+    IF v_opened THEN
+      PERFORM wharf.count_delivery_issue(v_row.destination_id, v_row.event_id, 'DestinationBreakerOpen', v_now, false);
+    END IF;
+  END IF;
+  IF p_kind <> 'gone' THEN
+    PERFORM wharf.count_delivery_issue(v_row.destination_id, v_row.event_id, p_error_class, v_now, v_dead);
+  END IF;
+  RETURN v_state;
+END $_$;
+
+--
 -- Name: failure_history(bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2395,6 +3080,159 @@ CREATE FUNCTION wharf.fence(p_id bigint, p_epoch bigint, p_lease_token uuid) RET
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   SELECT wharf.check_lease(p_id, p_epoch, p_lease_token, true)
+$$;
+
+--
+-- Name: filter_condition_matches(jsonb, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.filter_condition_matches(p_cond jsonb, p_value jsonb) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+  v_part   record;
+  v_ok     boolean;
+  v_string boolean := jsonb_typeof(p_value) = 'string';
+BEGIN
+  IF jsonb_typeof(p_cond) <> 'object' THEN
+    RETURN coalesce(p_value = p_cond, false);
+  END IF;
+  FOR v_part IN SELECT key, value FROM jsonb_each(p_cond) LOOP
+    v_ok := CASE
+      WHEN left(v_part.key, 1) <> '$' THEN
+        wharf.filter_condition_matches(v_part.value,
+                                       CASE WHEN jsonb_typeof(p_value) = 'object' THEN p_value -> v_part.key END)
+      WHEN v_part.key = '$and' THEN
+        NOT EXISTS (SELECT FROM jsonb_array_elements(v_part.value) c
+                     WHERE NOT wharf.filter_condition_matches(c, p_value))
+      WHEN v_part.key = '$or' THEN
+        EXISTS (SELECT FROM jsonb_array_elements(v_part.value) c WHERE wharf.filter_condition_matches(c, p_value))
+      WHEN v_part.key = '$not' THEN NOT wharf.filter_condition_matches(v_part.value, p_value)
+      WHEN v_part.key = '$eq' THEN p_value = v_part.value
+      WHEN v_part.key = '$neq' THEN p_value IS DISTINCT FROM v_part.value
+      WHEN v_part.key = '$in' THEN EXISTS (SELECT FROM jsonb_array_elements(v_part.value) c WHERE c = p_value)
+      WHEN v_part.key = '$nin' THEN NOT EXISTS (SELECT FROM jsonb_array_elements(v_part.value) c WHERE c = p_value)
+      WHEN v_part.key = '$startsWith' THEN v_string AND starts_with(p_value #>> '{}', v_part.value #>> '{}')
+      WHEN v_part.key = '$endsWith' THEN
+        v_string AND right(p_value #>> '{}', length(v_part.value #>> '{}')) = v_part.value #>> '{}'
+      WHEN v_part.key = '$contains' THEN
+        CASE jsonb_typeof(p_value)
+          WHEN 'string' THEN jsonb_typeof(v_part.value) = 'string' AND strpos(p_value #>> '{}', v_part.value #>> '{}') > 0
+          WHEN 'array' THEN EXISTS (SELECT FROM jsonb_array_elements(p_value) e WHERE e = v_part.value)
+          ELSE false END
+      WHEN v_part.key IN ('$gt', '$gte', '$lt', '$lte') THEN
+        CASE WHEN jsonb_typeof(p_value) = 'number' AND jsonb_typeof(v_part.value) = 'number' THEN
+               CASE v_part.key WHEN '$gt' THEN p_value::numeric > v_part.value::numeric
+                               WHEN '$gte' THEN p_value::numeric >= v_part.value::numeric
+                               WHEN '$lt' THEN p_value::numeric < v_part.value::numeric
+                               ELSE p_value::numeric <= v_part.value::numeric END
+             WHEN v_string AND jsonb_typeof(v_part.value) = 'string' THEN
+               CASE v_part.key WHEN '$gt' THEN (p_value #>> '{}') COLLATE "C" > (v_part.value #>> '{}')
+                               WHEN '$gte' THEN (p_value #>> '{}') COLLATE "C" >= (v_part.value #>> '{}')
+                               WHEN '$lt' THEN (p_value #>> '{}') COLLATE "C" < (v_part.value #>> '{}')
+                               ELSE (p_value #>> '{}') COLLATE "C" <= (v_part.value #>> '{}') END
+             ELSE false END
+      WHEN v_part.key = '$exist' THEN (p_value IS NOT NULL) = (v_part.value = 'true')
+      ELSE false
+    END;
+    IF NOT coalesce(v_ok, false) THEN
+      RETURN false;
+    END IF;
+  END LOOP;
+  RETURN true;
+END $_$;
+
+--
+-- Name: filter_condition_problem(jsonb, text, integer, boolean); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.filter_condition_problem(p_cond jsonb, p_path text, p_depth integer, p_top boolean) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+  v_part    record;
+  v_problem text;
+  v_type    text;
+BEGIN
+  IF p_depth > 16 THEN
+    RETURN p_path || ': nested deeper than 16 levels';
+  END IF;
+  IF jsonb_typeof(p_cond) <> 'object' THEN
+    RETURN CASE WHEN p_top THEN p_path || ': must be an object' END;
+  END IF;
+  IF p_cond = '{}' THEN
+    RETURN p_path || ': is empty';
+  END IF;
+  IF EXISTS (SELECT FROM jsonb_object_keys(p_cond) k WHERE left(k, 1) = '$')
+     AND EXISTS (SELECT FROM jsonb_object_keys(p_cond) k WHERE left(k, 1) <> '$') THEN
+    RETURN p_path || ': mixes operators and field names';
+  END IF;
+  FOR v_part IN SELECT key, value FROM jsonb_each(p_cond) ORDER BY key LOOP
+    v_type := jsonb_typeof(v_part.value);
+    v_problem := CASE
+      WHEN left(v_part.key, 1) <> '$' THEN
+        CASE WHEN p_top AND v_part.key NOT IN ('payload', 'headers')
+             THEN p_path || '.' || v_part.key || ': unknown field (a filter starts with payload or headers)'
+             ELSE wharf.filter_condition_problem(v_part.value, p_path || '.' || v_part.key, p_depth + 1, false) END
+      WHEN v_part.key IN ('$and', '$or') THEN
+        CASE WHEN v_type <> 'array' OR jsonb_array_length(v_part.value) = 0
+             THEN p_path || '.' || v_part.key || ': must be a non-empty array'
+             ELSE (SELECT i.problem FROM jsonb_array_elements(v_part.value) WITH ORDINALITY AS a(item, n)
+                     CROSS JOIN LATERAL (SELECT wharf.filter_condition_problem(
+                                           a.item, p_path || '.' || v_part.key || '[' || (a.n - 1) || ']',
+                                           p_depth + 1, p_top) AS problem) i
+                    WHERE i.problem IS NOT NULL ORDER BY a.n LIMIT 1) END
+      WHEN v_part.key = '$not' THEN
+        wharf.filter_condition_problem(v_part.value, p_path || '.$not', p_depth + 1, p_top)
+      WHEN p_top THEN
+        p_path || ': ' || v_part.key || ' applies to a field, e.g. {"payload": {"action": {"' || v_part.key || '": …}}}'
+      WHEN v_part.key IN ('$eq', '$neq') THEN NULL
+      WHEN v_part.key IN ('$in', '$nin') THEN
+        CASE WHEN v_type <> 'array' THEN p_path || '.' || v_part.key || ': must be an array' END
+      WHEN v_part.key IN ('$startsWith', '$endsWith') THEN
+        CASE WHEN v_type <> 'string' THEN p_path || '.' || v_part.key || ': must be a string' END
+      WHEN v_part.key = '$contains' THEN
+        CASE WHEN v_type IN ('object', 'array') THEN p_path || '.$contains: must be a string, number, boolean or null' END
+      WHEN v_part.key IN ('$gt', '$gte', '$lt', '$lte') THEN
+        CASE WHEN v_type NOT IN ('number', 'string') THEN p_path || '.' || v_part.key || ': must be a number or a string' END
+      WHEN v_part.key = '$exist' THEN
+        CASE WHEN v_type <> 'boolean' THEN p_path || '.$exist: must be true or false' END
+      ELSE p_path || ': unknown operator ' || v_part.key
+    END;
+    IF v_problem IS NOT NULL THEN
+      RETURN v_problem;
+    END IF;
+  END LOOP;
+  RETURN NULL;
+END $_$;
+
+--
+-- Name: filter_matches(jsonb, jsonb, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.filter_matches(p_filter jsonb, p_payload jsonb, p_headers jsonb) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+  v_problem text := wharf.filter_problem(p_filter);
+BEGIN
+  IF v_problem IS NOT NULL THEN
+    RAISE EXCEPTION 'wharf: %', v_problem USING ERRCODE = '22023';
+  END IF;
+  RETURN p_filter IS NULL
+      OR wharf.filter_condition_matches(p_filter, jsonb_build_object('payload', p_payload, 'headers', p_headers));
+END $$;
+
+--
+-- Name: filter_problem(jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.filter_problem(p_filter jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT CASE WHEN p_filter IS NULL THEN NULL
+              WHEN length(p_filter::text) > 16384 THEN 'filter: longer than 16384 characters'
+              ELSE wharf.filter_condition_problem(p_filter, 'filter', 1, true) END
 $$;
 
 --
@@ -2666,6 +3504,17 @@ CREATE FUNCTION wharf.issue_summary(i wharf.issue) RETURNS jsonb
 $$;
 
 --
+-- Name: json_integer_between(jsonb, bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.json_integer_between(p_value jsonb, p_low bigint, p_high bigint) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT jsonb_typeof(p_value) = 'number' AND p_value::numeric = trunc(p_value::numeric)
+     AND p_value::numeric BETWEEN p_low AND p_high
+$$;
+
+--
 -- Name: keep_scope_heads(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -2856,6 +3705,67 @@ CREATE FUNCTION wharf.list_dead(p_workspace_id bigint, p_subject text DEFAULT NU
     AS $$
   SELECT wharf.list_events(p_workspace_id, 'DEAD', p_subject, p_limit, p_before_id)
 $$;
+
+--
+-- Name: list_deliveries(bigint, bigint, text, integer, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_deliveries(p_workspace_id bigint, p_destination_id bigint, p_state text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_page jsonb;
+BEGIN
+  IF p_state IS NOT NULL AND p_state NOT IN ('QUEUED', 'LEASED', 'DONE', 'DEAD') THEN
+    RAISE EXCEPTION 'wharf: delivery state: QUEUED, LEASED, DONE or DEAD' USING ERRCODE = '22023';
+  END IF;
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 500 THEN
+    RAISE EXCEPTION 'wharf: limit: from 1 to 500' USING ERRCODE = '22023';
+  END IF;
+  IF NOT EXISTS (SELECT FROM wharf.destination WHERE id = p_destination_id AND workspace_id = p_workspace_id) THEN
+    RETURN NULL;
+  END IF;
+  SELECT coalesce(jsonb_agg(wharf.delivery_summary(q) ORDER BY q.id DESC), '[]') INTO v_page
+    FROM (SELECT * FROM wharf.destination_delivery q
+           WHERE q.destination_id = p_destination_id
+             AND (p_state IS NULL OR q.state = p_state)
+             AND (p_before_id IS NULL OR q.id < p_before_id)
+           ORDER BY q.id DESC LIMIT p_limit) q;
+  RETURN jsonb_build_object('deliveries', v_page,
+                            'next_cursor', CASE WHEN jsonb_array_length(v_page) = p_limit
+                                                THEN v_page -> (p_limit - 1) -> 'id' END);
+END $$;
+
+--
+-- Name: list_destination_rules(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_destination_rules(p_workspace_id bigint, p_destination_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN (SELECT coalesce(jsonb_agg(wharf.rule_summary(r) ORDER BY r.id), '[]')
+            FROM wharf.destination_rule r
+           WHERE r.workspace_id = p_workspace_id
+             AND (p_destination_id IS NULL OR r.destination_id = p_destination_id));
+END $$;
+
+--
+-- Name: list_destinations(bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.list_destinations(p_workspace_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  RETURN (SELECT coalesce(jsonb_agg(wharf.destination_summary(d) ORDER BY d.name, d.id), '[]')
+            FROM wharf.destination d WHERE d.workspace_id = p_workspace_id);
+END $$;
 
 --
 -- Name: list_events(bigint, text, text, integer, bigint, text, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: wharf; Owner: -
@@ -3142,6 +4052,27 @@ BEGIN
 END $$;
 
 --
+-- Name: next_delivery_at(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.next_delivery_at() RETURNS timestamp with time zone
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT min(greatest(
+           q.due,
+           CASE WHEN d.state = 'BREAKER_OPEN' THEN d.probe_at END,
+           CASE WHEN d.rate_limit IS NOT NULL AND d.tokens < 1 THEN
+             d.tokens_at + (1 - d.tokens) * CASE d.rate_period WHEN 'minute' THEN 60 ELSE 1 END
+                           / d.rate_limit * interval '1 second' END))
+    FROM wharf.destination d
+    JOIN wharf.workspace w ON w.id = d.workspace_id AND w.state = 'ACTIVE'
+    CROSS JOIN LATERAL (SELECT min(x.next_attempt_at) AS due FROM wharf.destination_delivery x
+                         WHERE x.destination_id = d.id AND x.state = 'QUEUED') q
+   WHERE d.signing_secret IS NOT NULL AND d.state <> 'PAUSED' AND q.due IS NOT NULL
+$$;
+
+--
 -- Name: next_due_at(); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3284,6 +4215,7 @@ BEGIN
   DELETE FROM wharf.provider_event
    WHERE id IN (SELECT id FROM wharf.provider_event
                  WHERE received_at < v_done_before AND state = 'DONE' AND handled_at < v_done_before
+                   AND wharf.deliveries_purgeable(id, v_done_before, v_dead_before)
                  ORDER BY received_at
                  LIMIT v_batch
                    FOR UPDATE SKIP LOCKED);
@@ -3292,6 +4224,7 @@ BEGIN
   DELETE FROM wharf.provider_event
    WHERE id IN (SELECT id FROM wharf.provider_event
                  WHERE received_at < v_dead_before AND state = 'DEAD' AND dead_at < v_dead_before
+                   AND wharf.deliveries_purgeable(id, v_done_before, v_dead_before)
                  ORDER BY received_at
                  LIMIT v_batch
                    FOR UPDATE SKIP LOCKED);
@@ -3322,6 +4255,24 @@ BEGIN
    WHERE id IN (SELECT id FROM wharf.alert
                  WHERE created_at < now() - wharf.setting_interval('issue_retention') AND state <> 'pending'
                  ORDER BY created_at LIMIT p_batch);
+  GET DIAGNOSTICS v_deleted = ROW_COUNT;
+  RETURN v_deleted;
+END $$;
+
+--
+-- Name: purge_forwarding(integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.purge_forwarding(p_batch integer) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_deleted bigint;
+BEGIN
+  DELETE FROM wharf.rule_filtered_minute f
+   WHERE (f.rule_id, f.minute) IN (SELECT x.rule_id, x.minute FROM wharf.rule_filtered_minute x
+                                    WHERE x.minute < now() - wharf.setting_interval('log_retention')
+                                    LIMIT p_batch);
   GET DIAGNOSTICS v_deleted = ROW_COUNT;
   RETURN v_deleted;
 END $$;
@@ -3391,7 +4342,8 @@ BEGIN
   v_total := v_total + v_deleted;
 
   -- The on-call surface's own tables (sql/97-99), each with its rule.
-  RETURN v_total + wharf.purge_issues(v_batch) + wharf.purge_scope_actions(v_batch) + wharf.purge_alerts(v_batch);
+  RETURN v_total + wharf.purge_issues(v_batch) + wharf.purge_scope_actions(v_batch) + wharf.purge_alerts(v_batch)
+       + wharf.purge_forwarding(v_batch);
 END $$;
 
 --
@@ -3594,6 +4546,47 @@ BEGIN
 END $$;
 
 --
+-- Name: reap_deliveries(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.reap_deliveries() RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_now   timestamptz := clock_timestamp();
+  v_max   integer := wharf.setting_integer('max_attempts');
+  v_count integer;
+BEGIN
+  WITH expired AS (
+    SELECT q.id FROM wharf.destination_delivery q
+     WHERE q.state = 'LEASED' AND q.leased_until < v_now
+     ORDER BY q.id
+       FOR UPDATE SKIP LOCKED
+  ), reaped AS (
+    UPDATE wharf.destination_delivery q
+       SET state = CASE WHEN q.failures + 1 >= v_max THEN 'DEAD' ELSE 'QUEUED' END,
+           failures = q.failures + 1, error_class = 'LeaseExpired', leased_until = NULL,
+           dead_at = CASE WHEN q.failures + 1 >= v_max THEN v_now END,
+           next_attempt_at = CASE WHEN q.failures + 1 >= v_max THEN q.next_attempt_at
+                                  ELSE v_now + wharf.retry_delay(q.attempt) END
+      FROM expired
+     WHERE q.id = expired.id
+    RETURNING q.id, q.lease_epoch, q.destination_id, q.attempt, q.leased_by, q.leased_at, q.state
+  )
+  INSERT INTO wharf.delivery_attempt (delivery_id, lease_epoch, destination_id, attempt, worker, started_at,
+                                      ended_at, ended, left_state, error_class)
+  SELECT r.id, r.lease_epoch, r.destination_id, r.attempt, r.leased_by, r.leased_at, v_now, 'expired', r.state,
+         'LeaseExpired'
+    FROM reaped r;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  IF v_count > 0 THEN
+    PERFORM pg_notify('wharf_delivery', '');
+  END IF;
+  RETURN v_count;
+END $$;
+
+--
 -- Name: record_alert_attempt(uuid, bigint, boolean, integer, text, interval); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3695,6 +4688,34 @@ BEGIN
 END $$;
 
 --
+-- Name: release_delivery(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.release_delivery(p_id bigint, p_epoch bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_now timestamptz := clock_timestamp();
+  v_row record;
+BEGIN
+  UPDATE wharf.destination_delivery q
+     SET state = 'QUEUED', attempt = q.attempt - 1, leased_until = NULL, next_attempt_at = v_now
+   WHERE q.id = p_id AND q.lease_epoch = p_epoch AND q.state = 'LEASED'
+  RETURNING q.destination_id, q.attempt + 1 AS attempt, q.leased_by, q.leased_at INTO v_row;
+  IF NOT FOUND THEN
+    RETURN EXISTS (SELECT FROM wharf.delivery_attempt h
+                    WHERE h.delivery_id = p_id AND h.lease_epoch = p_epoch AND h.ended = 'released');
+  END IF;
+  INSERT INTO wharf.delivery_attempt (delivery_id, lease_epoch, destination_id, attempt, worker, started_at,
+                                      ended_at, ended, left_state)
+  VALUES (p_id, p_epoch, v_row.destination_id, v_row.attempt, v_row.leased_by, v_row.leased_at,
+          v_now, 'released', 'QUEUED');
+  PERFORM pg_notify('wharf_delivery', '');
+  RETURN true;
+END $$;
+
+--
 -- Name: renew(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3766,6 +4787,52 @@ BEGIN
     RETURN false;
   END IF;
   RETURN wharf.requeue_dead(p_workspace_id, p_id, p_account, p_force);
+END $$;
+
+--
+-- Name: replay_deliveries(bigint, bigint, jsonb, text, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.replay_deliveries(p_workspace_id bigint, p_destination_id bigint, p_filter jsonb, p_account text, p_batch integer DEFAULT 500) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_count bigint;
+BEGIN
+  IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND 5000 THEN
+    RAISE EXCEPTION 'wharf: batch: from 1 to 5000' USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.destination_delivery q
+     SET state = 'QUEUED', attempt = 0, failures = 0, dead_at = NULL, outcome = NULL, transient_since = NULL,
+         next_attempt_at = clock_timestamp(), replayed_by = p_account, replayed_at = clock_timestamp()
+   WHERE q.id IN (SELECT d.id FROM wharf.dead_deliveries(p_workspace_id, p_destination_id, p_filter) d
+                   ORDER BY d.id LIMIT p_batch)
+     AND q.state = 'DEAD';
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  IF v_count > 0 THEN
+    PERFORM pg_notify('wharf_delivery', '');
+  END IF;
+  RETURN v_count;
+END $$;
+
+--
+-- Name: replay_delivery(bigint, bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.replay_delivery(p_workspace_id bigint, p_id bigint, p_account text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  UPDATE wharf.destination_delivery q
+     SET state = 'QUEUED', attempt = 0, failures = 0, dead_at = NULL, outcome = NULL, transient_since = NULL,
+         next_attempt_at = clock_timestamp(), replayed_by = p_account, replayed_at = clock_timestamp()
+   WHERE q.id = p_id AND q.workspace_id = p_workspace_id AND q.state = 'DEAD';
+  IF FOUND THEN
+    PERFORM pg_notify('wharf_delivery', '');
+  END IF;
+  RETURN FOUND;
 END $$;
 
 --
@@ -3946,6 +5013,93 @@ BEGIN
    WHERE id = p_id AND workspace_id = p_workspace_id AND revoked_at IS NULL;
   RETURN FOUND;
 END $$;
+
+--
+-- Name: route_events(bigint[]); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.route_events(p_ids bigint[]) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_made integer;
+BEGIN
+  WITH matched AS (
+    SELECT e.id AS event_id, r.id AS rule_id, r.destination_id, r.forward_only, e.workspace_id, e.scope_key,
+           wharf.filter_matches(r.filter, e.payload, e.headers) AS passed
+      FROM wharf.provider_event e
+      JOIN wharf.destination_rule r ON r.workspace_id = e.workspace_id
+     WHERE e.id = ANY (p_ids)
+       AND (r.connection_id IS NULL OR r.connection_id = e.connection_id)
+       AND (r.provider IS NULL OR r.provider = e.provider)
+       AND wharf.event_type_matches(r.event_types, e.event_type)
+       AND (r.subject_prefix IS NULL OR starts_with(e.subject, r.subject_prefix))
+  ), made AS (
+    INSERT INTO wharf.destination_delivery (event_id, destination_id, workspace_id, scope_key, ordered)
+    SELECT DISTINCT ON (m.event_id, m.destination_id) m.event_id, m.destination_id, m.workspace_id, m.scope_key,
+           d.ordered
+      FROM matched m
+      JOIN wharf.destination d ON d.id = m.destination_id
+     WHERE m.passed
+     ORDER BY m.event_id, m.destination_id
+    ON CONFLICT (event_id, destination_id) DO NOTHING
+    RETURNING 1
+  ), forwarded AS (
+    UPDATE wharf.provider_event e
+       SET state = 'DONE', outcome = 'forwarded', handled_at = clock_timestamp()
+     WHERE e.id IN (SELECT m.event_id FROM matched m WHERE m.passed AND m.forward_only) AND e.state = 'QUEUED'
+    RETURNING 1
+  ), counted AS (
+    -- In rule order: two admissions counting into the same rows take their
+    -- locks in one order.
+    INSERT INTO wharf.rule_filtered_minute AS f (rule_id, minute, filtered)
+    SELECT m.rule_id, date_trunc('minute', clock_timestamp()), count(*)
+      FROM matched m WHERE NOT m.passed
+     GROUP BY m.rule_id ORDER BY m.rule_id
+    ON CONFLICT (rule_id, minute) DO UPDATE SET filtered = f.filtered + excluded.filtered
+    RETURNING 1
+  )
+  SELECT (SELECT count(*)::integer FROM made) INTO v_made
+    FROM (SELECT count(*) FROM forwarded) x, (SELECT count(*) FROM counted) y;
+  IF v_made > 0 THEN
+    PERFORM pg_notify('wharf_delivery', '');
+  END IF;
+  RETURN v_made;
+END $$;
+
+--
+-- Name: destination_rule; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.destination_rule (
+    id bigint NOT NULL,
+    workspace_id bigint NOT NULL,
+    destination_id bigint NOT NULL,
+    connection_id bigint,
+    provider text,
+    event_types text[],
+    subject_prefix text,
+    filter jsonb,
+    forward_only boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: rule_summary(wharf.destination_rule); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.rule_summary(r wharf.destination_rule) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT jsonb_build_object(
+    'id', r.id, 'workspace_id', r.workspace_id, 'destination_id', r.destination_id,
+    'connection_id', r.connection_id, 'provider', r.provider, 'event_types', to_jsonb(r.event_types),
+    'subject_prefix', r.subject_prefix, 'filter', r.filter, 'forward_only', r.forward_only,
+    'filtered_last_hour', (SELECT coalesce(sum(f.filtered), 0) FROM wharf.rule_filtered_minute f
+                            WHERE f.rule_id = r.id AND f.minute > now() - interval '1 hour'),
+    'created_at', r.created_at, 'updated_at', r.updated_at)
+$$;
 
 --
 -- Name: safe_headers(jsonb); Type: FUNCTION; Schema: wharf; Owner: -
@@ -4223,6 +5377,96 @@ BEGIN
 END $$;
 
 --
+-- Name: set_destination_credentials(bigint, bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.set_destination_credentials(p_workspace_id bigint, p_id bigint, p_sealed text, p_type text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_dest wharf.destination := wharf.destination_for_change(p_workspace_id, p_id);
+BEGIN
+  IF p_sealed IS NOT NULL AND p_sealed NOT LIKE 'aes256gcm:%' THEN
+    RAISE EXCEPTION 'wharf: destination credentials must arrive sealed (aes256gcm:…)' USING ERRCODE = '22023';
+  END IF;
+  IF p_sealed IS NOT NULL AND p_type IS DISTINCT FROM 'bearer' AND p_type IS DISTINCT FROM 'basic'
+     AND p_type IS DISTINCT FROM 'header' THEN
+    RAISE EXCEPTION 'wharf: destination credentials type: bearer, basic or header' USING ERRCODE = '22023';
+  END IF;
+  IF v_dest.id IS NULL THEN
+    RETURN NULL;
+  END IF;
+  UPDATE wharf.destination d
+     SET credentials = p_sealed, credentials_type = CASE WHEN p_sealed IS NOT NULL THEN p_type END, updated_at = now()
+   WHERE d.id = p_id
+  RETURNING * INTO v_dest;
+  RETURN wharf.destination_summary(v_dest);
+END $$;
+
+--
+-- Name: set_destination_secret(bigint, bigint, text, boolean, interval); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.set_destination_secret(p_workspace_id bigint, p_id bigint, p_sealed text, p_keep_previous boolean DEFAULT true, p_overlap interval DEFAULT '24:00:00'::interval) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_dest wharf.destination := wharf.destination_for_change(p_workspace_id, p_id);
+BEGIN
+  IF p_sealed IS NULL THEN
+    RAISE EXCEPTION 'wharf: destination signing secret is required' USING ERRCODE = '22004';
+  END IF;
+  IF p_sealed NOT LIKE 'aes256gcm:%' THEN
+    RAISE EXCEPTION 'wharf: destination signing secret must arrive sealed (aes256gcm:…)' USING ERRCODE = '22023';
+  END IF;
+  IF v_dest.id IS NULL THEN
+    RETURN NULL;
+  END IF;
+  UPDATE wharf.destination d
+     SET previous_signing_secret = CASE WHEN p_keep_previous AND d.signing_secret IS NOT NULL THEN d.signing_secret END,
+         previous_valid_until    = CASE WHEN p_keep_previous AND d.signing_secret IS NOT NULL THEN now() + p_overlap END,
+         signing_secret          = p_sealed,
+         updated_at              = now()
+   WHERE d.id = p_id
+  RETURNING * INTO v_dest;
+  RETURN wharf.destination_summary(v_dest);
+END $$;
+
+--
+-- Name: set_destination_state(bigint, bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.set_destination_state(p_workspace_id bigint, p_id bigint, p_state text, p_account text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_dest wharf.destination := wharf.destination_for_change(p_workspace_id, p_id);
+BEGIN
+  IF p_state IS DISTINCT FROM 'ACTIVE' AND p_state IS DISTINCT FROM 'PAUSED' THEN
+    RAISE EXCEPTION 'wharf: destination state: ACTIVE or PAUSED' USING ERRCODE = '22023';
+  END IF;
+  IF v_dest.id IS NULL THEN
+    RETURN NULL;
+  END IF;
+  UPDATE wharf.destination d
+     SET state = p_state,
+         paused_reason = CASE WHEN p_state = 'PAUSED' THEN 'operator' END,
+         paused_by = CASE WHEN p_state = 'PAUSED' THEN p_account END,
+         consecutive_failures = CASE WHEN p_state = 'ACTIVE' THEN 0 ELSE d.consecutive_failures END,
+         failing_since = CASE WHEN p_state = 'ACTIVE' THEN NULL ELSE d.failing_since END,
+         probe_at = NULL, updated_at = now()
+   WHERE d.id = p_id
+  RETURNING * INTO v_dest;
+  IF p_state = 'ACTIVE' THEN
+    PERFORM pg_notify('wharf_delivery', '');
+  END IF;
+  RETURN wharf.destination_summary(v_dest);
+END $$;
+
+--
 -- Name: set_installation_issue_status(bigint, text, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -4402,6 +5646,36 @@ CREATE FUNCTION wharf.show_connection(p_id bigint) RETURNS jsonb
 $$;
 
 --
+-- Name: show_delivery(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.show_delivery(p_workspace_id bigint, p_id bigint) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.delivery_summary(q) || jsonb_build_object(
+           'webhook_id', 'wd_' || q.id,
+           'attempts', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'attempt', a.attempt, 'epoch', a.lease_epoch, 'worker', a.worker,
+                          'started_at', a.started_at, 'ended_at', a.ended_at, 'ended', a.ended,
+                          'error_class', a.error_class, 'status', a.status, 'duration_ms', a.duration_ms,
+                          'response', a.response) ORDER BY a.lease_epoch), '[]')
+                          FROM wharf.delivery_attempt a WHERE a.delivery_id = q.id))
+    FROM wharf.destination_delivery q WHERE q.id = p_id AND q.workspace_id = p_workspace_id
+$$;
+
+--
+-- Name: show_destination(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.show_destination(p_workspace_id bigint, p_id bigint) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT wharf.destination_summary(d) FROM wharf.destination d WHERE d.id = p_id AND d.workspace_id = p_workspace_id
+$$;
+
+--
 -- Name: show_event(bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -4537,6 +5811,10 @@ BEGIN
   ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
   RETURNING id INTO v_id;
   IF v_id IS NOT NULL THEN
+    -- Its destinations' deliveries commit with it (sql/88).
+    IF p_workspace_id IS NOT NULL AND wharf.workspaces_route(ARRAY[p_workspace_id]) THEN
+      PERFORM wharf.route_events(ARRAY[v_id]);
+    END IF;
     RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
   END IF;
   -- Two lookups, not `IS NOT DISTINCT FROM`, which no btree serves: a
@@ -4772,6 +6050,25 @@ BEGIN
 END $$;
 
 --
+-- Name: test_destination_filter(bigint, jsonb, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.test_destination_filter(p_workspace_id bigint, p_filter jsonb, p_event_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_problem text := wharf.filter_problem(p_filter);
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  IF v_problem IS NOT NULL THEN
+    RAISE EXCEPTION 'wharf: %', v_problem USING ERRCODE = '22023';
+  END IF;
+  RETURN (SELECT jsonb_build_object('matched', wharf.filter_matches(p_filter, e.payload, e.headers))
+            FROM wharf.provider_event e WHERE e.id = p_event_id AND e.workspace_id = p_workspace_id);
+END $$;
+
+--
 -- Name: unsubscribe(bigint, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -4790,6 +6087,79 @@ BEGIN
   END IF;
   UPDATE wharf.connection SET generation = generation + 1, updated_at = now() WHERE id = p_connection_id;
   RETURN true;
+END $$;
+
+--
+-- Name: update_destination(bigint, bigint, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.update_destination(p_workspace_id bigint, p_id bigint, p_spec jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_dest wharf.destination := wharf.destination_for_change(p_workspace_id, p_id);
+BEGIN
+  PERFORM wharf.check_destination_spec(p_spec);
+  IF v_dest.id IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF p_spec ? 'name' AND EXISTS (SELECT FROM wharf.destination WHERE workspace_id = p_workspace_id
+                                    AND name = btrim(p_spec->>'name') AND id <> p_id) THEN
+    RAISE EXCEPTION 'wharf: destination name: % is already used in this workspace', quote_literal(btrim(p_spec->>'name'))
+      USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.destination d
+     SET name             = coalesce(btrim(p_spec->>'name'), d.name),
+         url              = coalesce(p_spec->>'url', d.url),
+         timeout_ms       = coalesce((p_spec->>'timeout_ms')::integer, d.timeout_ms),
+         rate_limit       = CASE WHEN p_spec ? 'rate_limit' THEN (p_spec->>'rate_limit')::integer ELSE d.rate_limit END,
+         rate_period      = coalesce(p_spec->>'rate_period', d.rate_period),
+         tokens           = CASE WHEN p_spec ? 'rate_limit' OR p_spec ? 'rate_period' THEN NULL ELSE d.tokens END,
+         max_in_flight    = coalesce((p_spec->>'max_in_flight')::integer, d.max_in_flight),
+         ordered          = coalesce((p_spec->>'ordered')::boolean, d.ordered),
+         headers          = coalesce(p_spec->'headers', d.headers),
+         breaker_failures = coalesce((p_spec->>'breaker_failures')::integer, d.breaker_failures),
+         breaker_minutes  = coalesce((p_spec->>'breaker_minutes')::integer, d.breaker_minutes),
+         updated_at       = now()
+   WHERE d.id = p_id
+  RETURNING * INTO v_dest;
+  UPDATE wharf.destination_delivery q SET ordered = v_dest.ordered
+   WHERE q.destination_id = p_id AND q.state = 'QUEUED' AND q.ordered <> v_dest.ordered;
+  RETURN wharf.destination_summary(v_dest);
+END $$;
+
+--
+-- Name: update_destination_rule(bigint, bigint, jsonb); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.update_destination_rule(p_workspace_id bigint, p_id bigint, p_spec jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_rule wharf.destination_rule;
+BEGIN
+  PERFORM wharf.require_workspace(p_workspace_id);
+  PERFORM wharf.check_rule_spec(p_workspace_id, p_spec);
+  IF p_spec->'destination_id' = 'null' THEN
+    RAISE EXCEPTION 'wharf: rule destination_id: required' USING ERRCODE = '22023';
+  END IF;
+  UPDATE wharf.destination_rule r
+     SET destination_id = coalesce((p_spec->>'destination_id')::bigint, r.destination_id),
+         connection_id  = CASE WHEN p_spec ? 'connection_id' THEN (p_spec->>'connection_id')::bigint ELSE r.connection_id END,
+         provider       = CASE WHEN p_spec ? 'provider' THEN p_spec->>'provider' ELSE r.provider END,
+         event_types    = CASE WHEN p_spec ? 'event_types'
+                               THEN CASE WHEN jsonb_typeof(p_spec->'event_types') = 'array'
+                                         THEN ARRAY(SELECT jsonb_array_elements_text(p_spec->'event_types')) END
+                               ELSE r.event_types END,
+         subject_prefix = CASE WHEN p_spec ? 'subject_prefix' THEN p_spec->>'subject_prefix' ELSE r.subject_prefix END,
+         filter         = CASE WHEN p_spec ? 'filter' THEN nullif(p_spec->'filter', 'null') ELSE r.filter END,
+         forward_only   = coalesce((p_spec->>'forward_only')::boolean, r.forward_only),
+         updated_at     = now()
+   WHERE r.id = p_id AND r.workspace_id = p_workspace_id
+  RETURNING * INTO v_rule;
+  RETURN CASE WHEN v_rule.id IS NOT NULL THEN wharf.rule_summary(v_rule) END;
 END $$;
 
 --
@@ -4909,6 +6279,17 @@ CREATE FUNCTION wharf.worker_settings(OUT renew_every double precision, OUT hand
          extract(epoch FROM wharf.setting_interval('handler_timeout'))::float8 * 1000,
          extract(epoch FROM wharf.setting_interval('poll_every'))::float8 * 1000
 $$;
+
+--
+-- Name: workspaces_route(bigint[]); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.workspaces_route(p_workspace_ids bigint[]) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+  RETURN EXISTS (SELECT FROM wharf.destination_rule r WHERE r.workspace_id = ANY (p_workspace_ids));
+END $$;
 
 --
 -- Name: admission_log; Type: TABLE; Schema: wharf; Owner: -
@@ -5081,6 +6462,68 @@ CREATE TABLE wharf.connection_secret (
 );
 
 --
+-- Name: delivery_attempt; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.delivery_attempt (
+    delivery_id bigint NOT NULL,
+    lease_epoch bigint NOT NULL,
+    destination_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    worker text NOT NULL,
+    started_at timestamp with time zone,
+    ended_at timestamp with time zone NOT NULL,
+    ended text NOT NULL,
+    left_state text,
+    error_class text,
+    status integer,
+    duration_ms integer,
+    response text,
+    CONSTRAINT delivery_attempt_ended_check CHECK ((ended = ANY (ARRAY['handled'::text, 'transient'::text, 'permanent'::text, 'gone'::text, 'released'::text, 'expired'::text]))),
+    CONSTRAINT delivery_attempt_left_state_check CHECK ((left_state = ANY (ARRAY['QUEUED'::text, 'DONE'::text, 'DEAD'::text]))),
+    CONSTRAINT delivery_attempt_response_check CHECK ((length(response) <= 1024))
+);
+
+--
+-- Name: destination_delivery_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.destination_delivery ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.destination_delivery_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: destination_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.destination ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.destination_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: destination_rule_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
+--
+
+ALTER TABLE wharf.destination_rule ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME wharf.destination_rule_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: event_attempt; Type: TABLE; Schema: wharf; Owner: -
 --
 
@@ -5221,6 +6664,16 @@ ALTER TABLE wharf.replay_audit ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY 
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+--
+-- Name: rule_filtered_minute; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.rule_filtered_minute (
+    rule_id bigint NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    filtered bigint DEFAULT 0 NOT NULL
 );
 
 --
@@ -5379,6 +6832,34 @@ ALTER TABLE wharf.connection_secret
     ADD CONSTRAINT connection_secret_signing_key_encrypted CHECK (((signing_key ~ '^aes256gcm:[A-Za-z0-9_.-]{1,32}:[A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}$'::text) AND (previous_signing_key ~ '^aes256gcm:[A-Za-z0-9_.-]{1,32}:[A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}$'::text))) NOT VALID;
 
 --
+-- Name: delivery_attempt delivery_attempt_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.delivery_attempt
+    ADD CONSTRAINT delivery_attempt_pkey PRIMARY KEY (delivery_id, lease_epoch);
+
+--
+-- Name: destination_delivery destination_delivery_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.destination_delivery
+    ADD CONSTRAINT destination_delivery_pkey PRIMARY KEY (id);
+
+--
+-- Name: destination destination_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.destination
+    ADD CONSTRAINT destination_pkey PRIMARY KEY (id);
+
+--
+-- Name: destination_rule destination_rule_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.destination_rule
+    ADD CONSTRAINT destination_rule_pkey PRIMARY KEY (id);
+
+--
 -- Name: event_attempt event_attempt_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -5449,6 +6930,13 @@ ALTER TABLE ONLY wharf.replay_audit
     ADD CONSTRAINT replay_audit_pkey PRIMARY KEY (id);
 
 --
+-- Name: rule_filtered_minute rule_filtered_minute_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.rule_filtered_minute
+    ADD CONSTRAINT rule_filtered_minute_pkey PRIMARY KEY (rule_id, minute);
+
+--
 -- Name: scope_action scope_action_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -5475,6 +6963,20 @@ ALTER TABLE ONLY wharf.setting
 
 ALTER TABLE ONLY wharf.subscription
     ADD CONSTRAINT subscription_pkey PRIMARY KEY (connection_id, subject);
+
+--
+-- Name: destination_delivery uq_destination_delivery_event; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.destination_delivery
+    ADD CONSTRAINT uq_destination_delivery_event UNIQUE (event_id, destination_id);
+
+--
+-- Name: destination uq_destination_name; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.destination
+    ADD CONSTRAINT uq_destination_name UNIQUE (workspace_id, name);
 
 --
 -- Name: workspace workspace_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
@@ -5542,6 +7044,54 @@ CREATE INDEX ix_connection_recipients ON wharf.connection USING btree (provider,
 --
 
 CREATE INDEX ix_connection_workspace ON wharf.connection USING btree (workspace_id);
+
+--
+-- Name: ix_delivery_attempt_destination; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_delivery_attempt_destination ON wharf.delivery_attempt USING btree (destination_id, ended_at);
+
+--
+-- Name: ix_destination_delivery_claim; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_destination_delivery_claim ON wharf.destination_delivery USING btree (destination_id, event_id) INCLUDE (next_attempt_at) WHERE (state = 'QUEUED'::text);
+
+--
+-- Name: ix_destination_delivery_leased; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_destination_delivery_leased ON wharf.destination_delivery USING btree (destination_id, leased_until) WHERE (state = 'LEASED'::text);
+
+--
+-- Name: ix_destination_delivery_listing; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_destination_delivery_listing ON wharf.destination_delivery USING btree (destination_id, state, id DESC);
+
+--
+-- Name: ix_destination_delivery_scope_order; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_destination_delivery_scope_order ON wharf.destination_delivery USING btree (destination_id, scope_key, event_id) WHERE ((state = ANY (ARRAY['QUEUED'::text, 'LEASED'::text])) AND ordered);
+
+--
+-- Name: ix_destination_rule_connection; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_destination_rule_connection ON wharf.destination_rule USING btree (connection_id) WHERE (connection_id IS NOT NULL);
+
+--
+-- Name: ix_destination_rule_destination; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_destination_rule_destination ON wharf.destination_rule USING btree (destination_id);
+
+--
+-- Name: ix_destination_rule_workspace; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_destination_rule_workspace ON wharf.destination_rule USING btree (workspace_id);
 
 --
 -- Name: ix_failure_minute_minute; Type: INDEX; Schema: wharf; Owner: -
@@ -5652,6 +7202,12 @@ CREATE UNIQUE INDEX uq_connection_installation ON wharf.connection USING btree (
 CREATE UNIQUE INDEX uq_connection_natural_key ON wharf.connection USING btree (workspace_id, provider, source, kind, external_id) NULLS NOT DISTINCT;
 
 --
+-- Name: uq_destination_delivery_leased_scope; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_destination_delivery_leased_scope ON wharf.destination_delivery USING btree (destination_id, scope_key) WHERE ((state = 'LEASED'::text) AND ordered);
+
+--
 -- Name: uq_failure_minute; Type: INDEX; Schema: wharf; Owner: -
 --
 
@@ -5749,6 +7305,55 @@ ALTER TABLE ONLY wharf.connection
     ADD CONSTRAINT connection_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
 
 --
+-- Name: delivery_attempt delivery_attempt_delivery_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.delivery_attempt
+    ADD CONSTRAINT delivery_attempt_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES wharf.destination_delivery(id) ON DELETE CASCADE;
+
+--
+-- Name: destination_delivery destination_delivery_destination_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.destination_delivery
+    ADD CONSTRAINT destination_delivery_destination_id_fkey FOREIGN KEY (destination_id) REFERENCES wharf.destination(id) ON DELETE CASCADE;
+
+--
+-- Name: destination_delivery destination_delivery_event_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.destination_delivery
+    ADD CONSTRAINT destination_delivery_event_id_fkey FOREIGN KEY (event_id) REFERENCES wharf.provider_event(id) ON DELETE CASCADE;
+
+--
+-- Name: destination_rule destination_rule_connection_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.destination_rule
+    ADD CONSTRAINT destination_rule_connection_id_fkey FOREIGN KEY (connection_id) REFERENCES wharf.connection(id) ON DELETE CASCADE;
+
+--
+-- Name: destination_rule destination_rule_destination_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.destination_rule
+    ADD CONSTRAINT destination_rule_destination_id_fkey FOREIGN KEY (destination_id) REFERENCES wharf.destination(id) ON DELETE CASCADE;
+
+--
+-- Name: destination_rule destination_rule_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.destination_rule
+    ADD CONSTRAINT destination_rule_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
+-- Name: destination destination_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.destination
+    ADD CONSTRAINT destination_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
 -- Name: event_attempt event_attempt_event_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -5796,6 +7401,13 @@ ALTER TABLE ONLY wharf.redelivery_request
 
 ALTER TABLE ONLY wharf.redelivery_seen
     ADD CONSTRAINT redelivery_seen_app_id_source_fkey FOREIGN KEY (app_id, source) REFERENCES wharf.redelivery_sweep(app_id, source) ON DELETE CASCADE;
+
+--
+-- Name: rule_filtered_minute rule_filtered_minute_rule_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.rule_filtered_minute
+    ADD CONSTRAINT rule_filtered_minute_rule_id_fkey FOREIGN KEY (rule_id) REFERENCES wharf.destination_rule(id) ON DELETE CASCADE;
 
 --
 -- Name: scope_action scope_action_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
@@ -5861,10 +7473,22 @@ REVOKE ALL ON FUNCTION wharf.cancel_bulk_replay(p_workspace_id bigint, p_id bigi
 REVOKE ALL ON FUNCTION wharf.claim(p_worker text, p_max integer, p_handles text[]) FROM PUBLIC;
 
 --
+-- Name: FUNCTION claim_deliveries(p_worker text, p_max integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.claim_deliveries(p_worker text, p_max integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION complete(p_id bigint, p_epoch bigint, p_outcome text); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.complete(p_id bigint, p_epoch bigint, p_outcome text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION complete_delivery(p_id bigint, p_epoch bigint, p_status integer, p_duration_ms integer, p_response text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.complete_delivery(p_id bigint, p_epoch bigint, p_status integer, p_duration_ms integer, p_response text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION complete_many(p_ids bigint[], p_epochs bigint[], p_outcomes text[]); Type: ACL; Schema: wharf; Owner: -
@@ -5891,10 +7515,28 @@ REVOKE ALL ON FUNCTION wharf.continue_bulk_replay(p_workspace_id bigint, p_id bi
 REVOKE ALL ON FUNCTION wharf.count_bulk_replay(p_workspace_id bigint, p_filter jsonb, p_force boolean) FROM PUBLIC;
 
 --
+-- Name: FUNCTION count_dead_deliveries(p_workspace_id bigint, p_destination_id bigint, p_filter jsonb); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.count_dead_deliveries(p_workspace_id bigint, p_destination_id bigint, p_filter jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION create_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.create_alert_rule(p_workspace_id bigint, p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION create_destination(p_workspace_id bigint, p_spec jsonb); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.create_destination(p_workspace_id bigint, p_spec jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION create_destination_rule(p_workspace_id bigint, p_spec jsonb); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.create_destination_rule(p_workspace_id bigint, p_spec jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION create_instance_alert_rule(p_name text, p_kind text, p_threshold integer, p_window_seconds integer, p_destination text, p_url text, p_secret text, p_account text); Type: ACL; Schema: wharf; Owner: -
@@ -5919,6 +7561,18 @@ REVOKE ALL ON FUNCTION wharf.dead_letter_scope_head(p_workspace_id bigint, p_sco
 --
 
 REVOKE ALL ON FUNCTION wharf.delete_alert_rule(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION delete_destination(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.delete_destination(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION delete_destination_rule(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.delete_destination_rule(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION delivery_gauges(p_minute timestamp with time zone, p_top integer); Type: ACL; Schema: wharf; Owner: -
@@ -5951,10 +7605,22 @@ REVOKE ALL ON FUNCTION wharf.edit_alert_rule(p_workspace_id bigint, p_id bigint,
 REVOKE ALL ON FUNCTION wharf.evaluate_alert_rules(p_token uuid) FROM PUBLIC;
 
 --
+-- Name: FUNCTION event_deliveries(p_workspace_id bigint, p_event_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.event_deliveries(p_workspace_id bigint, p_event_id bigint) FROM PUBLIC;
+
+--
 -- Name: FUNCTION fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text, p_frames text[]); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.fail(p_id bigint, p_epoch bigint, p_kind text, p_error_class text, p_frames text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION fail_delivery(p_id bigint, p_epoch bigint, p_kind text, p_error_class text, p_status integer, p_duration_ms integer, p_response text, p_retry_after interval); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.fail_delivery(p_id bigint, p_epoch bigint, p_kind text, p_error_class text, p_status integer, p_duration_ms integer, p_response text, p_retry_after interval) FROM PUBLIC;
 
 --
 -- Name: FUNCTION failure_history(p_workspace_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -
@@ -6041,6 +7707,24 @@ REVOKE ALL ON FUNCTION wharf.list_connections(p_workspace_id bigint) FROM PUBLIC
 REVOKE ALL ON FUNCTION wharf.list_dead(p_workspace_id bigint, p_subject text, p_limit integer, p_before_id bigint) FROM PUBLIC;
 
 --
+-- Name: FUNCTION list_deliveries(p_workspace_id bigint, p_destination_id bigint, p_state text, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_deliveries(p_workspace_id bigint, p_destination_id bigint, p_state text, p_limit integer, p_before_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_destination_rules(p_workspace_id bigint, p_destination_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_destination_rules(p_workspace_id bigint, p_destination_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION list_destinations(p_workspace_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.list_destinations(p_workspace_id bigint) FROM PUBLIC;
+
+--
 -- Name: FUNCTION list_events(p_workspace_id bigint, p_state text, p_subject text, p_limit integer, p_before_id bigint, p_provider text, p_event_type text, p_received_after timestamp with time zone, p_received_before timestamp with time zone); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -6125,6 +7809,12 @@ REVOKE ALL ON FUNCTION wharf.mark_idle(p_listener text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wharf.missing_deliveries(p_provider text, p_source text, p_delivery_keys text[]) FROM PUBLIC;
 
 --
+-- Name: FUNCTION next_delivery_at(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.next_delivery_at() FROM PUBLIC;
+
+--
 -- Name: FUNCTION next_due_at(); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -6185,6 +7875,12 @@ REVOKE ALL ON FUNCTION wharf.queue_stats(OUT depth_by_state jsonb, OUT oldest_du
 REVOKE ALL ON FUNCTION wharf.reap() FROM PUBLIC;
 
 --
+-- Name: FUNCTION reap_deliveries(); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.reap_deliveries() FROM PUBLIC;
+
+--
 -- Name: FUNCTION record_alert_attempt(p_token uuid, p_id bigint, p_delivered boolean, p_status integer, p_error text, p_base_delay interval); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -6201,6 +7897,12 @@ REVOKE ALL ON FUNCTION wharf.release(p_id bigint, p_epoch bigint) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION wharf.release_alert_sender(p_token uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION release_delivery(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.release_delivery(p_id bigint, p_epoch bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION renew(p_id bigint, p_epoch bigint); Type: ACL; Schema: wharf; Owner: -
@@ -6225,6 +7927,18 @@ REVOKE ALL ON FUNCTION wharf.replace_signing_key_ciphertext(p_connection_id bigi
 --
 
 REVOKE ALL ON FUNCTION wharf.replay(p_workspace_id bigint, p_id bigint, p_account text, p_force boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION replay_deliveries(p_workspace_id bigint, p_destination_id bigint, p_filter jsonb, p_account text, p_batch integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.replay_deliveries(p_workspace_id bigint, p_destination_id bigint, p_filter jsonb, p_account text, p_batch integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION replay_delivery(p_workspace_id bigint, p_id bigint, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.replay_delivery(p_workspace_id bigint, p_id bigint, p_account text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION replay_installation(p_id bigint, p_account text, p_force boolean); Type: ACL; Schema: wharf; Owner: -
@@ -6281,6 +7995,24 @@ REVOKE ALL ON FUNCTION wharf.set_connection_secret(p_connection_id bigint, p_sec
 REVOKE ALL ON FUNCTION wharf.set_connection_state(p_id bigint, p_state text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION set_destination_credentials(p_workspace_id bigint, p_id bigint, p_sealed text, p_type text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.set_destination_credentials(p_workspace_id bigint, p_id bigint, p_sealed text, p_type text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION set_destination_secret(p_workspace_id bigint, p_id bigint, p_sealed text, p_keep_previous boolean, p_overlap interval); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.set_destination_secret(p_workspace_id bigint, p_id bigint, p_sealed text, p_keep_previous boolean, p_overlap interval) FROM PUBLIC;
+
+--
+-- Name: FUNCTION set_destination_state(p_workspace_id bigint, p_id bigint, p_state text, p_account text); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.set_destination_state(p_workspace_id bigint, p_id bigint, p_state text, p_account text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION set_installation_issue_status(p_id bigint, p_status text, p_account text); Type: ACL; Schema: wharf; Owner: -
 --
 
@@ -6315,6 +8047,18 @@ REVOKE ALL ON FUNCTION wharf.show_bulk_replay(p_workspace_id bigint, p_id bigint
 --
 
 REVOKE ALL ON FUNCTION wharf.show_connection(p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION show_delivery(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.show_delivery(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION show_destination(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.show_destination(p_workspace_id bigint, p_id bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION show_event(p_workspace_id bigint, p_id bigint); Type: ACL; Schema: wharf; Owner: -
@@ -6389,10 +8133,28 @@ REVOKE ALL ON FUNCTION wharf.sweep_status(p_app_id bigint, p_source text) FROM P
 REVOKE ALL ON FUNCTION wharf.take_alert_sender(p_holder text, p_lease interval, p_token uuid) FROM PUBLIC;
 
 --
+-- Name: FUNCTION test_destination_filter(p_workspace_id bigint, p_filter jsonb, p_event_id bigint); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.test_destination_filter(p_workspace_id bigint, p_filter jsonb, p_event_id bigint) FROM PUBLIC;
+
+--
 -- Name: FUNCTION unsubscribe(p_connection_id bigint, p_subject text); Type: ACL; Schema: wharf; Owner: -
 --
 
 REVOKE ALL ON FUNCTION wharf.unsubscribe(p_connection_id bigint, p_subject text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION update_destination(p_workspace_id bigint, p_id bigint, p_spec jsonb); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.update_destination(p_workspace_id bigint, p_id bigint, p_spec jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION update_destination_rule(p_workspace_id bigint, p_id bigint, p_spec jsonb); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.update_destination_rule(p_workspace_id bigint, p_id bigint, p_spec jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION upsert_connection(p_workspace_id bigint, p_provider text, p_source text, p_kind text, p_external_id text, p_route jsonb); Type: ACL; Schema: wharf; Owner: -

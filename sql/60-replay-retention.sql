@@ -81,6 +81,7 @@ BEGIN
   DELETE FROM wharf.provider_event
    WHERE id IN (SELECT id FROM wharf.provider_event
                  WHERE received_at < v_done_before AND state = 'DONE' AND handled_at < v_done_before
+                   AND wharf.deliveries_purgeable(id, v_done_before, v_dead_before)
                  ORDER BY received_at
                  LIMIT v_batch
                    FOR UPDATE SKIP LOCKED);
@@ -89,6 +90,7 @@ BEGIN
   DELETE FROM wharf.provider_event
    WHERE id IN (SELECT id FROM wharf.provider_event
                  WHERE received_at < v_dead_before AND state = 'DEAD' AND dead_at < v_dead_before
+                   AND wharf.deliveries_purgeable(id, v_done_before, v_dead_before)
                  ORDER BY received_at
                  LIMIT v_batch
                    FOR UPDATE SKIP LOCKED);
@@ -134,7 +136,8 @@ BEGIN
   v_total := v_total + v_deleted;
 
   -- The on-call surface's own tables (sql/97-99), each with its rule.
-  RETURN v_total + wharf.purge_issues(v_batch) + wharf.purge_scope_actions(v_batch) + wharf.purge_alerts(v_batch);
+  RETURN v_total + wharf.purge_issues(v_batch) + wharf.purge_scope_actions(v_batch) + wharf.purge_alerts(v_batch)
+       + wharf.purge_forwarding(v_batch);
 END $$;
 
 REVOKE ALL ON FUNCTION wharf.replay(bigint, bigint, text, boolean),

@@ -488,6 +488,11 @@ BEGIN
       INTO v_stored, v_ids, v_keys FROM stored;
   END LOOP;
   PERFORM set_config('wharf.keeping_scopes', 'off', true);
+  -- The stored rows' destinations' deliveries commit with them (sql/88).
+  IF cardinality(v_ids) > 0
+     AND wharf.workspaces_route(ARRAY(SELECT DISTINCT r.workspace_id FROM unnest(v_rows) r WHERE r.workspace_id IS NOT NULL)) THEN
+    PERFORM wharf.route_events(v_ids);
+  END IF;
   -- The scopes made in vain for answered items, as if never made: one after
   -- another, an answered item locks no scope.
   IF cardinality(v_answered) > 0 THEN
@@ -598,6 +603,10 @@ BEGIN
   ON CONFLICT (workspace_id, provider, delivery_key) DO NOTHING
   RETURNING id INTO v_id;
   IF v_id IS NOT NULL THEN
+    -- Its destinations' deliveries commit with it (sql/88).
+    IF p_workspace_id IS NOT NULL AND wharf.workspaces_route(ARRAY[p_workspace_id]) THEN
+      PERFORM wharf.route_events(ARRAY[v_id]);
+    END IF;
     RETURN jsonb_build_object('workspace_id', p_workspace_id, 'event_id', v_id, 'outcome', 'stored');
   END IF;
   -- Two lookups, not `IS NOT DISTINCT FROM`, which no btree serves: a
