@@ -5,13 +5,12 @@
 // forward-only rule that routes every event of the workspace to it, and the
 // real forwarder of worker/ started on the database.
 //
-// The forwarder is loaded when a run starts, by a module path this file does
-// not import statically, so that the bench compiles on a branch where it
-// is not there yet; `forwardingUnavailable` says why a run cannot measure it
-// (no destination SQL in the migrated database, no forwarder in worker/).
+// Where the destination SQL or the forward loop is missing, ForwarderUnavailable
+// says which, and the workload notes it instead of a figure.
 import { pino } from 'pino';
 import type pg from 'pg';
 import { encryptSecret, generateKeyRingEntry, parseKeyRing } from '../../db/secret-box.js';
+import { createWorker, type WorkerOptions } from '../../worker/index.js';
 import type { BenchDatabase } from '../databases.js';
 import type { RunningConsumer } from './wharf-consumer.js';
 
@@ -74,54 +73,41 @@ export class ForwarderUnavailable extends Error {
   override name = 'ForwarderUnavailable';
 }
 
-interface ForwarderModule {
-  [name: string]: unknown;
-}
+/**
+ * The forward loop (branch fwd: worker/forwarding/forward-loop.ts, run by
+ * createWorker's `forward` option). Loaded by a path this file does not
+ * import statically: where it is missing, createWorker would take the option
+ * and forward nothing, and the run would wait for requests that never come.
+ */
+const forwardLoopModule = '../../worker/forwarding/forward-loop.js';
 
-/** Where branch `fwd` puts the forward loop, in the order tried. */
-const forwarderModules = ['../../worker/forwarding/index.js', '../../worker/forwarding/forward-loop.js', '../../worker/forwarding/forwarder.js'];
-const starterNames = ['startForwarder', 'createForwarder', 'startForwardLoop', 'createForwardLoop'];
-
-async function loadStarter(): Promise<(options: Record<string, unknown>) => unknown> {
-  const tried: string[] = [];
-  for (const path of forwarderModules) {
-    let module: ForwarderModule;
-    try {
-      module = (await import(path)) as ForwarderModule;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') {
-        tried.push(path);
-        continue;
-      }
-      throw error;
-    }
-    for (const name of starterNames) {
-      const starter = module[name];
-      if (typeof starter === 'function') return starter as (options: Record<string, unknown>) => unknown;
-    }
-    tried.push(`${path} (none of ${starterNames.join(', ')})`);
+async function assertForwarderPresent(): Promise<void> {
+  try {
+    await import(forwardLoopModule);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw error;
+    throw new ForwarderUnavailable('no forward loop in worker/ on this branch (worker/forwarding/forward-loop.ts, branch fwd, is not merged)');
   }
-  throw new ForwarderUnavailable(`no forward loop in worker/ on this branch (tried ${tried.join('; ')})`);
 }
 
 /**
- * Wharf's forwarder on `db`, with `concurrency` requests in flight at most
- * (the destination's own bound is set to the same), its key ring, and
- * private addresses allowed (the receiver is on 127.0.0.1), logging nothing.
+ * Wharf's forwarder on `db` as `wharf worker` runs it: createWorker with
+ * forwarding on, at most `concurrency` requests in flight (the destination's
+ * own bound is set to the same), the bench's key ring, private addresses
+ * allowed (the receiver is on 127.0.0.1, as WHARF_FORWARD_ALLOW_PRIVATE=true
+ * allows), no handler, logging nothing.
  */
 export async function startWharfForwarder(db: BenchDatabase, concurrency: number): Promise<RunningConsumer> {
-  // The worker host's settings, as its environment gives them.
-  process.env.WHARF_FORWARD_ALLOW_PRIVATE = 'true';
-  process.env.WHARF_SECRET_KEYS = benchSecretKeys;
-  const starter = await loadStarter();
-  const started = await starter({
+  await assertForwarderPresent();
+  const options = {
     connectionString: db.url,
-    concurrency,
-    keyRing: await parseKeyRing(benchSecretKeys),
-    addressPolicy: { allowPrivate: true, allowNetworks: [] },
+    handlers: {},
+    concurrency: 1,
     logger: pino({ level: 'silent' }),
-  });
-  const forwarder = started as { start?: () => Promise<void>; stop: () => Promise<void> };
-  if (typeof forwarder.start === 'function') await forwarder.start();
-  return { stop: () => forwarder.stop() };
+    forward: { secretKeys: benchSecretKeys, addresses: { allowPrivate: true }, concurrency },
+  };
+  // `forward` is branch fwd's option; on a branch without it this line still compiles.
+  const worker = createWorker(options as WorkerOptions);
+  await worker.start();
+  return { stop: () => worker.stop() };
 }
