@@ -94,9 +94,11 @@ CREATE TABLE wharf.destination_delivery (
   created_at      timestamptz NOT NULL DEFAULT now(),
   CONSTRAINT uq_destination_delivery_event UNIQUE (event_id, destination_id)
 );
--- claim_deliveries: a destination's queued deliveries in event order, due or not.
-CREATE INDEX ix_destination_delivery_claim ON wharf.destination_delivery (destination_id, event_id)
-  INCLUDE (next_attempt_at) WHERE state = 'QUEUED';
+-- claim_deliveries and next_delivery_at: a destination's due deliveries, longest due first. A
+-- delivery waiting behind its (destination, scope)'s head is due at 'infinity' (sql/88), so an
+-- ordered destination's due deliveries are its heads, whatever waits behind them.
+CREATE INDEX ix_destination_delivery_due ON wharf.destination_delivery (destination_id, next_attempt_at)
+  WHERE state = 'QUEUED';
 -- claim_deliveries, ordered: what waits or runs ahead of a delivery in its (destination, scope).
 CREATE INDEX ix_destination_delivery_scope_order ON wharf.destination_delivery (destination_id, scope_key, event_id)
   WHERE state IN ('QUEUED', 'LEASED') AND ordered;

@@ -14,6 +14,7 @@
 --   new      function wharf.delete_destination(bigint,bigint)
 --   new      function wharf.delete_destination_rule(bigint,bigint)
 --   new      function wharf.deliveries_purgeable(bigint,timestamp with time zone,timestamp with time zone)
+--   new      function wharf.delivery_scope_key(bigint,text)
 --   new      function wharf.delivery_summary(wharf.destination_delivery)
 --   new      function wharf.destination_for_change(bigint,bigint)
 --   new      function wharf.destination_summary(wharf.destination)
@@ -29,6 +30,8 @@
 --   new      function wharf.list_destination_rules(bigint,bigint)
 --   new      function wharf.list_destinations(bigint)
 --   new      function wharf.next_delivery_at()
+--   new      function wharf.promote_after_deleted_deliveries()
+--   new      function wharf.promote_next_delivery(bigint,text)
 --   new      function wharf.purge_forwarding(integer)
 --   new      function wharf.reap_deliveries()
 --   new      function wharf.release_delivery(bigint,bigint)
@@ -45,6 +48,7 @@
 --   new      function wharf.update_destination(bigint,bigint,jsonb)
 --   new      function wharf.update_destination_rule(bigint,bigint,jsonb)
 --   new      function wharf.workspaces_route(bigint[])
+--   new      trigger destination_delivery_promote_after_delete on wharf.destination_delivery
 --   changed  function wharf.admit_items(wharf.admission_item[])
 --   changed  function wharf.purge()
 --   changed  function wharf.purge_logs()
@@ -710,60 +714,135 @@ LANGUAGE sql IMMUTABLE AS $$
                   WHERE p_type LIKE replace(replace(replace(replace(p, '\', '\\'), '%', '\%'), '_', '\_'), '*', '%'))
 $$;
 
+-- The advisory lock of (destination, scope) that routing holds shared and a
+-- promotion exclusive (see the top of this file). Internal.
+CREATE OR REPLACE FUNCTION wharf.delivery_scope_key(p_destination_id bigint, p_scope_key text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT wharf.lifecycle_key('delivery-scope', p_destination_id || ' ' || p_scope_key)
+$$;
+
 -- Routes the stored events p_ids (their ids, in any order) to the
 -- destinations whose rules they match: one QUEUED delivery per (event,
--- matched destination), made in event order; an event matched by a
--- forward_only rule is DONE for the workspace's handlers (outcome
--- 'forwarded'); what a rule's filter alone left out is counted per rule and
--- minute. Wakes the forwarders (channel wharf_delivery) when it made a
--- delivery. Internal: admission's, for the workspaces that have rules.
+-- matched destination), made in event order, due at once when it heads its
+-- (destination, scope) and 'infinity' (waiting) behind a head; an event
+-- matched by a forward_only rule is DONE for the workspace's handlers
+-- (outcome 'forwarded'); what a rule's filter alone left out is counted per
+-- rule and minute. Wakes the forwarders (channel wharf_delivery) when it made
+-- a delivery. Internal: admission's, for the workspaces that have rules.
 CREATE OR REPLACE FUNCTION wharf.route_events(p_ids bigint[]) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_made integer;
+  v_events       bigint[];
+  v_rules        bigint[];
+  v_destinations bigint[];
+  v_passed       boolean[];
+  v_made         integer;
 BEGIN
+  SELECT coalesce(array_agg(e.id ORDER BY e.id, r.id), '{}'), array_agg(r.id ORDER BY e.id, r.id),
+         array_agg(r.destination_id ORDER BY e.id, r.id),
+         array_agg(wharf.filter_matches(r.filter, e.payload, e.headers) ORDER BY e.id, r.id)
+    INTO v_events, v_rules, v_destinations, v_passed
+    FROM wharf.provider_event e
+    JOIN wharf.destination_rule r ON r.workspace_id = e.workspace_id
+   WHERE e.id = ANY (p_ids)
+     AND (r.connection_id IS NULL OR r.connection_id = e.connection_id)
+     AND (r.provider IS NULL OR r.provider = e.provider)
+     AND wharf.event_type_matches(r.event_types, e.event_type)
+     AND (r.subject_prefix IS NULL OR starts_with(e.subject, r.subject_prefix));
+  IF cardinality(v_events) = 0 THEN
+    RETURN 0;
+  END IF;
+
+  -- Before reading whether a head exists, in key order (top of this file).
+  PERFORM pg_advisory_xact_lock_shared(k.key)
+     FROM (SELECT DISTINCT wharf.delivery_scope_key(m.destination_id, e.scope_key) AS key
+             FROM unnest(v_events, v_destinations, v_passed) AS m(event_id, destination_id, passed)
+             JOIN wharf.provider_event e ON e.id = m.event_id
+            WHERE m.passed
+            ORDER BY 1) k;
+
   WITH matched AS (
-    SELECT e.id AS event_id, r.id AS rule_id, r.destination_id, r.forward_only, e.workspace_id, e.scope_key,
-           wharf.filter_matches(r.filter, e.payload, e.headers) AS passed
-      FROM wharf.provider_event e
-      JOIN wharf.destination_rule r ON r.workspace_id = e.workspace_id
-     WHERE e.id = ANY (p_ids)
-       AND (r.connection_id IS NULL OR r.connection_id = e.connection_id)
-       AND (r.provider IS NULL OR r.provider = e.provider)
-       AND wharf.event_type_matches(r.event_types, e.event_type)
-       AND (r.subject_prefix IS NULL OR starts_with(e.subject, r.subject_prefix))
-  ), made AS (
-    INSERT INTO wharf.destination_delivery (event_id, destination_id, workspace_id, scope_key, ordered)
-    SELECT DISTINCT ON (m.event_id, m.destination_id) m.event_id, m.destination_id, m.workspace_id, m.scope_key,
+    SELECT DISTINCT ON (m.event_id, m.destination_id) m.event_id, m.destination_id, e.workspace_id, e.scope_key,
            d.ordered
-      FROM matched m
+      FROM unnest(v_events, v_destinations, v_passed) AS m(event_id, destination_id, passed)
+      JOIN wharf.provider_event e ON e.id = m.event_id
       JOIN wharf.destination d ON d.id = m.destination_id
      WHERE m.passed
      ORDER BY m.event_id, m.destination_id
-    ON CONFLICT (event_id, destination_id) DO NOTHING
-    RETURNING 1
-  ), forwarded AS (
-    UPDATE wharf.provider_event e
-       SET state = 'DONE', outcome = 'forwarded', handled_at = clock_timestamp()
-     WHERE e.id IN (SELECT m.event_id FROM matched m WHERE m.passed AND m.forward_only) AND e.state = 'QUEUED'
-    RETURNING 1
-  ), counted AS (
-    -- In rule order: two admissions counting into the same rows take their
-    -- locks in one order.
-    INSERT INTO wharf.rule_filtered_minute AS f (rule_id, minute, filtered)
-    SELECT m.rule_id, date_trunc('minute', clock_timestamp()), count(*)
-      FROM matched m WHERE NOT m.passed
-     GROUP BY m.rule_id ORDER BY m.rule_id
-    ON CONFLICT (rule_id, minute) DO UPDATE SET filtered = f.filtered + excluded.filtered
-    RETURNING 1
   )
-  SELECT (SELECT count(*)::integer FROM made) INTO v_made
-    FROM (SELECT count(*) FROM forwarded) x, (SELECT count(*) FROM counted) y;
+  INSERT INTO wharf.destination_delivery (event_id, destination_id, workspace_id, scope_key, ordered, next_attempt_at)
+  SELECT m.event_id, m.destination_id, m.workspace_id, m.scope_key, m.ordered,
+         CASE WHEN m.ordered
+                   AND (row_number() OVER (PARTITION BY m.destination_id, m.scope_key ORDER BY m.event_id) > 1
+                        OR EXISTS (SELECT FROM wharf.destination_delivery o
+                                    WHERE o.destination_id = m.destination_id AND o.scope_key = m.scope_key
+                                      AND o.ordered AND o.state IN ('QUEUED', 'LEASED')))
+              THEN 'infinity' ELSE clock_timestamp() END
+    FROM matched m
+   ORDER BY m.event_id, m.destination_id
+  ON CONFLICT (event_id, destination_id) DO NOTHING;
+  GET DIAGNOSTICS v_made = ROW_COUNT;
+
+  UPDATE wharf.provider_event e
+     SET state = 'DONE', outcome = 'forwarded', handled_at = clock_timestamp()
+   WHERE e.id IN (SELECT m.event_id
+                    FROM unnest(v_events, v_rules, v_passed) AS m(event_id, rule_id, passed)
+                    JOIN wharf.destination_rule r ON r.id = m.rule_id
+                   WHERE m.passed AND r.forward_only)
+     AND e.state = 'QUEUED';
+
+  -- In rule order: two admissions counting into the same rows take their
+  -- locks in one order.
+  INSERT INTO wharf.rule_filtered_minute AS f (rule_id, minute, filtered)
+  SELECT m.rule_id, date_trunc('minute', clock_timestamp()), count(*)
+    FROM unnest(v_rules, v_passed) AS m(rule_id, passed) WHERE NOT m.passed
+   GROUP BY m.rule_id ORDER BY m.rule_id
+  ON CONFLICT (rule_id, minute) DO UPDATE SET filtered = f.filtered + excluded.filtered;
+
   IF v_made > 0 THEN
     PERFORM pg_notify('wharf_delivery', '');
   END IF;
   RETURN v_made;
 END $$;
+
+-- Makes the first QUEUED delivery of (p_destination_id, p_scope_key) due at
+-- once when it was waiting ('infinity'): its head's turn ended. Under the
+-- (destination, scope)'s advisory lock, exclusive, so that a delivery being
+-- routed behind the ended head has committed first (top of this file).
+-- Internal: what ends a head's turn calls it, in key order when several.
+CREATE OR REPLACE FUNCTION wharf.promote_next_delivery(p_destination_id bigint, p_scope_key text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock(wharf.delivery_scope_key(p_destination_id, p_scope_key));
+  UPDATE wharf.destination_delivery q
+     SET next_attempt_at = clock_timestamp()
+   WHERE q.id = (SELECT o.id FROM wharf.destination_delivery o
+                  WHERE o.destination_id = p_destination_id AND o.scope_key = p_scope_key AND o.ordered
+                    AND o.state IN ('QUEUED', 'LEASED')
+                  ORDER BY o.event_id LIMIT 1)
+     AND q.state = 'QUEUED' AND q.next_attempt_at = 'infinity';
+END $$;
+
+-- Trigger on wharf.destination_delivery, per statement: a delivery deleted
+-- while QUEUED or LEASED (its event erased or deleted) ends its turn; the
+-- next of its (destination, scope) becomes due.
+CREATE OR REPLACE FUNCTION wharf.promote_after_deleted_deliveries() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM wharf.promote_next_delivery(k.destination_id, k.scope_key)
+     FROM (SELECT DISTINCT d.destination_id, d.scope_key,
+                  wharf.delivery_scope_key(d.destination_id, d.scope_key) AS key
+             FROM deliveries_deleted d
+            WHERE d.ordered AND d.state IN ('QUEUED', 'LEASED')
+              AND EXISTS (SELECT FROM wharf.destination x WHERE x.id = d.destination_id)
+            ORDER BY 3) k;
+  RETURN NULL;
+END $$;
+
+CREATE TRIGGER destination_delivery_promote_after_delete
+  AFTER DELETE ON wharf.destination_delivery
+  REFERENCING OLD TABLE AS deliveries_deleted
+  FOR EACH STATEMENT EXECUTE FUNCTION wharf.promote_after_deleted_deliveries();
 
 -- Whether any of workspaces p_workspace_ids has a rule: what admission asks
 -- before it routes, one index probe (ix_destination_rule_workspace) each.
@@ -833,6 +912,8 @@ BEGIN
 
     RETURN QUERY
     WITH picked AS (
+      -- The due deliveries, longest due first (ix_destination_delivery_due):
+      -- of an ordered destination only its heads are ever due.
       SELECT q.id FROM wharf.destination_delivery q
        WHERE q.destination_id = v_dest.id AND q.state = 'QUEUED' AND q.next_attempt_at <= v_now
          AND NOT (q.ordered AND EXISTS (
@@ -841,7 +922,9 @@ BEGIN
                   AND o.state IN ('QUEUED', 'LEASED') AND o.event_id < q.event_id))
          AND NOT EXISTS (SELECT FROM wharf.provider_event e JOIN wharf.connection c ON c.id = e.connection_id
                           WHERE e.id = q.event_id AND c.state = 'PAUSED')
-       ORDER BY q.event_id
+       -- Index order alone, so that LIMIT stops the read: within a scope at
+       -- most its head is due, and across scopes there is no order to keep.
+       ORDER BY q.next_attempt_at
        LIMIT v_take
          FOR UPDATE OF q SKIP LOCKED
     ), leased AS (
@@ -877,16 +960,16 @@ END $$;
 -- When a claim_deliveries could next hand something out: the earliest due
 -- time of a queued delivery of a destination that may send, or of a probe,
 -- or of a rate limit's next token; NULL when nothing waits. The forwarder
--- sleeps until then (or a wake-up). It may be early (a due delivery waiting
--- behind its scope's head), never late.
+-- sleeps until then (or a wake-up). It may be early (a head held back by a
+-- paused connection), never late.
 CREATE OR REPLACE FUNCTION wharf.next_delivery_at() RETURNS timestamptz
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT min(greatest(
+  SELECT nullif(min(greatest(
            q.due,
            CASE WHEN d.state = 'BREAKER_OPEN' THEN d.probe_at END,
            CASE WHEN d.rate_limit IS NOT NULL AND d.tokens < 1 THEN
              d.tokens_at + (1 - d.tokens) * CASE d.rate_period WHEN 'minute' THEN 60 ELSE 1 END
-                           / d.rate_limit * interval '1 second' END))
+                           / d.rate_limit * interval '1 second' END)), 'infinity')
     FROM wharf.destination d
     JOIN wharf.workspace w ON w.id = d.workspace_id AND w.state = 'ACTIVE'
     CROSS JOIN LATERAL (SELECT min(x.next_attempt_at) AS due FROM wharf.destination_delivery x
@@ -938,7 +1021,7 @@ BEGIN
      SET state = 'DONE', outcome = 'delivered', handled_at = v_now, last_status = p_status,
          leased_until = NULL, transient_since = NULL
    WHERE q.id = p_id AND q.lease_epoch = p_epoch AND q.state = 'LEASED'
-  RETURNING q.destination_id, q.attempt, q.leased_by, q.leased_at INTO v_row;
+  RETURNING q.destination_id, q.attempt, q.leased_by, q.leased_at, q.ordered, q.scope_key INTO v_row;
   IF NOT FOUND THEN
     RETURN EXISTS (SELECT FROM wharf.delivery_attempt h
                     WHERE h.delivery_id = p_id AND h.lease_epoch = p_epoch AND h.ended = 'handled');
@@ -954,6 +1037,9 @@ BEGIN
          probe_at      = NULL
    WHERE d.id = v_row.destination_id
      AND (d.consecutive_failures <> 0 OR d.failing_since IS NOT NULL OR d.state = 'BREAKER_OPEN');
+  IF v_row.ordered THEN
+    PERFORM wharf.promote_next_delivery(v_row.destination_id, v_row.scope_key);
+  END IF;
   RETURN true;
 END $$;
 
@@ -999,7 +1085,8 @@ BEGIN
     RAISE EXCEPTION 'wharf.fail_delivery: error_class must be a class name, not free text' USING ERRCODE = '22023';
   END IF;
 
-  SELECT q.destination_id, q.event_id, q.attempt, q.leased_by, q.leased_at, q.transient_since INTO v_row
+  SELECT q.destination_id, q.event_id, q.attempt, q.leased_by, q.leased_at, q.transient_since, q.ordered, q.scope_key
+    INTO v_row
     FROM wharf.destination_delivery q
    WHERE q.id = p_id AND q.lease_epoch = p_epoch AND q.state = 'LEASED'
      FOR UPDATE;
@@ -1063,6 +1150,9 @@ BEGIN
   IF p_kind <> 'gone' THEN
     PERFORM wharf.count_delivery_issue(v_row.destination_id, v_row.event_id, p_error_class, v_now, v_dead);
   END IF;
+  IF v_dead AND v_row.ordered THEN
+    PERFORM wharf.promote_next_delivery(v_row.destination_id, v_row.scope_key);
+  END IF;
   RETURN v_state;
 END $$;
 
@@ -1100,8 +1190,10 @@ CREATE OR REPLACE FUNCTION wharf.reap_deliveries() RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_now   timestamptz := clock_timestamp();
-  v_max   integer := wharf.setting_integer('max_attempts');
-  v_count integer;
+  v_max               integer := wharf.setting_integer('max_attempts');
+  v_count             integer;
+  v_dead_destinations bigint[];
+  v_dead_scope_keys   text[];
 BEGIN
   WITH expired AS (
     SELECT q.id FROM wharf.destination_delivery q
@@ -1117,14 +1209,25 @@ BEGIN
                                   ELSE v_now + wharf.retry_delay(q.attempt) END
       FROM expired
      WHERE q.id = expired.id
-    RETURNING q.id, q.lease_epoch, q.destination_id, q.attempt, q.leased_by, q.leased_at, q.state
+    RETURNING q.id, q.lease_epoch, q.destination_id, q.attempt, q.leased_by, q.leased_at, q.state, q.ordered,
+              q.scope_key
+  ), recorded AS (
+    INSERT INTO wharf.delivery_attempt (delivery_id, lease_epoch, destination_id, attempt, worker, started_at,
+                                        ended_at, ended, left_state, error_class)
+    SELECT r.id, r.lease_epoch, r.destination_id, r.attempt, r.leased_by, r.leased_at, v_now, 'expired', r.state,
+           'LeaseExpired'
+      FROM reaped r
+    RETURNING 1
   )
-  INSERT INTO wharf.delivery_attempt (delivery_id, lease_epoch, destination_id, attempt, worker, started_at,
-                                      ended_at, ended, left_state, error_class)
-  SELECT r.id, r.lease_epoch, r.destination_id, r.attempt, r.leased_by, r.leased_at, v_now, 'expired', r.state,
-         'LeaseExpired'
-    FROM reaped r;
-  GET DIAGNOSTICS v_count = ROW_COUNT;
+  SELECT (SELECT count(*)::integer FROM recorded),
+         ARRAY(SELECT r.destination_id FROM reaped r WHERE r.state = 'DEAD' AND r.ordered ORDER BY r.id),
+         ARRAY(SELECT r.scope_key FROM reaped r WHERE r.state = 'DEAD' AND r.ordered ORDER BY r.id)
+    INTO v_count, v_dead_destinations, v_dead_scope_keys;
+  -- A head reaped into the dead letters ends its turn.
+  PERFORM wharf.promote_next_delivery(k.destination_id, k.scope_key)
+     FROM (SELECT DISTINCT d.destination_id, d.scope_key, wharf.delivery_scope_key(d.destination_id, d.scope_key) AS key
+             FROM unnest(v_dead_destinations, v_dead_scope_keys) AS d(destination_id, scope_key)
+            ORDER BY 3) k;
   IF v_count > 0 THEN
     PERFORM pg_notify('wharf_delivery', '');
   END IF;
@@ -1322,7 +1425,16 @@ BEGIN
          updated_at       = now()
    WHERE d.id = p_id
   RETURNING * INTO v_dest;
-  UPDATE wharf.destination_delivery q SET ordered = v_dest.ordered
+  -- Unordered, every queued delivery is due; ordered, those behind a head wait.
+  UPDATE wharf.destination_delivery q
+     SET ordered = v_dest.ordered,
+         next_attempt_at = CASE WHEN NOT v_dest.ordered AND q.next_attempt_at = 'infinity' THEN now()
+                                WHEN v_dest.ordered AND EXISTS (
+                                       SELECT FROM wharf.destination_delivery o
+                                        WHERE o.destination_id = p_id AND o.scope_key = q.scope_key
+                                          AND o.state IN ('QUEUED', 'LEASED') AND o.event_id < q.event_id)
+                                  THEN 'infinity'
+                                ELSE q.next_attempt_at END
    WHERE q.destination_id = p_id AND q.state = 'QUEUED' AND q.ordered <> v_dest.ordered;
   RETURN wharf.destination_summary(v_dest);
 END $$;
@@ -1613,7 +1725,9 @@ CREATE OR REPLACE FUNCTION wharf.delivery_summary(q wharf.destination_delivery) 
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'id', q.id, 'event_id', q.event_id, 'destination_id', q.destination_id, 'state', q.state,
-    'attempt', q.attempt, 'failures', q.failures, 'next_attempt_at', q.next_attempt_at,
+    'attempt', q.attempt, 'failures', q.failures,
+    -- Behind its scope's head it has no time of its own: it waits its turn.
+    'next_attempt_at', nullif(q.next_attempt_at, 'infinity'), 'waiting_behind_head', q.next_attempt_at = 'infinity',
     'error_class', q.error_class, 'outcome', q.outcome, 'last_status', q.last_status,
     'handled_at', q.handled_at, 'dead_at', q.dead_at, 'replayed_by', q.replayed_by,
     'replayed_at', q.replayed_at, 'provider', e.provider, 'event_type', e.event_type, 'subject', e.subject,
@@ -1814,6 +1928,8 @@ REVOKE ALL ON FUNCTION wharf.claim_deliveries(text, integer), wharf.next_deliver
 
 SET LOCAL check_function_bodies = off;
 
+DROP TRIGGER destination_delivery_promote_after_delete ON wharf.destination_delivery;
+
 DROP FUNCTION wharf.check_destination_spec(jsonb);
 
 DROP FUNCTION wharf.check_rule_spec(bigint,jsonb);
@@ -1837,6 +1953,8 @@ DROP FUNCTION wharf.delete_destination(bigint,bigint);
 DROP FUNCTION wharf.delete_destination_rule(bigint,bigint);
 
 DROP FUNCTION wharf.deliveries_purgeable(bigint,timestamp with time zone,timestamp with time zone);
+
+DROP FUNCTION wharf.delivery_scope_key(bigint,text);
 
 DROP FUNCTION wharf.delivery_summary(wharf.destination_delivery);
 
@@ -1867,6 +1985,10 @@ DROP FUNCTION wharf.list_destination_rules(bigint,bigint);
 DROP FUNCTION wharf.list_destinations(bigint);
 
 DROP FUNCTION wharf.next_delivery_at();
+
+DROP FUNCTION wharf.promote_after_deleted_deliveries();
+
+DROP FUNCTION wharf.promote_next_delivery(bigint,text);
 
 DROP FUNCTION wharf.purge_forwarding(integer);
 

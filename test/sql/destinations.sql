@@ -6,7 +6,7 @@
 -- retry, dead-letter, pause on 410 and open the breaker, which a probe
 -- closes; repeats answer as their first try; another workspace sees nothing.
 BEGIN;
-SELECT plan(100);
+SELECT plan(104);
 
 CREATE TEMP TABLE vars (name text PRIMARY KEY, value bigint);
 -- The suite runs through a plain client: what psql's; would keep, it keeps here.
@@ -239,6 +239,23 @@ SELECT is((SELECT count(*) FROM wharf.destination_delivery WHERE event_id = pg_t
 UPDATE wharf.provider_event SET received_at = now() - interval '30 days', handled_at = now() - interval '30 days' WHERE id = pg_temp.v('fo');
 SELECT wharf.purge();
 SELECT is((SELECT count(*) FROM wharf.provider_event WHERE id = pg_temp.v('fo')), 1::bigint, 'purge keeps an event whose delivery is still queued');
+
+-- only heads are due; what ends a head's turn makes the next due
+SELECT pg_temp.put('q1', pg_temp.admit('q1', 's8', '{"n": 10}'));
+SELECT pg_temp.put('q2', pg_temp.admit('q2', 's8', '{"n": 11}'));
+SELECT pg_temp.put('q3', pg_temp.admit('q3', 's8', '{"n": 12}'));
+SELECT is((SELECT array_agg(next_attempt_at = 'infinity' ORDER BY event_id) FROM wharf.destination_delivery
+            WHERE destination_id = pg_temp.v('app') AND event_id IN (pg_temp.v('q1'), pg_temp.v('q2'), pg_temp.v('q3'))),
+          ARRAY[false, true, true], 'behind its head a delivery waits at infinity: a claim never reads it');
+DELETE FROM wharf.provider_event WHERE id = pg_temp.v('q1');
+SELECT is((SELECT array_agg(next_attempt_at = 'infinity' ORDER BY event_id) FROM wharf.destination_delivery
+            WHERE destination_id = pg_temp.v('app') AND event_id IN (pg_temp.v('q2'), pg_temp.v('q3'))),
+          ARRAY[false, true], 'a head deleted with its event (erasure, retention) makes the next due');
+SELECT pg_temp.put('q2d', (SELECT c.delivery_id FROM pg_temp.claimed() c WHERE c.event_id = pg_temp.v('q2')));
+SELECT pg_temp.put('q2e', (SELECT lease_epoch FROM wharf.destination_delivery WHERE id = pg_temp.v('q2d')));
+SELECT is(wharf.fail_delivery(pg_temp.v('q2d'), pg_temp.v('q2e'), 'permanent', 'HTTP422', 422, 1, NULL), 'DEAD', 'a head dead-lettered');
+SELECT is((SELECT next_attempt_at = 'infinity' FROM wharf.destination_delivery
+            WHERE destination_id = pg_temp.v('app') AND event_id = pg_temp.v('q3')), false, 'makes the next due');
 
 SELECT * FROM finish();
 ROLLBACK;
