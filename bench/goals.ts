@@ -4,6 +4,7 @@
 // those of earlier issues that still apply. Ratios compare systems measured
 // in the same run on the same machine.
 import { judgeAdmissionGoals } from './admission-goals.js';
+import { judgeForwardingGoals } from './forwarding-goals.js';
 import type { BenchResults, Series, SizeSnapshot } from './results.js';
 import { summarize } from './stats.js';
 
@@ -368,7 +369,7 @@ export function judgeAdmissionRateGoals(results: BenchResults): Goal[] {
 const judgeAdmission = (results: BenchResults): Goal[] =>
   [...judgeAdmissionRateGoals(results), ...judgeAdmissionGoals(results)];
 
-/** Every goal of the run: issue 32's first, then issue 40's month two, then the admission goals. */
+/** Every goal of the run: issue 32's first, then issue 40's month two, then the admission goals, then issue 53's forwarding. */
 export function judgeGoals(results: BenchResults): Goal[] {
   return [
     orderedGoal(results),
@@ -381,5 +382,6 @@ export function judgeGoals(results: BenchResults): Goal[] {
     queueHistoryGoal(results),
     ...monthTwoGoals(results),
     ...judgeAdmission(results),
+    ...judgeForwardingGoals(results),
   ];
 }

@@ -4,6 +4,7 @@ import { BenchResults, type Log } from './results.js';
 import type { BenchSettings, WorkloadName } from './settings.js';
 import { runAdmission } from './workloads/admission.js';
 import { runAdmissionCost } from './workloads/admission-cost.js';
+import { runForwarding } from './workloads/forwarding.js';
 import { runGrowth } from './workloads/growth.js';
 import { runLatency } from './workloads/latency.js';
 import { runMonthTwo } from './workloads/month-two.js';
@@ -20,6 +21,7 @@ const workloads: Record<WorkloadName, (settings: BenchSettings, results: BenchRe
   growth: runGrowth,
   'queue-history': runQueueHistory,
   'month-two': runMonthTwo,
+  forwarding: runForwarding,
 };
 
 export interface BenchRun {

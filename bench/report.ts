@@ -18,6 +18,7 @@ const titles: Record<WorkloadName, string> = {
   growth: '5. Growth',
   'queue-history': '6. Queue history at scale',
   'month-two': '7. Month two: a large inbox against a small one',
+  forwarding: '8. Forwarding to an application over HTTP',
 };
 
 /**
@@ -39,6 +40,12 @@ function referenceOf(run: BenchRun, workload: WorkloadName, series?: Series): Se
     }
     // Each figure on the large inbox against the same figure on the small one.
     case 'month-two': return series?.id.endsWith('.large') ? results.get(series.id.replace(/\.large$/, '.small')) : undefined;
+    // Each forwarding rate against the minimal forwarder at the same in-flight bound.
+    case 'forwarding': {
+      // The handlers' drain is there for its CPU per event, not a rate to compare.
+      const concurrency = series && !series.id.startsWith('forwarding.handlers.') ? /\.c(\d+)$/.exec(series.id)?.[1] : undefined;
+      return concurrency ? results.get(`forwarding.minimal.c${concurrency}`) : undefined;
+    }
     case 'latency':
     case 'queue-history': return undefined;
   }
@@ -46,6 +53,11 @@ function referenceOf(run: BenchRun, workload: WorkloadName, series?: Series): Se
 
 function referenceText(run: BenchRun, workload: WorkloadName): string | undefined {
   if (workload === 'month-two') return 'the same statement on the small inbox';
+  if (workload === 'forwarding') {
+    return run.results.series.some((s) => s.id.startsWith('forwarding.minimal.'))
+      ? 'the minimal forwarder (SKIP LOCKED claim, fetch, UPDATE) at the same in-flight bound'
+      : undefined;
+  }
   if (workload === 'ordered') {
     return run.results.series.some((s) => s.id.startsWith('ordered.graphile_lq.'))
       ? 'graphile-worker queueName per key, localQueue 100, at the same concurrency'

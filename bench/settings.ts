@@ -2,7 +2,9 @@
 // `smokeSettings` is the few-hundred-event run that `npm test` makes so the
 // harness cannot rot. Flags and BENCH_* variables override either (bench/run.ts).
 
-export const workloadNames = ['admission', 'admission-cost', 'ordered', 'unordered', 'latency', 'growth', 'queue-history', 'month-two'] as const;
+export const workloadNames = [
+  'admission', 'admission-cost', 'ordered', 'unordered', 'latency', 'growth', 'queue-history', 'month-two', 'forwarding',
+] as const;
 export type WorkloadName = (typeof workloadNames)[number];
 
 export interface BenchSettings {
@@ -64,6 +66,17 @@ export interface BenchSettings {
   monthTwoCalls: number;
   /** Admits timed one after another on the large inbox without a purge running: the p99 the purge's is held against. */
   monthTwoQuietAdmits: number;
+  /**
+   * Forwarding (bench/workloads/forwarding.ts, issue 53): events in each
+   * forwarded backlog, over forwardingScopes scopes; the in-flight bounds
+   * Wharf's forwarder and the minimal forwarder are measured at; the rate
+   * and length of the latency trickle.
+   */
+  forwardingEvents: number;
+  forwardingScopes: number;
+  forwardingConcurrencies: number[];
+  forwardingLatencyRate: number;
+  forwardingLatencySeconds: number;
   /** Longest wait for a drain to finish before the run fails. */
   drainTimeoutMs: number;
 }
@@ -96,6 +109,11 @@ export const fullSettings: Omit<BenchSettings, 'serverUrl'> = {
   monthTwoUnhandledHeads: 10_000,
   monthTwoCalls: 15,
   monthTwoQuietAdmits: 2_000,
+  forwardingEvents: 10_000,
+  forwardingScopes: 64,
+  forwardingConcurrencies: [8, 32],
+  forwardingLatencyRate: 200,
+  forwardingLatencySeconds: 10,
   drainTimeoutMs: 600_000,
 };
 
@@ -127,5 +145,10 @@ export const smokeSettings: Omit<BenchSettings, 'serverUrl'> = {
   monthTwoUnhandledHeads: 200,
   monthTwoCalls: 3,
   monthTwoQuietAdmits: 200,
+  forwardingEvents: 200,
+  forwardingScopes: 16,
+  forwardingConcurrencies: [8],
+  forwardingLatencyRate: 50,
+  forwardingLatencySeconds: 1,
   drainTimeoutMs: 20_000,
 };

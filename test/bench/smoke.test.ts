@@ -93,6 +93,17 @@ describe('bench smoke run', () => {
       expect(results.get(id)?.integrity, id).toEqual({ orderViolations: 0, duplicates: 0, errors: 0 });
     }
 
+    // Forwarding (issue 53): the minimal forwarder and the handlers' drain always; Wharf's forwarder
+    // forwarded every event once, each checked signature valid and each ordered scope in order,
+    // unless the run noted why it could not run on this branch.
+    for (const id of ['forwarding.minimal.c8', 'forwarding.handlers.c8']) expect(results.get(id)?.samples, id).toHaveLength(1);
+    if (!results.notes.some((note) => note.startsWith("forwarding: Wharf's forwarder not measured"))) {
+      for (const id of ['forwarding.wharf_unordered.c8', 'forwarding.wharf_ordered.c8']) {
+        expect(results.get(id)?.integrity, id).toEqual({ orderViolations: 0, duplicates: 0, errors: 0 });
+      }
+      expect(results.get('forwarding.latency.p99')?.samples).toHaveLength(1);
+    }
+
     // Eight admit_many callers whose batches share scopes in random order never deadlock.
     expect(results.get('admission_cost.deadlocks')?.samples).toEqual([0]);
 

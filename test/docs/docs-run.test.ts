@@ -159,6 +159,9 @@ const runs: Record<string, DocumentRun> = {
   'docs/operating.md': guide({ migrate: true, seed: async (db) => { await db.pool.query('SELECT wharf.upsert_workspace(1)'); } }),
   // The release section migrates the database itself.
   'docs/sql.md': guide({ migrate: false }),
+  // The receiver and the script that signs requests for it, as the application's developer runs
+  // them: Node and the standardwebhooks package, no Wharf and no database.
+  'docs/forwarding.md': { env: async () => userShell() },
 };
 
 async function runDocument(file: string, run: DocumentRun): Promise<void> {
