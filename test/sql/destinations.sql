@@ -6,7 +6,7 @@
 -- retry, dead-letter, pause on 410 and open the breaker, which a probe
 -- closes; repeats answer as their first try; another workspace sees nothing.
 BEGIN;
-SELECT plan(104);
+SELECT plan(105);
 
 CREATE TEMP TABLE vars (name text PRIMARY KEY, value bigint);
 -- The suite runs through a plain client: what psql's; would keep, it keeps here.
@@ -201,6 +201,9 @@ SELECT wharf.set_destination_state(1, pg_temp.v('audit'), 'ACTIVE', 'ops');
 SELECT wharf.set_workspace_state(1, 'PAUSED');
 SELECT is((SELECT count(*) FROM pg_temp.claimed()), 0::bigint, 'a paused workspace''s deliveries wait');
 SELECT wharf.set_workspace_state(1, 'ACTIVE');
+SELECT wharf.set_connection_state(1, 'PAUSED');
+SELECT is((SELECT count(*) FROM pg_temp.claimed()), 0::bigint, 'a paused connection''s deliveries wait');
+SELECT wharf.set_connection_state(1, 'ACTIVE');
 
 -- the breaker
 SELECT wharf.update_destination(1, pg_temp.v('audit'), '{"breaker_failures": 2}');

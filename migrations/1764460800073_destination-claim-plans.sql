@@ -36,6 +36,7 @@ DECLARE
   v_tokens   double precision;
   v_taken    integer;
   v_until    timestamptz;
+  v_any_paused boolean := EXISTS (SELECT FROM wharf.connection c WHERE c.state = 'PAUSED');
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim_deliveries: worker is required' USING ERRCODE = '22004';
@@ -80,8 +81,12 @@ BEGIN
                SELECT FROM wharf.destination_delivery o
                 WHERE o.destination_id = v_dest.id AND o.scope_key = q.scope_key AND o.ordered
                   AND o.state IN ('QUEUED', 'LEASED') AND o.event_id < q.event_id))
-         AND NOT EXISTS (SELECT FROM wharf.provider_event e JOIN wharf.connection c ON c.id = e.connection_id
-                          WHERE e.id = q.event_id AND c.state = 'PAUSED')
+         -- Read only while some connection is paused (ix_connection_paused):
+         -- as an OR it stays a filter on the rows read, never an anti-join
+         -- that reads every due delivery to find the few it removes.
+         AND (NOT v_any_paused
+              OR NOT EXISTS (SELECT FROM wharf.provider_event e JOIN wharf.connection c ON c.id = e.connection_id
+                              WHERE e.id = q.event_id AND c.state = 'PAUSED'))
        -- Index order alone, so that LIMIT stops the read: within a scope at
        -- most its head is due, and across scopes there is no order to keep.
        ORDER BY q.next_attempt_at
