@@ -10,7 +10,7 @@
 import { pino } from 'pino';
 import type pg from 'pg';
 import { encryptSecret, generateKeyRingEntry, parseKeyRing } from '../../db/secret-box.js';
-import { createWorker, type WorkerOptions } from '../../worker/index.js';
+import { createWorker } from '../../worker/index.js';
 import type { BenchDatabase } from '../databases.js';
 import type { RunningConsumer } from './wharf-consumer.js';
 
@@ -74,23 +74,6 @@ export class ForwarderUnavailable extends Error {
 }
 
 /**
- * The forward loop (branch fwd: worker/forwarding/forward-loop.ts, run by
- * createWorker's `forward` option). Loaded by a path this file does not
- * import statically: where it is missing, createWorker would take the option
- * and forward nothing, and the run would wait for requests that never come.
- */
-const forwardLoopModule = '../../worker/forwarding/forward-loop.js';
-
-async function assertForwarderPresent(): Promise<void> {
-  try {
-    await import(forwardLoopModule);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw error;
-    throw new ForwarderUnavailable('no forward loop in worker/ on this branch (worker/forwarding/forward-loop.ts, branch fwd, is not merged)');
-  }
-}
-
-/**
  * Wharf's forwarder on `db` as `wharf worker` runs it: createWorker with
  * forwarding on, at most `concurrency` requests in flight (the destination's
  * own bound is set to the same), the bench's key ring, private addresses
@@ -98,16 +81,13 @@ async function assertForwarderPresent(): Promise<void> {
  * allows), no handler, logging nothing.
  */
 export async function startWharfForwarder(db: BenchDatabase, concurrency: number): Promise<RunningConsumer> {
-  await assertForwarderPresent();
-  const options = {
+  const worker = createWorker({
     connectionString: db.url,
     handlers: {},
     concurrency: 1,
     logger: pino({ level: 'silent' }),
     forward: { secretKeys: benchSecretKeys, addresses: { allowPrivate: true }, concurrency },
-  };
-  // `forward` is branch fwd's option; on a branch without it this line still compiles.
-  const worker = createWorker(options as WorkerOptions);
+  });
   await worker.start();
   return { stop: () => worker.stop() };
 }
