@@ -5,7 +5,7 @@
 // forward-only rule that routes every event of the workspace to it, and the
 // real forwarder of worker/ started on the database.
 //
-// Where the destination SQL or the forward loop is missing, ForwarderUnavailable
+// Where the destination SQL is missing (a database of before 0.4.0), ForwarderUnavailable
 // says which, and the workload notes it instead of a figure.
 import { pino } from 'pino';
 import type pg from 'pg';
