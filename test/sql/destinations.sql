@@ -6,7 +6,7 @@
 -- retry, dead-letter, pause on 410 and open the breaker, which a probe
 -- closes; repeats answer as their first try; another workspace sees nothing.
 BEGIN;
-SELECT plan(105);
+SELECT plan(112);
 
 CREATE TEMP TABLE vars (name text PRIMARY KEY, value bigint);
 -- The suite runs through a plain client: what psql's; would keep, it keeps here.
@@ -242,6 +242,23 @@ SELECT is((SELECT count(*) FROM wharf.destination_delivery WHERE event_id = pg_t
 UPDATE wharf.provider_event SET received_at = now() - interval '30 days', handled_at = now() - interval '30 days' WHERE id = pg_temp.v('fo');
 SELECT wharf.purge();
 SELECT is((SELECT count(*) FROM wharf.provider_event WHERE id = pg_temp.v('fo')), 1::bigint, 'purge keeps an event whose delivery is still queued');
+SELECT pg_temp.put('fod', (SELECT c.delivery_id FROM pg_temp.claimed() c WHERE c.event_id = pg_temp.v('fo')));
+SELECT ok(wharf.complete_delivery(pg_temp.v('fod'), (SELECT lease_epoch FROM wharf.destination_delivery WHERE id = pg_temp.v('fod')), 200, 3, NULL),
+          'its delivery is answered');
+SELECT wharf.purge();
+SELECT is((SELECT count(*) FROM wharf.provider_event WHERE id = pg_temp.v('fo')), 1::bigint, 'and kept while that answer is within replay_window');
+UPDATE wharf.destination_delivery SET handled_at = now() - interval '30 days' WHERE id = pg_temp.v('fod');
+SELECT is((SELECT (wharf.purge()).done_deleted >= 1), true, 'past it, purge deletes the event in its batch');
+SELECT is((SELECT count(*) FROM wharf.provider_event WHERE id = pg_temp.v('fo'))
+          + (SELECT count(*) FROM wharf.destination_delivery WHERE id = pg_temp.v('fod'))
+          + (SELECT count(*) FROM wharf.delivery_attempt WHERE delivery_id = pg_temp.v('fod')), 0::bigint,
+          'with its delivery and the delivery''s attempts');
+INSERT INTO wharf.rule_filtered_minute (rule_id, minute, filtered)
+VALUES (pg_temp.v('rule'), date_trunc('minute', now()) - interval '400 days', 5);
+SELECT ok(wharf.purge_logs() >= 1, 'purge_logs forgets what filters left out past log_retention');
+SELECT is((SELECT count(*) FROM wharf.rule_filtered_minute WHERE rule_id = pg_temp.v('rule') AND minute < now() - interval '1 day'), 0::bigint,
+          'the old minute is gone');
+SELECT ok((SELECT count(*) FROM wharf.rule_filtered_minute WHERE rule_id = pg_temp.v('rule')) >= 1, 'the recent ones stay');
 
 -- only heads are due; what ends a head's turn makes the next due
 SELECT pg_temp.put('q1', pg_temp.admit('q1', 's8', '{"n": 10}'));
