@@ -14,12 +14,12 @@
 // times. Nothing is logged of a destination but its host. With the console's
 // public URL, an alert about an issue or a stuck scope links to its page; a
 // test alert (sent on request) says it is one, in its type and its text.
-import { createHmac } from 'node:crypto';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { Counter, Gauge } from 'prom-client';
 import { classOf } from './classify.js';
 import { workerRegistry } from './metrics.js';
+import { signatureHeader } from './webhook-signature.js';
 import { spread } from '../db/backoff.js';
 import { runPeriodically, type Periodic } from './periodic.js';
 import {
@@ -125,23 +125,16 @@ export function alertRequest(
     },
   });
   const id = `alert_${alert.id}`;
-  const timestamp = String(Math.floor(now.getTime() / 1000));
   return {
     url: alert.url,
     headers: {
       'content-type': 'application/json',
       'webhook-id': id,
-      'webhook-timestamp': timestamp,
-      'webhook-signature': `v1,${standardWebhooksSignature(alert.secret, id, timestamp, body)}`,
+      'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+      'webhook-signature': signatureHeader([alert.secret], id, now, body),
     },
     body,
   };
-}
-
-/** Standard Webhooks' signature: base64 HMAC-SHA256 of `id.timestamp.body` under the key `whsec_<base64>` encodes. */
-export function standardWebhooksSignature(secret: string, id: string, timestamp: string, body: string): string {
-  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
-  return createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
 }
 
 /** A field of an alert's facts (their shape depends on the kind), as text. */

@@ -7,7 +7,7 @@
 // headers, its credentials, then Wharf's own, which nothing overrides.
 import type { ClaimedDelivery } from '../sql/delivery-row.js';
 import { credentialsHeader, type OpenedSecrets } from './open-secrets.js';
-import { signatureHeader } from './sign-request.js';
+import { signatureHeader } from '../webhook-signature.js';
 
 export interface DeliveryRequest {
   url: string;

@@ -1,8 +1,9 @@
-// The `webhook-signature` of a forwarded request, made by the Standard
-// Webhooks library itself (so an application verifies it with the official
-// library of its language). During a secret rotation both the new and the
-// previous secret sign: one `v1,<base64>` per secret in one header,
-// space-separated, which every verifier of the spec accepts when any matches.
+// The `webhook-signature` of what Wharf sends signed, a forwarded request or
+// an alert, made by the Standard Webhooks library itself (so a receiver
+// verifies it with the official library of its language). During a
+// destination's secret rotation both the new and the previous secret sign: one
+// `v1,<base64>` per secret in one header, space-separated, which every
+// verifier of the spec accepts when any matches.
 import { Webhook } from 'standardwebhooks';
 
 /** A few hundred destinations' keys, so a busy destination's key is decoded once. */
@@ -24,6 +25,6 @@ function webhookFor(secret: string): Webhook {
  * under each secret in order (the current one first).
  */
 export function signatureHeader(secrets: readonly string[], msgId: string, timestamp: Date, body: string): string {
-  if (secrets.length === 0) throw new TypeError('a forwarded request needs a signing secret');
+  if (secrets.length === 0) throw new TypeError('a signed request needs a signing secret');
   return secrets.map((secret) => webhookFor(secret).sign(msgId, timestamp, body)).join(' ');
 }
