@@ -1223,6 +1223,24 @@ BEGIN
 END $$;
 
 --
+-- Name: chart_issue_failures(); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.chart_issue_failures() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_failures bigint := NEW.failures - CASE WHEN TG_OP = 'UPDATE' THEN OLD.failures ELSE 0 END;
+  v_dead     bigint := NEW.dead - CASE WHEN TG_OP = 'UPDATE' THEN OLD.dead ELSE 0 END;
+BEGIN
+  INSERT INTO wharf.issue_failure_hour AS h (issue_id, hour, failures, dead)
+  VALUES (NEW.id, date_trunc('hour', NEW.last_seen_at), v_failures, v_dead)
+  ON CONFLICT (issue_id, hour) DO UPDATE
+     SET failures = h.failures + excluded.failures, dead = h.dead + excluded.dead;
+  RETURN NULL;
+END $$;
+
+--
 -- Name: check_alert_rule(text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -3522,6 +3540,33 @@ CREATE FUNCTION wharf.issue_gauges() RETURNS jsonb
 $$;
 
 --
+-- Name: issue_history(bigint, bigint, integer); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.issue_history(p_workspace_id bigint, p_id bigint, p_hours integer DEFAULT 48) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_since timestamptz;
+BEGIN
+  IF p_workspace_id IS NULL THEN
+    RAISE EXCEPTION 'wharf.issue_history: workspace is required' USING ERRCODE = '22004';
+  END IF;
+  IF p_hours IS NULL OR p_hours < 1 OR p_hours > 168 THEN
+    RAISE EXCEPTION 'wharf.issue_history: hours must be between 1 and 168' USING ERRCODE = '22023';
+  END IF;
+  IF NOT EXISTS (SELECT FROM wharf.issue i WHERE i.id = p_id AND i.workspace_id = p_workspace_id) THEN
+    RETURN NULL;
+  END IF;
+  v_since := date_trunc('hour', now()) - make_interval(hours => p_hours - 1);
+  RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('at', t.at, 'failures', coalesce(h.failures, 0), 'dead', coalesce(h.dead, 0))
+                                    ORDER BY t.at), '[]')
+            FROM generate_series(v_since, date_trunc('hour', now()), interval '1 hour') AS t(at)
+            LEFT JOIN wharf.issue_failure_hour h ON h.issue_id = p_id AND h.hour = t.at);
+END $$;
+
+--
 -- Name: issue_list(bigint, text, integer); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
@@ -4395,6 +4440,16 @@ BEGIN
     DELETE FROM wharf.failure_minute
      WHERE ctid IN (SELECT ctid FROM wharf.failure_minute
                      WHERE minute < now() - interval '1 day'
+                     LIMIT p_batch - v_deleted);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    v_deleted := v_deleted + v_count;
+  END IF;
+  IF v_deleted < p_batch THEN
+    -- issue_history charts a week at most.
+    DELETE FROM wharf.issue_failure_hour
+     WHERE ctid IN (SELECT ctid FROM wharf.issue_failure_hour
+                     WHERE hour < now() - interval '8 days'
+                     ORDER BY hour
                      LIMIT p_batch - v_deleted);
     GET DIAGNOSTICS v_count = ROW_COUNT;
     v_deleted := v_deleted + v_count;
@@ -6711,6 +6766,17 @@ CREATE UNLOGGED TABLE wharf.idle_listener (
 WITH (vacuum_truncate='false');
 
 --
+-- Name: issue_failure_hour; Type: TABLE; Schema: wharf; Owner: -
+--
+
+CREATE TABLE wharf.issue_failure_hour (
+    issue_id bigint NOT NULL,
+    hour timestamp with time zone NOT NULL,
+    failures bigint DEFAULT 0 NOT NULL,
+    dead bigint DEFAULT 0 NOT NULL
+);
+
+--
 -- Name: issue_id_seq; Type: SEQUENCE; Schema: wharf; Owner: -
 --
 
@@ -7021,6 +7087,13 @@ ALTER TABLE ONLY wharf.idle_listener
     ADD CONSTRAINT idle_listener_pkey PRIMARY KEY (listener);
 
 --
+-- Name: issue_failure_hour issue_failure_hour_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.issue_failure_hour
+    ADD CONSTRAINT issue_failure_hour_pkey PRIMARY KEY (issue_id, hour);
+
+--
 -- Name: issue issue_pkey; Type: CONSTRAINT; Schema: wharf; Owner: -
 --
 
@@ -7247,6 +7320,12 @@ CREATE INDEX ix_destination_rule_workspace ON wharf.destination_rule USING btree
 CREATE INDEX ix_failure_minute_minute ON wharf.failure_minute USING btree (minute);
 
 --
+-- Name: ix_issue_failure_hour_purge; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_issue_failure_hour_purge ON wharf.issue_failure_hour USING btree (hour);
+
+--
 -- Name: ix_issue_seen; Type: INDEX; Schema: wharf; Owner: -
 --
 
@@ -7391,6 +7470,18 @@ CREATE TRIGGER destination_delivery_promote_after_delete AFTER DELETE ON wharf.d
 CREATE TRIGGER event_attempt_count_issues AFTER INSERT ON wharf.event_attempt REFERENCING NEW TABLE AS attempts_added FOR EACH STATEMENT EXECUTE FUNCTION wharf.count_failures_into_issues();
 
 --
+-- Name: issue issue_chart_counted; Type: TRIGGER; Schema: wharf; Owner: -
+--
+
+CREATE TRIGGER issue_chart_counted AFTER UPDATE OF failures, dead ON wharf.issue FOR EACH ROW WHEN (((new.failures > old.failures) OR (new.dead > old.dead))) EXECUTE FUNCTION wharf.chart_issue_failures();
+
+--
+-- Name: issue issue_chart_new; Type: TRIGGER; Schema: wharf; Owner: -
+--
+
+CREATE TRIGGER issue_chart_new AFTER INSERT ON wharf.issue FOR EACH ROW WHEN ((new.failures > 0)) EXECUTE FUNCTION wharf.chart_issue_failures();
+
+--
 -- Name: provider_event provider_event_keep_scope_delete; Type: TRIGGER; Schema: wharf; Owner: -
 --
 
@@ -7525,6 +7616,13 @@ ALTER TABLE ONLY wharf.event_attempt
 
 ALTER TABLE ONLY wharf.failure_minute
     ADD CONSTRAINT failure_minute_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES wharf.workspace(id) ON DELETE CASCADE;
+
+--
+-- Name: issue_failure_hour issue_failure_hour_issue_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
+--
+
+ALTER TABLE ONLY wharf.issue_failure_hour
+    ADD CONSTRAINT issue_failure_hour_issue_id_fkey FOREIGN KEY (issue_id) REFERENCES wharf.issue(id) ON DELETE CASCADE;
 
 --
 -- Name: issue issue_workspace_id_fkey; Type: FK CONSTRAINT; Schema: wharf; Owner: -
@@ -7822,6 +7920,12 @@ REVOKE ALL ON FUNCTION wharf.issue_events(p_workspace_id bigint, p_id bigint, p_
 --
 
 REVOKE ALL ON FUNCTION wharf.issue_gauges() FROM PUBLIC;
+
+--
+-- Name: FUNCTION issue_history(p_workspace_id bigint, p_id bigint, p_hours integer); Type: ACL; Schema: wharf; Owner: -
+--
+
+REVOKE ALL ON FUNCTION wharf.issue_history(p_workspace_id bigint, p_id bigint, p_hours integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION list_admissions(p_workspace_id bigint, p_limit integer, p_before_id bigint); Type: ACL; Schema: wharf; Owner: -

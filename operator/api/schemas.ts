@@ -99,6 +99,12 @@ export const historyQuery = z.object({
     .openapi({ type: 'string', description: 'how many hours back, 1 to 24 (default 3)' }),
 });
 
+export const issueHistoryQuery = z.object({
+  hours: optionalQuery(z.string().regex(/^([1-9]|[1-9][0-9]|1[0-5][0-9]|16[0-8])$/, 'hours must be an integer from 1 to 168'))
+    .transform((value) => (value === undefined ? 48 : Number(value)))
+    .openapi({ type: 'string', description: 'how many hours back, 1 to 168 (default 48)' }),
+});
+
 // ---- bodies ---------------------------------------------------------------
 
 export const replayBody = z.object({
@@ -373,6 +379,7 @@ export const alert = z.object({
 export const deletedAlertRule = z.object({ id: z.number(), deleted: z.literal(true) });
 
 export const failureMinute = z.object({ at: time, failed: z.number(), dead: z.number() }).openapi('FailureMinute');
+export const issueHour = z.object({ at: time, failures: z.number(), dead: z.number() }).openapi('IssueHour');
 
 export const deliveryMinute = z.object({
   at: time, connection_id: z.number().nullable(), accepted: z.number(),

@@ -67,6 +67,18 @@ export function issueEvents(
   return callWharf(db, 'wharf.issue_events($1, $2, $3, $4)', [workspaceId, id, page.limit, page.before ?? null]);
 }
 
+/** An issue's failures and dead letters of one hour (wharf.issue_history). */
+export interface IssueHour {
+  at: string;
+  failures: number;
+  dead: number;
+}
+
+/** The issue's last `hours` (1..168), a row per hour, oldest first; null when the workspace has no such issue. */
+export function issueHistory(db: Database, workspaceId: string, id: string, hours: number): Promise<IssueHour[] | null> {
+  return callWharf(db, 'wharf.issue_history($1, $2, $3)', [workspaceId, id, hours]);
+}
+
 /** Failed or expired leases and dead letters of one minute (wharf.failure_history). */
 export interface FailureMinute {
   at: string;

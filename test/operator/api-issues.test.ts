@@ -135,6 +135,25 @@ describe('issues', () => {
     const raced = (await issuesOf(A, tokenA)).filter((issue) => issue.error_class === 'RaceError');
     expect(raced).toHaveLength(1);
     expect(raced[0]!.failures).toBe(workers * perWorker);
+    // Its chart counted every one too (in the last two hours: the test may cross an hour's end).
+    const history = await api('GET', `/workspaces/${A}/issues/${raced[0]!.id}/history?hours=2`, { token: tokenA });
+    expect(history.status).toBe(200);
+    const hours = history.body as unknown as { at: string; failures: number; dead: number }[];
+    expect(hours).toHaveLength(2);
+    expect(hours.reduce((sum, hour) => sum + hour.failures, 0)).toBe(workers * perWorker);
+    expect(hours.reduce((sum, hour) => sum + hour.dead, 0)).toBe(0);
+  });
+
+  it("charts an issue's failures per hour, for its workspace only", async () => {
+    const [ofA] = await issuesOf(A, tokenA);
+    const week = await api('GET', `/workspaces/${A}/issues/${ofA!.id}/history`, { token: tokenA });
+    expect(week.status).toBe(200);
+    expect(week.body).toHaveLength(48);
+    const bad = await api('GET', `/workspaces/${A}/issues/${ofA!.id}/history?hours=169`, { token: tokenA });
+    expect(bad.status).toBe(400);
+    expect(bad.body.message).toMatch(/hours must be an integer from 1 to 168/);
+    expect((await api('GET', `/workspaces/${A}/issues/${ofA!.id}/history`, { token: tokenB })).status).toBe(403);
+    expect((await api('GET', `/workspaces/${B}/issues/${ofA!.id}/history`, { token: tokenB })).status).toBe(404);
   });
 
   it('counts failures and dead letters, and deliveries accepted, per minute for the workspace', async () => {

@@ -146,6 +146,7 @@ const routes: Route[] = [
   { name: 'list issues', method: 'GET', path: async () => `/workspaces/${A}/issues`, success: 200, workspaceToken: true },
   { name: 'show issue', method: 'GET', path: async () => `/workspaces/${A}/issues/${await issueOfA()}`, success: 200, workspaceToken: true },
   { name: 'issue events', method: 'GET', path: async () => `/workspaces/${A}/issues/${await issueOfA()}/events`, success: 200, workspaceToken: true },
+  { name: 'issue history', method: 'GET', path: async () => `/workspaces/${A}/issues/${await issueOfA()}/history`, success: 200, workspaceToken: true },
   { name: 'set issue status', method: 'POST', path: async () => `/workspaces/${A}/issues/${await issueOfA()}/status`, body: () => ({ status: 'acknowledged' }), success: 200, workspaceToken: true },
   { name: 'list installation issues', method: 'GET', path: async () => '/installation-issues', success: 200, workspaceToken: false },
   { name: 'set installation issue status', method: 'POST', path: async () => `/installation-issues/${await installationIssue()}/status`, body: () => ({ status: 'resolved' }), success: 200, workspaceToken: false },

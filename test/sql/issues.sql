@@ -5,7 +5,7 @@
 -- keeps counting and stays ignored; a workspace reaches only its own issues;
 -- the table is bounded by issue_limit per workspace and by purge_issues.
 BEGIN;
-SELECT plan(50);
+SELECT plan(57);
 
 SELECT wharf.upsert_workspace(1), wharf.upsert_workspace(2);
 SELECT wharf.upsert_connection(1, 'generic', 'https://hooks.example/1', 'webhook', 'one');
@@ -142,12 +142,38 @@ SELECT throws_ok($$SELECT wharf.failure_history(1, 25)$$, '22023', NULL, 'more t
 SELECT is(wharf.issue_gauges() -> 'issues', '{"open": 5, "acknowledged": 0, "resolved": 0, "ignored": 1}'::jsonb,
           'issue_gauges: the instance''s issues by status');
 
+-- Per hour, per issue: the chart of its page.
+SELECT results_eq($$SELECT sum(failures), sum(dead) FROM wharf.issue_failure_hour
+                     WHERE issue_id = (pg_temp.issue(1, 'push', 'TimeoutError')).id$$,
+                  $$VALUES (4::numeric, 1::numeric)$$,
+                  'an issue''s hours count its four failures and one dead letter, the acknowledgement and resolution between them nothing');
+DELETE FROM wharf.issue_failure_hour WHERE issue_id = (pg_temp.issue(2, 'push', 'TimeoutError')).id;
+INSERT INTO wharf.issue_failure_hour (issue_id, hour, failures, dead)
+VALUES ((pg_temp.issue(2, 'push', 'TimeoutError')).id, date_trunc('hour', now()) - interval '2 hours', 5, 1),
+       ((pg_temp.issue(2, 'push', 'TimeoutError')).id, date_trunc('hour', now()), 2, 0);
+SELECT is((SELECT jsonb_agg(jsonb_build_array(h -> 'at', h -> 'failures', h -> 'dead'))
+             FROM jsonb_array_elements(wharf.issue_history(2, (pg_temp.issue(2, 'push', 'TimeoutError')).id, 3)) h),
+          jsonb_build_array(jsonb_build_array(to_jsonb(date_trunc('hour', now()) - interval '2 hours'), 5, 1),
+                            jsonb_build_array(to_jsonb(date_trunc('hour', now()) - interval '1 hour'), 0, 0),
+                            jsonb_build_array(to_jsonb(date_trunc('hour', now())), 2, 0)),
+          'issue_history: an hour per row, oldest first, zeros included, the current hour last');
+SELECT is(jsonb_array_length(wharf.issue_history(1, (pg_temp.issue(1, 'push', 'TimeoutError')).id)), 48,
+          'the last 48 hours by default');
+SELECT is(wharf.issue_history(1, (pg_temp.issue(2, 'push', 'TimeoutError')).id), NULL, 'not to another workspace');
+SELECT throws_ok($$SELECT wharf.issue_history(1, 1, 169)$$, '22023', NULL, 'more than a week is 22023');
+
 -- Retention.
 UPDATE wharf.issue SET last_seen_at = now() - interval '31 days' WHERE workspace_id = 2;
 SELECT throws_ok($$SELECT wharf.purge_issues(0)$$, '22023', NULL, 'a batch of 0 is 22023');
 SELECT is(wharf.purge_issues(2), 2::bigint, 'purge_issues deletes a batch of those not seen for issue_retention');
 SELECT is(wharf.purge_issues(2), 1::bigint, 'then the rest');
 SELECT is((SELECT count(*) FROM wharf.issue WHERE workspace_id = 1), 3::bigint, 'and keeps those seen since');
+INSERT INTO wharf.issue_failure_hour (issue_id, hour, failures)
+SELECT (pg_temp.issue(1, 'push', 'TimeoutError')).id, date_trunc('hour', now()) - age, 1
+  FROM unnest(ARRAY[interval '9 days', interval '7 days']) age;
+SELECT is(wharf.purge_issues(100), 1::bigint, 'then the hours past the chart''s week');
+SELECT is((SELECT count(*) FROM wharf.issue_failure_hour WHERE issue_id = (pg_temp.issue(1, 'push', 'TimeoutError')).id),
+          2::bigint, '... keeping the week''s');
 
 -- Frames: a class thrown in two places is two issues; in one place, one.
 SELECT wharf.set_setting('issue_limit', '100');

@@ -3,12 +3,13 @@
 // installation rows for the instance admin.
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Database } from '../../../db/database.js';
-import { issueEvents, listIssues, setIssueStatus, showIssue } from '../../sql/issues.js';
+import { issueEvents, issueHistory, listIssues, setIssueStatus, showIssue } from '../../sql/issues.js';
 import { requireAdmin, requireWorkspace } from '../auth.js';
 import { ApiError } from '../errors.js';
 import { errors, json, jsonBody, routeGroup } from '../openapi.js';
 import {
-  eventPage, installationIssueParam, issue, issueListQuery, issueParam, issueStatusBody, pageQuery, workspaceParam,
+  eventPage, installationIssueParam, issue, issueHistoryQuery, issueHour, issueListQuery, issueParam, issueStatusBody, pageQuery,
+  workspaceParam,
 } from '../schemas.js';
 
 const tags = ['issues'];
@@ -53,6 +54,18 @@ export function issueRoutes(db: Database) {
       const page = await issueEvents(db, ws, id, { limit, ...(cursor ? { before: cursor } : {}) });
       if (!page) throw notFound(id);
       return c.json(page, 200);
+    })
+    .openapi(createRoute({
+      method: 'get', path: '/workspaces/{ws}/issues/{id}/history', tags,
+      summary: "The issue's failures and dead letters per hour, counted as they happen (the week before the last purge at most)",
+      request: { params: issueParam, query: issueHistoryQuery },
+      responses: { 200: json(z.array(issueHour), 'oldest hour first, zeros included'), ...errors(400, 403, 404) },
+    }), async (c) => {
+      const { ws, id } = c.req.valid('param');
+      requireWorkspace(c, ws);
+      const history = await issueHistory(db, ws, id, c.req.valid('query').hours);
+      if (!history) throw notFound(id);
+      return c.json(history, 200);
     })
     .openapi(createRoute({
       method: 'post', path: '/workspaces/{ws}/issues/{id}/status', tags,

@@ -1,7 +1,7 @@
 // A line chart drawn on the server as inline SVG (no client library, nothing
-// to load): one polyline per series over the minutes. The SVG is an image
-// with a title and a description that says in words what it shows; the
-// numbers themselves are in the dashboard's data table.
+// to load): one polyline per series over the minutes (or hours). The SVG is
+// an image with a title and a description that says in words what it shows,
+// printed under it too (the dashboard adds the numbers as a table).
 
 export interface Series {
   name: string;
@@ -18,6 +18,11 @@ export function clock(at: string): string {
   return new Date(at).toISOString().slice(11, 16);
 }
 
+/** MM-DD HH:MM in UTC: a time of a chart that spans days. */
+export function dayClock(at: string): string {
+  return new Date(at).toISOString().slice(5, 16).replace('T', ' ');
+}
+
 /** A round upper bound for the y axis: 1, 2, 5 × 10^n. */
 function niceMax(value: number): number {
   if (value <= 0) return 1;
@@ -26,9 +31,9 @@ function niceMax(value: number): number {
 }
 
 /** In words: each series' latest value, peak and total (when totals mean something). */
-export function summarize(series: Series[], minutes: string[], unit: string, totals: boolean): string {
+export function summarize(series: Series[], minutes: string[], unit: string, totals: boolean, time = clock): string {
   if (minutes.length === 0) return 'No data.';
-  const span = `from ${clock(minutes[0]!)} to ${clock(minutes.at(-1)!)} UTC`;
+  const span = `from ${time(minutes[0]!)} to ${time(minutes.at(-1)!)} UTC`;
   const parts = series.map((one) => {
     let peak = 0;
     let peakAt = 0;
@@ -37,20 +42,25 @@ export function summarize(series: Series[], minutes: string[], unit: string, tot
     });
     const total = one.values.reduce((sum, value) => sum + value, 0);
     const latest = one.values.at(-1) ?? 0;
-    return `${one.name}: latest ${latest} ${unit}, peak ${peak}${peak > 0 ? ` at ${clock(minutes[peakAt]!)}` : ''}`
+    return `${one.name}: latest ${latest} ${unit}, peak ${peak}${peak > 0 ? ` at ${time(minutes[peakAt]!)}` : ''}`
       + (totals ? `, ${total} in all` : '');
   });
   return `${parts.join('; ')} (${span}).`;
 }
 
-export function LineChart(props: { id: string; title: string; unit: string; minutes: string[]; series: Series[]; totals: boolean }) {
+export function LineChart(props: {
+  id: string; title: string; unit: string; minutes: string[]; series: Series[]; totals: boolean;
+  /** How a time is written: clock (the default) or dayClock. */
+  time?: (at: string) => string;
+}) {
   const { minutes, series } = props;
+  const time = props.time ?? clock;
   const max = niceMax(Math.max(0, ...series.flatMap((one) => one.values)));
   const plotWidth = width - pad.left - pad.right;
   const plotHeight = height - pad.top - pad.bottom;
   const x = (i: number) => pad.left + (minutes.length <= 1 ? 0 : (i * plotWidth) / (minutes.length - 1));
   const y = (value: number) => pad.top + plotHeight - (value / max) * plotHeight;
-  const summary = summarize(series, minutes, props.unit, props.totals);
+  const summary = summarize(series, minutes, props.unit, props.totals, time);
   return (
     <figure class="chart" aria-labelledby={`${props.id}-caption`}>
       <figcaption id={`${props.id}-caption`}>{props.title}</figcaption>
@@ -70,8 +80,8 @@ export function LineChart(props: { id: string; title: string; unit: string; minu
         ))}
         {minutes.length > 0 && (
           <>
-            <text x={pad.left} y={height - 8} font-size="11" fill="#57606a">{clock(minutes[0]!)}</text>
-            <text x={width - pad.right} y={height - 8} font-size="11" fill="#57606a" text-anchor="end">{`${clock(minutes.at(-1)!)} UTC`}</text>
+            <text x={pad.left} y={height - 8} font-size="11" fill="#57606a">{time(minutes[0]!)}</text>
+            <text x={width - pad.right} y={height - 8} font-size="11" fill="#57606a" text-anchor="end">{`${time(minutes.at(-1)!)} UTC`}</text>
           </>
         )}
         {series.map((one, i) => (

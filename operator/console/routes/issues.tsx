@@ -1,19 +1,23 @@
 // What an on-call engineer opens first: the workspace's issues (failures
 // grouped by provider, event type and error class, with their status, who
-// set it and when, where it was thrown, and the events affected) and its
-// stuck scopes (held behind a head that has waited too long, with what waits
-// behind it and the actions that unblock it; moving a head to the dead
-// letters asks to confirm first, as it gives up on that event). Both lists update themselves (live-script.ts);
-// every change is a CSRF-protected form post through operator/sql, as the
-// API makes it, recorded with the signed-in account.
+// set it and when, where it was thrown, its failures per hour over the last
+// two days, and the events affected) and its stuck scopes (held behind a
+// head that has waited too long, with what waits behind it and the actions
+// that unblock it; moving a head to the dead letters asks to confirm first,
+// as it gives up on that event). Both lists update themselves
+// (live-script.ts); every change is a CSRF-protected form post through
+// operator/sql, as the API makes it, recorded with the signed-in account.
 import type { Context, Hono } from 'hono';
-import { issueStatuses, issueEvents, listIssues, setIssueStatus, showIssue, type Issue, type IssueStatus } from '../../sql/issues.js';
+import {
+  issueEvents, issueHistory, issueStatuses, listIssues, setIssueStatus, showIssue, type Issue, type IssueStatus,
+} from '../../sql/issues.js';
 import {
   deadLetterScopeHead, listScopeActions, listStuckScopes, pauseScopeConnection, retryScopeHead, scopeActions,
   type ScopeActionName, type StuckScope,
 } from '../../sql/stuck-scopes.js';
 import { EventTable } from '../components/event-table.js';
 import { Frames } from '../components/frames.js';
+import { dayClock, LineChart } from '../components/line-chart.js';
 import type { ConsoleEnv, RouteDeps } from '../env.js';
 import { ConsoleError } from '../errors.js';
 import { optionalCursor, optionalText } from '../filters.js';
@@ -86,7 +90,10 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
     const issue = await showIssue(db, scope.workspaceId, id);
     if (!issue) throw new ConsoleError(404, `There is no issue ${id} here.`);
     const before = optionalCursor(c.req.query('cursor'));
-    const events = await issueEvents(db, scope.workspaceId, id, { limit: 50, ...(before ? { before } : {}) });
+    const [events, hours] = await Promise.all([
+      issueEvents(db, scope.workspaceId, id, { limit: 50, ...(before ? { before } : {}) }),
+      issueHistory(db, scope.workspaceId, id, 48),
+    ]);
     const changed = c.req.query('changed');
     return c.html(
       <Page {...frameOf(c, basePath, scope, 'issues')} title={`Issue ${issue.id}: ${issue.error_class}`}>
@@ -105,6 +112,11 @@ export function registerIssuePages(app: Hono<ConsoleEnv>, deps: RouteDeps): void
             <dt>Reopened</dt><dd>{issue.reopened === 0 ? 'never' : <>{`${issue.reopened} time${issue.reopened === 1 ? '' : 's'}, last `}<Time at={issue.reopened_at} /></>}</dd>
             <dt>Sample event</dt><dd><a href={`${scope.base}/events/${issue.sample_event_id}`}>{String(issue.sample_event_id)}</a></dd>
           </dl>
+          {hours && (
+            <LineChart id="issue-failures" title="Failures per hour, last 48 hours" unit="per hour" totals time={dayClock}
+              minutes={hours.map((hour) => hour.at)}
+              series={[{ name: 'Failures', values: hours.map((hour) => hour.failures) }, { name: 'Dead letters', values: hours.map((hour) => hour.dead) }]} />
+          )}
           <div class="actions" role="group" aria-label="Change the status">
             {statusActions.filter(([target]) => target !== issue.status).map(([target, label]) => (
               <form method="post" action={`${scope.base}/issues/${issue.id}/status`} class="inline">

@@ -131,6 +131,12 @@ describe('issues', () => {
 
     await row.getByRole('link', { name: 'UpstreamDown' }).click();
     await page.getByRole('heading', { name: /^Issue \d+: UpstreamDown$/ }).waitFor();
+    // Its failures over time: a chart of the last 48 hours, whose description says what it shows.
+    const chart = page.getByRole('img', { name: 'Failures per hour, last 48 hours' });
+    expect(await chart.count()).toBe(1);
+    expect(await chart.locator('desc').textContent())
+      .toMatch(/^Failures: latest \d+ per hour, peak [1-9]\d* at \d\d-\d\d \d\d:00, [1-9]\d* in all; Dead letters: .* \(from \d\d-\d\d \d\d:00 to \d\d-\d\d \d\d:00 UTC\)\.$/);
+    expect(await chart.locator('polyline').count()).toBe(2);
     await page.getByRole('button', { name: 'Acknowledge' }).click();
     await page.getByText('The issue is acknowledged now.').waitFor();
     expect(await page.locator('dl.facts').textContent()).toMatch(/acknowledged\s*by admin/);
