@@ -6,61 +6,70 @@
 // that asked for it (a CompletionWaiter: the event's run), not through a
 // promise: completions are one per event, and the promise and closures per
 // event are garbage a drain pays for (bench/worker-profile.ts).
+//
+// The handlers' events (wharf.complete_many) and the forwarder's deliveries
+// (wharf.complete_deliveries) each have one; what a batch is written with is
+// the statement's module, handed in.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { classOf } from './classify.js';
-import type { ProviderEventRow } from './sql/event-row.js';
-import { completeEvents, type Completion } from './sql/claim-lease.js';
+import type { Queryable } from './sql/prepared-statement.js';
 import { isConnectionTrouble, retryOnConnectionTrouble } from './transient.js';
 
 /** Hears how its completion went. */
-export interface CompletionWaiter {
+export interface CompletionWaiter<Item> {
   /** Written: `done` is true when the row is DONE, false when its lease was no longer held. */
-  completed(done: boolean, outcome: Completion['outcome']): void;
+  completed(done: boolean, item: Item): void;
   /** Not written: the database stayed unreachable past the retries. */
   completionFailed(error: unknown): void;
 }
 
-interface Pending extends Completion {
-  waiter: CompletionWaiter;
+/** Writes a batch in one statement; answers, in the batch's order, whether each row is DONE. */
+export type CompleteBatch<Item> = (db: Queryable, items: readonly Item[]) => Promise<boolean[]>;
+
+interface Pending<Item> {
+  item: Item;
+  waiter: CompletionWaiter<Item>;
 }
 
 /** Most completions in one statement. */
 const maxBatch = 64;
-/** How long a batch is retried while the database is unreachable (as event-run's closing writes). */
-const closingWriteRetryMs = 5 * 60_000;
 
-export class CompletionBatcher {
-  private queue: Pending[] = [];
+export class CompletionBatcher<Item> {
+  private queue: Pending<Item>[] = [];
   /** A write is scheduled or running: it takes whatever the queue holds. */
   private writing = false;
 
   constructor(
     private readonly pool: pg.Pool,
+    private readonly write: CompleteBatch<Item>,
     private readonly logger: Logger,
     /** Aborts retries while the database is unreachable (worker/transient.ts). */
     private readonly signal: AbortSignal,
+    /** How long a batch is retried while the database is unreachable (as the caller's other closing writes). */
+    private readonly giveUpAfter: number,
   ) {}
 
   /** Ends the lease as DONE, in the next statement; `waiter` hears how it went. */
-  complete(row: ProviderEventRow, outcome: Completion['outcome'], waiter: CompletionWaiter): void {
-    this.queue.push({ id: row.id, epoch: row.lease_epoch, outcome, waiter });
+  complete(item: Item, waiter: CompletionWaiter<Item>): void {
+    this.queue.push({ item, waiter });
     if (this.writing) return;
     // Wait out the current turn of the event loop: the other handlers of
     // the same claim end in it, and their completions join this one.
     this.writing = true;
-    setImmediate(() => void this.write());
+    setImmediate(() => void this.drain());
   }
 
-  private async write(): Promise<void> {
+  private async drain(): Promise<void> {
     while (this.queue.length > 0) {
-      // In any order: complete_many locks events and scopes in the database's one lock order (sql/20, sql/30).
+      // In any order: each statement locks its rows in the database's one lock order.
       const batch = this.queue.splice(0, maxBatch);
+      const items = batch.map((pending) => pending.item);
       let completed: boolean[];
       try {
         completed = await retryOnConnectionTrouble(
-          () => completeEvents(this.pool, batch),
-          { giveUpAfter: closingWriteRetryMs, signal: this.signal },
+          () => this.write(this.pool, items),
+          { giveUpAfter: this.giveUpAfter, signal: this.signal },
         );
       } catch (error) {
         this.writeFailed(batch, error);
@@ -78,16 +87,16 @@ export class CompletionBatcher {
    * batch's other waiters and the batches after it still hear theirs; what
    * was written stays written.
    */
-  private answer(pending: Pending, done: boolean): void {
+  private answer(pending: Pending<Item>, done: boolean): void {
     try {
-      pending.waiter.completed(done, pending.outcome);
+      pending.waiter.completed(done, pending.item);
     } catch (fault) {
       this.waiterThrew(fault);
     }
   }
 
   /** Tells a waiter its completion was not written, as answer does. */
-  private answerFailed(pending: Pending, error: unknown): void {
+  private answerFailed(pending: Pending<Item>, error: unknown): void {
     try {
       pending.waiter.completionFailed(error);
     } catch (fault) {
@@ -96,10 +105,10 @@ export class CompletionBatcher {
   }
 
   private waiterThrew(fault: unknown): void {
-    this.logger.error({ error_class: classOf(fault) }, 'a completed event\'s run failed to take its answer');
+    this.logger.error({ error_class: classOf(fault) }, 'a completion\'s waiter failed to take its answer');
   }
 
-  private writeFailed(batch: readonly Pending[], error: unknown): void {
+  private writeFailed(batch: readonly Pending<Item>[], error: unknown): void {
     if (isConnectionTrouble(error)) {
       // Still unreachable after retrying: the leases expire and the reaper hands the rows out again.
       for (const pending of batch) this.answerFailed(pending, error);
@@ -110,7 +119,7 @@ export class CompletionBatcher {
     // completion is tried alone.
     this.logger.debug({ error_class: classOf(error), size: batch.length }, 'batched completion failed; completing one by one');
     for (const pending of batch) {
-      completeEvents(this.pool, [pending]).then(
+      this.write(this.pool, [pending.item]).then(
         ([completed]) => this.answer(pending, completed === true),
         (alone: unknown) => this.answerFailed(pending, alone),
       );

@@ -12,7 +12,7 @@ import { runClaimLoop } from './claim-loop.js';
 import { classOf } from './classify.js';
 import { readReadiness, type Readiness } from '../db/readiness.js';
 import { CompletionBatcher } from './completion-batcher.js';
-import { EventRun, type RunHost, type RunOutcome } from './event-run.js';
+import { closingWriteRetryMs, EventRun, type RunHost, type RunOutcome } from './event-run.js';
 import { HandlerDeadlines } from './handler-deadlines.js';
 import { findHandler, handledKeys, type HandlerMap } from './handlers.js';
 import { Listener } from './listener.js';
@@ -22,7 +22,7 @@ import { startReaper } from './reaper.js';
 import { startRetention, type RetentionResult } from './retention.js';
 import { resolveSettings, type WorkerSettings } from './settings.js';
 import type { Lease, ProviderEventRow } from './sql/event-row.js';
-import { readQueueStats } from './sql/claim-lease.js';
+import { completeEvents, readQueueStats, type Completion } from './sql/claim-lease.js';
 import { retryOnConnectionTrouble } from './transient.js';
 import { renewHeldLeases } from './lease-renewal.js';
 import { LocalQueue } from './local-queue.js';
@@ -149,7 +149,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
   private readonly wakeup = new Wakeup();
   private readonly nextDue = new NextDue();
   private readonly waiting: LocalQueue;
-  private readonly completions: CompletionBatcher;
+  private readonly completions: CompletionBatcher<Completion>;
   /** What every run shares (worker/event-run.ts). */
   private readonly runHost: RunHost;
   private readonly listener: Listener;
@@ -210,7 +210,7 @@ class WharfWorker extends EventEmitter<WorkerEvents> implements Worker {
     if (this.ownsHandlerPool) {
       this.handlerPool.on('error', (error) => this.logger.warn({ error_class: classOf(error) }, 'idle handler connection lost'));
     }
-    this.completions = new CompletionBatcher(this.pool, this.logger, this.closingAbort.signal);
+    this.completions = new CompletionBatcher(this.pool, completeEvents, this.logger, this.closingAbort.signal, closingWriteRetryMs);
     this.runHost = {
       pool: this.pool,
       handlerPool: this.handlerPool,

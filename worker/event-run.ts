@@ -28,7 +28,7 @@ import { appFrames, sanitizeCauses } from './sanitize.js';
 import { retryOnConnectionTrouble } from './transient.js';
 import type { Lease, ProviderEventRow } from './sql/event-row.js';
 import { failEvent } from './sql/failure-dead-letters.js';
-import { releaseEvent } from './sql/claim-lease.js';
+import { releaseEvent, type Completion } from './sql/claim-lease.js';
 
 /** How an attempt ended, as the worker's events and metrics name it. */
 export type RunOutcome =
@@ -51,7 +51,7 @@ export interface RunHost {
   /** Where the handler's business transactions run (WorkerOptions.handlerPool). */
   handlerPool: pg.Pool;
   /** Where successful endings go: one commit for the completions of many runs. */
-  completions: CompletionBatcher;
+  completions: CompletionBatcher<Completion>;
   logger: Logger;
   /** Aborts the retries of a closing write when the worker stops waiting for them. */
   closingSignal: AbortSignal;
@@ -70,7 +70,7 @@ export interface RunHost {
  * How long a closing write is retried while the database is unreachable. The
  * lease outlives a short outage; past it the reaper hands the row out again.
  */
-const closingWriteRetryMs = 5 * 60_000;
+export const closingWriteRetryMs = 5 * 60_000;
 
 type Ending =
   | { by: 'success' }
@@ -88,7 +88,7 @@ const noHandler: Ending = { by: 'no-handler' };
 const timedOut: Ending = { by: 'timeout' };
 const released: ClosingEnding = { by: 'release' };
 
-export class EventRun implements TimedHandler, CompletionWaiter {
+export class EventRun implements TimedHandler, CompletionWaiter<Completion> {
   readonly lease: Lease;
   /** How the run ended, once its closing write is done. */
   private outcome: RunOutcome | undefined;
@@ -213,7 +213,7 @@ export class EventRun implements TimedHandler, CompletionWaiter {
       // The common ending: handed to the batcher, which answers this run
       // itself (completed, completionFailed), with no promise in between.
       if (this.leaseLost) this.finish(this.lost());
-      else this.host.completions.complete(this.row, ending.by === 'success' ? 'handled' : 'ignored', this);
+      else this.host.completions.complete({ id: this.row.id, epoch: this.row.lease_epoch, outcome: ending.by === 'success' ? 'handled' : 'ignored' }, this);
       return;
     }
     this.close(ending).then(
@@ -240,7 +240,7 @@ export class EventRun implements TimedHandler, CompletionWaiter {
   }
 
   /** The batcher wrote this run's completion: true when the row is DONE, false when its lease was gone. */
-  completed(done: boolean, outcome: 'handled' | 'ignored'): void {
+  completed(done: boolean, { outcome }: Completion): void {
     if (!done) {
       this.finish(this.lost());
       return;

@@ -6,7 +6,7 @@
 -- retry, dead-letter, pause on 410 and open the breaker, which a probe
 -- closes; repeats answer as their first try; another workspace sees nothing.
 BEGIN;
-SELECT plan(112);
+SELECT plan(116);
 
 CREATE TEMP TABLE vars (name text PRIMARY KEY, value bigint);
 -- The suite runs through a plain client: what psql's; would keep, it keeps here.
@@ -154,6 +154,29 @@ SELECT ok(wharf.complete_delivery(pg_temp.v('k2'), pg_temp.v('k2_epoch'), 200, 1
 SELECT ok(wharf.complete_delivery(pg_temp.v('k2'), pg_temp.v('k2_epoch'), 200, 12, 'ok'), 'a repeat of complete answers true');
 SELECT ok(NOT wharf.complete_delivery(pg_temp.v('k2'), pg_temp.v('k2_epoch') + 1, 200, 12, 'ok'), 'another epoch answers false');
 SELECT is((SELECT e.delivery_key FROM pg_temp.claimed() c JOIN wharf.provider_event e ON e.id = c.event_id), 'k4', 'the next of the scope follows');
+
+-- Completions that finish together: one statement, each answered for its own lease.
+CREATE TEMP TABLE audit_leases AS
+SELECT q.id, q.lease_epoch, row_number() OVER (ORDER BY q.id) AS n FROM wharf.destination_delivery q
+ WHERE q.destination_id = pg_temp.v('audit') AND q.state = 'LEASED';
+SELECT is(wharf.complete_deliveries(
+            ARRAY(SELECT id FROM audit_leases ORDER BY n DESC),
+            ARRAY(SELECT CASE WHEN n = 2 THEN lease_epoch + 1 ELSE lease_epoch END FROM audit_leases ORDER BY n DESC),
+            ARRAY(SELECT 200 + n::integer FROM audit_leases ORDER BY n DESC),
+            ARRAY(SELECT 10 FROM audit_leases ORDER BY n DESC),
+            ARRAY(SELECT 'ok' FROM audit_leases ORDER BY n DESC)),
+          ARRAY[true, true, true, false, true],
+          'complete_deliveries answers each in the order given: false for the one whose epoch is not its lease''s');
+SELECT is((SELECT array_agg(q.state || ' ' || coalesce(h.status::text, '-') ORDER BY a.n) FROM audit_leases a
+             JOIN wharf.destination_delivery q ON q.id = a.id LEFT JOIN wharf.delivery_attempt h ON h.delivery_id = a.id),
+          ARRAY['DONE 201', 'LEASED -', 'DONE 203', 'DONE 204', 'DONE 205'],
+          '... each DONE with its own attempt and status; the stale one still leased, recording nothing');
+SELECT is(wharf.complete_deliveries(ARRAY(SELECT id FROM audit_leases WHERE n IN (1, 2) ORDER BY n),
+                                    ARRAY(SELECT lease_epoch FROM audit_leases WHERE n IN (1, 2) ORDER BY n),
+                                    ARRAY[201, 202], ARRAY[10, 10], ARRAY['ok', 'ok']),
+          ARRAY[true, true], 'a repeat answers true again, and the rest completes');
+SELECT throws_ok($$SELECT wharf.complete_deliveries(ARRAY[1, 2]::bigint[], ARRAY[1]::bigint[], ARRAY[200], ARRAY[1], ARRAY['ok'])$$,
+                 '22004', NULL, 'arrays of different lengths are 22004');
 
 SELECT pg_temp.put('k3', q.id), pg_temp.put('k3_epoch', q.lease_epoch) FROM wharf.destination_delivery q JOIN wharf.provider_event e ON e.id = q.event_id
  WHERE q.destination_id = pg_temp.v('app') AND e.delivery_key = 'k3';

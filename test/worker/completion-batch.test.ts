@@ -3,7 +3,7 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CompletionBatcher } from '../../worker/completion-batcher.js';
-import { claimEvents } from '../../worker/sql/claim-lease.js';
+import { claimEvents, completeEvents, type Completion } from '../../worker/sql/claim-lease.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventState, admitEvents } from '../support/worker-inbox.js';
 
@@ -30,9 +30,10 @@ describe('CompletionBatcher', () => {
         return query(...args);
       }) as typeof db.pool.query,
     });
-    const batcher = new CompletionBatcher(counted, pino({ level: 'silent' }), new AbortController().signal);
+    const batcher = new CompletionBatcher<Completion>(counted, completeEvents, pino({ level: 'silent' }), new AbortController().signal, 1_000);
     const results = await Promise.all(rows.map((row, n) => new Promise<boolean>((resolve, reject) => {
-      batcher.complete(n === 5 ? stale : row, 'handled', { completed: resolve, completionFailed: reject });
+      const lease = n === 5 ? stale : row;
+      batcher.complete({ id: lease.id, epoch: lease.lease_epoch, outcome: 'handled' }, { completed: resolve, completionFailed: reject });
     })));
 
     expect(results).toEqual(rows.map((_, n) => n !== 5));
@@ -51,9 +52,9 @@ describe('CompletionBatcher, when a waiter throws', () => {
     expect(rows).toHaveLength(4);
     const lines: string[] = [];
     const logger = pino({ level: 'error' }, { write: (line: string) => lines.push(line) });
-    const batcher = new CompletionBatcher(db.pool, logger, new AbortController().signal);
+    const batcher = new CompletionBatcher<Completion>(db.pool, completeEvents, logger, new AbortController().signal, 1_000);
     const heard = (row: (typeof rows)[number], throws = false) => new Promise<boolean>((resolve, reject) => {
-      batcher.complete(row, 'handled', {
+      batcher.complete({ id: row.id, epoch: row.lease_epoch, outcome: 'handled' }, {
         completed: (done) => {
           resolve(done);
           if (throws) throw new TypeError('a listener of the host is broken');

@@ -1,6 +1,7 @@
 // The forwarder: claims deliveries (wharf.claim_deliveries), sends each as a
 // signed request, concurrently, and records how it ended
-// (wharf.complete_delivery / fail_delivery). Every limit (rate, in flight
+// (wharf.complete_deliveries, in batches that form by themselves as the
+// handlers' completions do; wharf.fail_delivery). Every limit (rate, in flight
 // per destination, order per scope, paused and open-breaker destinations) is
 // the claim's, kept in PostgreSQL across hosts; this loop bounds only how
 // many requests this host has open at once.
@@ -29,8 +30,9 @@ import {
   destinationDeliveriesTotal, destinationInFlight, destinationRequestSeconds,
 } from '../metrics.js';
 import { runPeriodically, type Periodic } from '../periodic.js';
+import { CompletionBatcher } from '../completion-batcher.js';
 import { claimDeliveries } from '../sql/claim-deliveries.js';
-import { completeDelivery } from '../sql/complete-delivery.js';
+import { completeDeliveries, type DeliveryCompletion } from '../sql/complete-deliveries.js';
 import type { ClaimedDelivery, DeliveryLease } from '../sql/delivery-row.js';
 import { failDelivery } from '../sql/fail-delivery.js';
 import { readNextDeliveryIn } from '../sql/next-delivery-at.js';
@@ -93,6 +95,8 @@ export class Forwarder {
   private readonly abortRequests = new AbortController();
   /** Ends the retries of closing writes once shutdown stops waiting for them. */
   private readonly abortClosing = new AbortController();
+  /** Successes, one statement for those that finish together. */
+  private readonly completions: CompletionBatcher<DeliveryCompletion>;
   private loop: Promise<void> | undefined;
   private reaper: Periodic | undefined;
   private stopping = false;
@@ -104,6 +108,7 @@ export class Forwarder {
       throw new RangeError('forwarding concurrency must be a positive integer');
     }
     this.opener = new SecretOpener(options.keyRing);
+    this.completions = new CompletionBatcher(options.pool, completeDeliveries, options.logger, this.abortClosing.signal, closingWriteGiveUp);
   }
 
   /** Something became claimable: the host's listener heard wharf_delivery. */
@@ -271,7 +276,9 @@ export class Forwarder {
       destinationRequestSeconds.observe(destination, result.durationMs / 1000);
       const outcome = outcomeOf(result);
       if (outcome.kind === 'handled') {
-        const completed = await this.closingWrite(() => completeDelivery(this.options.pool, lease, outcome));
+        const completed = await this.complete({
+          id: lease.id, epoch: lease.epoch, status: outcome.status, durationMs: outcome.durationMs, response: outcome.response,
+        });
         if (completed === undefined) return;
         settled(completed ? 'handled' : 'lease_lost', outcome.status);
         if (!completed) this.options.logger.warn({ delivery_id: row.delivery_id, destination_id: row.destination_id }, 'delivery lease gone before its success was recorded');
@@ -301,6 +308,19 @@ export class Forwarder {
     }, 'delivery attempt failed');
   }
 
+  /** Records a success in the completions' next batch; undefined when it could not be written (as closingWrite). */
+  private complete(completion: DeliveryCompletion): Promise<boolean | undefined> {
+    return new Promise((resolve) => {
+      this.completions.complete(completion, {
+        completed: (done) => resolve(done),
+        completionFailed: (error) => {
+          this.writeLost(error);
+          resolve(undefined);
+        },
+      });
+    });
+  }
+
   /**
    * A closing write, retried through a database outage until it goes
    * through or shutdown gives up on it (the reaper then takes the lease
@@ -310,9 +330,13 @@ export class Forwarder {
     try {
       return await retryOnConnectionTrouble(write, { giveUpAfter: closingWriteGiveUp, signal: this.abortClosing.signal });
     } catch (error) {
-      this.options.logger.error({ error_class: classOf(error) }, 'could not record a delivery attempt; its lease will expire and be reaped');
+      this.writeLost(error);
       return undefined;
     }
+  }
+
+  private writeLost(error: unknown): void {
+    this.options.logger.error({ error_class: classOf(error) }, 'could not record a delivery attempt; its lease will expire and be reaped');
   }
 
   private async release(lease: DeliveryLease): Promise<boolean> {
