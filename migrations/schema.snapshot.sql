@@ -1616,17 +1616,18 @@ BEGIN
 END $$;
 
 --
--- Name: claim_deliveries(text, integer); Type: FUNCTION; Schema: wharf; Owner: -
+-- Name: claim_deliveries(text, integer, integer); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
-CREATE FUNCTION wharf.claim_deliveries(p_worker text, p_max integer DEFAULT 1) RETURNS TABLE(delivery_id bigint, epoch bigint, attempt integer, event_id bigint, destination_id bigint, url text, timeout_ms integer, signing_secret text, previous_signing_secret text, credentials text, extra_headers jsonb, provider text, event_type text, subject text, delivery_key text, event_headers jsonb, payload text, received_at timestamp with time zone, probe boolean)
+CREATE FUNCTION wharf.claim_deliveries(p_worker text, p_max integer DEFAULT 1, p_ahead integer DEFAULT 0) RETURNS TABLE(delivery_id bigint, epoch bigint, attempt integer, event_id bigint, destination_id bigint, url text, timeout_ms integer, signing_secret text, previous_signing_secret text, credentials text, extra_headers jsonb, provider text, event_type text, subject text, delivery_key text, event_headers jsonb, payload text, received_at timestamp with time zone, probe boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_now      timestamptz := clock_timestamp();
   v_lease    interval := wharf.setting_interval('lease');
-  v_left     integer := least(greatest(coalesce(p_max, 1), 1), 1000);
+  v_left     integer := least(greatest(coalesce(p_max, 1), 0), 1000);
+  v_ahead    integer := least(greatest(coalesce(p_ahead, 0), 0), 1000);
   v_dest     record;
   v_take     integer;
   v_tokens   double precision;
@@ -1636,6 +1637,9 @@ DECLARE
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim_deliveries: worker is required' USING ERRCODE = '22004';
+  END IF;
+  IF v_left + v_ahead = 0 THEN
+    v_left := 1;
   END IF;
   FOR v_dest IN
     SELECT d.id, d.state, d.max_in_flight, d.rate_limit, d.rate_period, d.tokens, d.tokens_at,
@@ -1650,9 +1654,9 @@ BEGIN
      ORDER BY d.claimed_at NULLS FIRST, d.id
        FOR NO KEY UPDATE OF d SKIP LOCKED
   LOOP
-    v_take := v_left;
+    v_take := v_left + v_ahead;
     IF v_dest.state = 'BREAKER_OPEN' THEN
-      v_take := 1;  -- the probe
+      v_take := least(v_left, 1);  -- the probe
     END IF;
     v_take := least(v_take, v_dest.max_in_flight - (
       SELECT count(*)::integer FROM wharf.destination_delivery q WHERE q.destination_id = v_dest.id AND q.state = 'LEASED'));
@@ -1662,7 +1666,7 @@ BEGIN
                         coalesce(v_dest.tokens, v_dest.rate_limit)
                         + extract(epoch FROM v_now - coalesce(v_dest.tokens_at, v_now))
                           * v_dest.rate_limit / CASE v_dest.rate_period WHEN 'minute' THEN 60 ELSE 1 END);
-      v_take := least(v_take, floor(v_tokens)::integer);
+      v_take := least(v_take, v_left, floor(v_tokens)::integer);
     END IF;
     CONTINUE WHEN v_take <= 0;
     v_until := v_now + greatest(v_lease, v_dest.timeout_ms * interval '1 millisecond' + interval '5 seconds');
@@ -1713,8 +1717,10 @@ BEGIN
            -- One probe at a time: the next waits until this one's lease could have ended.
            probe_at   = CASE WHEN d.state = 'BREAKER_OPEN' AND v_taken > 0 THEN v_until ELSE d.probe_at END
      WHERE d.id = v_dest.id;
-    v_left := v_left - v_taken;
-    EXIT WHEN v_left <= 0;
+    -- What is sent at once first, then what is kept ahead.
+    v_ahead := v_ahead - greatest(v_taken - v_left, 0);
+    v_left := greatest(v_left - v_taken, 0);
+    EXIT WHEN v_left + v_ahead <= 0;
   END LOOP;
 END $$;
 
@@ -7775,10 +7781,10 @@ REVOKE ALL ON FUNCTION wharf.cancel_bulk_replay(p_workspace_id bigint, p_id bigi
 REVOKE ALL ON FUNCTION wharf.claim(p_worker text, p_max integer, p_handles text[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION claim_deliveries(p_worker text, p_max integer); Type: ACL; Schema: wharf; Owner: -
+-- Name: FUNCTION claim_deliveries(p_worker text, p_max integer, p_ahead integer); Type: ACL; Schema: wharf; Owner: -
 --
 
-REVOKE ALL ON FUNCTION wharf.claim_deliveries(p_worker text, p_max integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wharf.claim_deliveries(p_worker text, p_max integer, p_ahead integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION complete(p_id bigint, p_epoch bigint, p_outcome text); Type: ACL; Schema: wharf; Owner: -

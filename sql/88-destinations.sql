@@ -342,9 +342,13 @@ END $$;
 
 -- ============================================================ the lease of a delivery
 
--- Leases up to p_max deliveries for worker p_worker, with what the forwarder
--- needs to send each (the sealed secrets, decrypted by the worker; the
--- payload as stored text). A delivery is handed out when its destination has
+-- Leases up to p_max deliveries for worker p_worker, and up to p_ahead more
+-- that the forwarder keeps to start as its requests end (so that one claim
+-- serves several requests), with what the forwarder needs to send each (the
+-- sealed secrets, decrypted by the worker; the payload as stored text). A
+-- rate-limited destination's deliveries and a probe are only ever leased
+-- within p_max, to be sent at once, so that the bucket's rate is the rate
+-- requests leave at. A delivery is handed out when its destination has
 -- a signing secret and is ACTIVE (or its breaker is open and its probe is
 -- due: one delivery, the probe), its workspace is ACTIVE, its event's
 -- connection is not PAUSED, it is due, and, for an ordered destination,
@@ -355,7 +359,8 @@ END $$;
 -- lasts the setting lease, or the destination's timeout and 5 s (to record
 -- the answer) when that is longer: nothing renews it, so a request still
 -- open never outlives its lease.
-CREATE OR REPLACE FUNCTION wharf.claim_deliveries(p_worker text, p_max integer DEFAULT 1)
+DROP FUNCTION IF EXISTS wharf.claim_deliveries(text, integer);  -- 0.4.0's first form, before p_ahead
+CREATE OR REPLACE FUNCTION wharf.claim_deliveries(p_worker text, p_max integer DEFAULT 1, p_ahead integer DEFAULT 0)
 RETURNS TABLE (delivery_id bigint, epoch bigint, attempt integer, event_id bigint, destination_id bigint,
                url text, timeout_ms integer, signing_secret text, previous_signing_secret text,
                credentials text, extra_headers jsonb, provider text, event_type text, subject text,
@@ -364,7 +369,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_now      timestamptz := clock_timestamp();
   v_lease    interval := wharf.setting_interval('lease');
-  v_left     integer := least(greatest(coalesce(p_max, 1), 1), 1000);
+  v_left     integer := least(greatest(coalesce(p_max, 1), 0), 1000);
+  v_ahead    integer := least(greatest(coalesce(p_ahead, 0), 0), 1000);
   v_dest     record;
   v_take     integer;
   v_tokens   double precision;
@@ -374,6 +380,9 @@ DECLARE
 BEGIN
   IF p_worker IS NULL OR p_worker = '' THEN
     RAISE EXCEPTION 'wharf.claim_deliveries: worker is required' USING ERRCODE = '22004';
+  END IF;
+  IF v_left + v_ahead = 0 THEN
+    v_left := 1;
   END IF;
   FOR v_dest IN
     SELECT d.id, d.state, d.max_in_flight, d.rate_limit, d.rate_period, d.tokens, d.tokens_at,
@@ -388,9 +397,9 @@ BEGIN
      ORDER BY d.claimed_at NULLS FIRST, d.id
        FOR NO KEY UPDATE OF d SKIP LOCKED
   LOOP
-    v_take := v_left;
+    v_take := v_left + v_ahead;
     IF v_dest.state = 'BREAKER_OPEN' THEN
-      v_take := 1;  -- the probe
+      v_take := least(v_left, 1);  -- the probe
     END IF;
     v_take := least(v_take, v_dest.max_in_flight - (
       SELECT count(*)::integer FROM wharf.destination_delivery q WHERE q.destination_id = v_dest.id AND q.state = 'LEASED'));
@@ -400,7 +409,7 @@ BEGIN
                         coalesce(v_dest.tokens, v_dest.rate_limit)
                         + extract(epoch FROM v_now - coalesce(v_dest.tokens_at, v_now))
                           * v_dest.rate_limit / CASE v_dest.rate_period WHEN 'minute' THEN 60 ELSE 1 END);
-      v_take := least(v_take, floor(v_tokens)::integer);
+      v_take := least(v_take, v_left, floor(v_tokens)::integer);
     END IF;
     CONTINUE WHEN v_take <= 0;
     v_until := v_now + greatest(v_lease, v_dest.timeout_ms * interval '1 millisecond' + interval '5 seconds');
@@ -451,8 +460,10 @@ BEGIN
            -- One probe at a time: the next waits until this one's lease could have ended.
            probe_at   = CASE WHEN d.state = 'BREAKER_OPEN' AND v_taken > 0 THEN v_until ELSE d.probe_at END
      WHERE d.id = v_dest.id;
-    v_left := v_left - v_taken;
-    EXIT WHEN v_left <= 0;
+    -- What is sent at once first, then what is kept ahead.
+    v_ahead := v_ahead - greatest(v_taken - v_left, 0);
+    v_left := greatest(v_left - v_taken, 0);
+    EXIT WHEN v_left + v_ahead <= 0;
   END LOOP;
 END $$;
 
@@ -1463,7 +1474,7 @@ LANGUAGE sql STABLE AS $$
                                  OR (q.state = 'DEAD' AND q.dead_at < p_dead_before)))
 $$;
 
-REVOKE ALL ON FUNCTION wharf.claim_deliveries(text, integer), wharf.next_delivery_at(),
+REVOKE ALL ON FUNCTION wharf.claim_deliveries(text, integer, integer), wharf.next_delivery_at(),
   wharf.complete_delivery(bigint, bigint, integer, integer, text),
   wharf.complete_deliveries(bigint[], bigint[], integer[], integer[], text[]),
   wharf.fail_delivery(bigint, bigint, text, text, integer, integer, text, interval),

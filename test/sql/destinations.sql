@@ -6,7 +6,7 @@
 -- retry, dead-letter, pause on 410 and open the breaker, which a probe
 -- closes; repeats answer as their first try; another workspace sees nothing.
 BEGIN;
-SELECT plan(116);
+SELECT plan(119);
 
 CREATE TEMP TABLE vars (name text PRIMARY KEY, value bigint);
 -- The suite runs through a plain client: what psql's; would keep, it keeps here.
@@ -214,6 +214,21 @@ UPDATE wharf.destination_delivery SET state = 'QUEUED', leased_until = NULL WHER
 SELECT is((SELECT count(*) FROM pg_temp.claimed() WHERE destination_id = pg_temp.v('audit')), 0::bigint, 'an empty bucket hands out nothing');
 SELECT wharf.set_destination_state(1, pg_temp.v('app'), 'PAUSED', 'ops');
 SELECT ok(wharf.next_delivery_at() > clock_timestamp() + interval '10 seconds', 'next_delivery_at waits for the next token');
+SELECT wharf.set_destination_state(1, pg_temp.v('app'), 'ACTIVE', 'ops');
+
+-- kept ahead: within p_ahead for an unlimited destination, never for a rate-limited one
+SELECT wharf.set_destination_state(1, pg_temp.v('app'), 'PAUSED', 'ops');
+UPDATE wharf.destination_delivery SET state = 'QUEUED', leased_until = NULL WHERE destination_id = pg_temp.v('audit');
+UPDATE wharf.destination SET tokens = NULL, tokens_at = NULL WHERE id = pg_temp.v('audit');
+SELECT is((SELECT count(*) FROM wharf.claim_deliveries('w', 0, 5) c WHERE c.destination_id = pg_temp.v('audit')), 0::bigint,
+          'a rate-limited destination''s deliveries are never claimed ahead, though its bucket is full');
+SELECT is((SELECT count(*) FROM wharf.claim_deliveries('w', 1, 5) c WHERE c.destination_id = pg_temp.v('audit')), 1::bigint,
+          '... only one per idle slot');
+SELECT wharf.update_destination(1, pg_temp.v('audit'), '{"rate_limit": null}');
+UPDATE wharf.destination_delivery SET state = 'QUEUED', leased_until = NULL WHERE destination_id = pg_temp.v('audit');
+SELECT is((SELECT count(*) FROM wharf.claim_deliveries('w', 0, 3) c WHERE c.destination_id = pg_temp.v('audit')), 3::bigint,
+          'an unlimited destination''s are claimed ahead, as many as asked');
+UPDATE wharf.destination_delivery SET state = 'QUEUED', leased_until = NULL WHERE destination_id = pg_temp.v('audit');
 SELECT wharf.set_destination_state(1, pg_temp.v('app'), 'ACTIVE', 'ops');
 
 -- pause, workspace pause

@@ -1,6 +1,6 @@
 // The forwarder's life on a host: it holds no pooled connection while its
 // requests are open; stopping releases what it has not finished, attempt
-// uncounted; a host without the key ring leaves a destination's deliveries
+// uncounted; what it claimed ahead and kept too long goes back unsent; a host without the key ring leaves a destination's deliveries
 // to one that has it and says which variable it lacks; and the destination
 // metrics count by destination id.
 import { randomBytes } from 'node:crypto';
@@ -133,6 +133,31 @@ it('on stop, releases what it has not finished: attempt uncounted, sent again la
   expect(received[0]).toBe(received[1]);
   expect(received).toHaveLength(3);
   expect(await deliveries(id)).toEqual([{ state: 'DONE', attempt: 1 }, { state: 'DONE', attempt: 1 }]);
+});
+
+it('gives back unsent a delivery it claimed ahead and kept past 2 s, attempt uncounted, and sends it later', async () => {
+  const id = await destination({ ordered: false });
+  // Admitted first, so that the first claim takes two: one sent, one kept ahead (one slot, as many kept).
+  await admit(3);
+  hold = true;
+  await forwarder({ secretKeys: ring, concurrency: 1 });
+  await waitFor(async () => held.length === 1 || undefined, 20_000, 'the first request');
+  const { rows: leased } = await db.pool.query<{ event_id: string }>(
+    "SELECT event_id FROM wharf.destination_delivery WHERE destination_id = $1 AND state = 'LEASED' ORDER BY event_id", [id]);
+  expect(leased).toHaveLength(2);
+  // The kept one waits behind the open request longer than its lease allows for.
+  await new Promise((resolve) => setTimeout(resolve, 2_500));
+  hold = false;
+  held.shift()!.writeHead(200).end();
+  await waitFor(async () => (await deliveries(id)).every((delivery) => delivery.state === 'DONE') || undefined, 20_000, 'all three delivered');
+  const { rows: released } = await db.pool.query<{ event_id: string }>(
+    `SELECT q.event_id FROM wharf.delivery_attempt h JOIN wharf.destination_delivery q ON q.id = h.delivery_id
+      WHERE h.destination_id = $1 AND h.ended = 'released'`, [id]);
+  expect(released.map((row) => row.event_id)).toContain(leased[1]!.event_id);
+  // Released unsent: each sent once, its attempt counted once.
+  expect(received).toHaveLength(3);
+  expect(new Set(received).size).toBe(3);
+  expect(await deliveries(id)).toEqual([{ state: 'DONE', attempt: 1 }, { state: 'DONE', attempt: 1 }, { state: 'DONE', attempt: 1 }]);
 });
 
 it('without WHARF_SECRET_KEYS it sends nothing, spends no attempt, and names the variable; a host with the ring delivers', async () => {

@@ -6,6 +6,14 @@
 // the claim's, kept in PostgreSQL across hosts; this loop bounds only how
 // many requests this host has open at once.
 //
+// One claim serves several requests: besides a delivery per idle slot it
+// leases up to `concurrency` more, kept here and started as requests end, and
+// claims again when half of those are gone. A delivery kept longer than
+// `maxAheadMs` is released unsent (its lease, at least its timeout and 5 s,
+// must cover its request); rate-limited destinations' deliveries and probes
+// are never kept ahead (the claim's rule), so a bucket's rate stays the rate
+// requests leave at.
+//
 // It holds no pooled connection while a request is open or while it waits:
 // each statement takes a connection from the pool and gives it back. It
 // wakes on a notification on wharf_delivery (the host's listener, listener.ts), on a
@@ -16,9 +24,9 @@
 // destination's in-flight bound is another host's, whose end notifies no
 // one), it looks again after a growing pause, up to the poll interval.
 //
-// Stopping: no more claims; requests still open get the drain timeout to end
-// and be recorded; those that do not are aborted and their deliveries
-// released (attempt uncounted). A host killed outright leaves its leases to
+// Stopping: no more claims; deliveries kept ahead are released; requests
+// still open get the drain timeout to end and be recorded; those that do not
+// are aborted and their deliveries released (attempt uncounted). A host killed outright leaves its leases to
 // any host's reaper (wharf.reap_deliveries, every ~30 s): the deliveries are
 // sent again under the same webhook-id.
 import type pg from 'pg';
@@ -86,11 +94,20 @@ const firstBusyPause = 10;
 const secretTroublePause = 60_000;
 /** How long a closing write keeps trying through a database outage (the lease is the database's 2 minutes). */
 const closingWriteGiveUp = 120_000;
+/** Longest a delivery claimed ahead may wait for a slot: its lease (at least timeout + 5 s) still covers its request and the answer's write. */
+const maxAheadMs = 2_000;
+
+interface KeptAhead {
+  row: ClaimedDelivery;
+  claimedAt: number;
+}
 
 export class Forwarder {
   private readonly wakeup = new Wakeup();
   private readonly opener: SecretOpener;
   private readonly running = new Set<Promise<void>>();
+  /** Claimed, not yet started, oldest first. */
+  private readonly ahead: KeptAhead[] = [];
   /** Aborts the requests still open when the drain ends. */
   private readonly abortRequests = new AbortController();
   /** Ends the retries of closing writes once shutdown stops waiting for them. */
@@ -137,6 +154,7 @@ export class Forwarder {
     this.stopping = true;
     this.wakeup.wake();
     await this.loop;
+    await Promise.all(this.ahead.splice(0).map((kept) => this.releaseUnsent(kept.row)));
     if (this.running.size > 0) {
       const drained = Promise.all(this.running);
       let timer: NodeJS.Timeout | undefined;
@@ -176,17 +194,20 @@ export class Forwarder {
         await wakeup.sleep(Math.min(pausedFor, options.pollEvery()));
         continue;
       }
-      const free = options.concurrency - this.running.size;
-      if (free <= 0) {
-        // A finishing request wakes the loop.
-        wakeup.reset();
-        if (options.concurrency - this.running.size <= 0) await wakeup.sleep(options.pollEvery());
+      // Reset before looking: a request that ends from here on wakes the sleep below.
+      wakeup.reset();
+      this.startKept();
+      // Slots nothing kept will fill, and room to keep more: claim when a slot would idle or half the room is free.
+      const idle = Math.max(0, options.concurrency - this.running.size - this.ahead.length);
+      const room = 2 * options.concurrency - this.running.size - this.ahead.length;
+      if (idle === 0 && room < Math.ceil(options.concurrency / 2)) {
+        await wakeup.sleep(options.pollEvery());
         continue;
       }
-      wakeup.reset();
+      const wanted = room;
       let rows: ClaimedDelivery[];
       try {
-        rows = await claimDeliveries(options.pool, options.workerId, free);
+        rows = await claimDeliveries(options.pool, options.workerId, idle, room - idle);
         errorBackoff = firstErrorBackoff;
         if (unavailable) options.logger.info('forwarding again: the database answers');
         unavailable = false;
@@ -202,11 +223,18 @@ export class Forwarder {
         errorBackoff = Math.min(options.pollEvery(), errorBackoff * 2);
         continue;
       }
-      for (const row of rows) this.launch(row);
+      const claimedAt = performance.now();
+      for (const row of rows) this.ahead.push({ row, claimedAt });
+      this.startKept();
       if (rows.length > 0) busyPause = firstBusyPause;
-      if (rows.length === free || this.stopping) continue;
+      if (rows.length === wanted || this.stopping) continue;
 
       let sleepMs = options.pollEvery();
+      // Every slot busy: a request that ends wakes the loop, and what it claims then may be kept ahead.
+      if (this.running.size >= options.concurrency) {
+        await wakeup.sleep(sleepMs);
+        continue;
+      }
       try {
         const dueIn = await readNextDeliveryIn(options.pool);
         if (dueIn !== null) {
@@ -225,6 +253,20 @@ export class Forwarder {
     }
   }
 
+  /** Starts kept deliveries while slots are free; one kept too long goes back unsent. */
+  private startKept(): void {
+    while (!this.stopping && this.running.size < this.options.concurrency && this.ahead.length > 0) {
+      const kept = this.ahead.shift()!;
+      if (performance.now() - kept.claimedAt > maxAheadMs) {
+        const release = this.releaseUnsent(kept.row).finally(() => this.running.delete(release));
+        // Counted while it runs, so that stopping waits for it; it takes a slot for a moment.
+        this.running.add(release);
+        continue;
+      }
+      this.launch(kept.row);
+    }
+  }
+
   private launch(row: ClaimedDelivery): void {
     const task: Promise<void> = this.forward(row)
       .catch((error: unknown) => {
@@ -233,9 +275,21 @@ export class Forwarder {
       })
       .finally(() => {
         this.running.delete(task);
+        this.startKept();
         this.wakeup.wake();
       });
     this.running.add(task);
+  }
+
+  /** Gives back a delivery claimed ahead and never sent: attempt uncounted. */
+  private async releaseUnsent(row: ClaimedDelivery): Promise<void> {
+    if (await this.release({ id: row.delivery_id, epoch: row.epoch })) {
+      destinationDeliveriesTotal.inc({ destination_id: row.destination_id, outcome: 'released' });
+      this.options.onSettled?.({
+        deliveryId: row.delivery_id, destinationId: row.destination_id, eventId: row.event_id, attempt: row.attempt,
+        outcome: 'released', status: null, errorClass: null,
+      });
+    }
   }
 
   private async forward(row: ClaimedDelivery): Promise<void> {
