@@ -4,8 +4,11 @@
 // out in event order and never two at a time; no destination ever has more
 // leases than its max_in_flight across every session together; no session
 // gets more than the rate limit's bucket holds; every delivery is handed out
-// exactly once; and a destination that keeps failing holds back neither the
-// other destination nor the workspace's handlers.
+// exactly once; a destination that keeps failing holds back neither the
+// other destination nor the workspace's handlers; and sessions completing
+// overlapping batches in opposite orders (each batch locking its deliveries,
+// then promoting each scope's next under its advisory lock) never deadlock
+// and complete each delivery once, in order per scope.
 //
 // Able to fail: with claim_deliveries' ordered check or its lease count
 // removed, or its destination row not locked (each session then reads the
@@ -156,4 +159,47 @@ it('hands out no more than the rate limit across sessions, and a failing destina
   // The workspace's handlers still claim every new event.
   const { rows: handlers } = await db.pool.query(`SELECT id FROM wharf.claim('handlers', 100)`);
   expect(handlers.length).toBeGreaterThanOrEqual(scopes.length);
+});
+
+it('completes overlapping batches from several sessions at once, in opposite orders, without a deadlock: each delivery once, in order per scope', async () => {
+  // Only this test's destination hands anything out.
+  for (const id of [ordered, unordered]) await db.pool.query(`SELECT wharf.set_destination_state($1, $2, 'PAUSED', 'test')`, [testWorkspace, id]);
+  const batched = await destination('batched', { ordered: true, max_in_flight: 1000 });
+  const raceScopes = Array.from({ length: 10 }, (_, n) => `repo:acme/batched-${n}`);
+  await admitEvents(db.pool, raceScopes.flatMap((scope) => Array.from({ length: 6 }, () => ({ scope }))));
+
+  const [claimer, ...completers] = await Promise.all(Array.from({ length: 4 }, () => db.connect()));
+  let rounds = 0;
+  try {
+    for (;;) {
+      const { rows } = await claimer!.query<Claimed>(`SELECT delivery_id, epoch, destination_id FROM wharf.claim_deliveries('batcher', 100)`);
+      if (rows.length === 0) break;
+      expect(rows.every((row) => row.destination_id === batched)).toBe(true);
+      rounds += 1;
+      // Each session completes every lease of the round, in batches of three, each in its own order:
+      // ascending, descending, rotated. Their batches overlap and lock the same rows and scopes.
+      await Promise.all(completers.map(async (client, n) => {
+        const order = n === 0 ? rows : n === 1 ? [...rows].reverse() : [...rows.slice(4), ...rows.slice(0, 4)];
+        for (let i = 0; i < order.length; i += 3) {
+          const batch = order.slice(i, i + 3);
+          await client.query('SELECT wharf.complete_deliveries($1, $2, $3, $4, $5)', [
+            batch.map((row) => row.delivery_id), batch.map((row) => row.epoch),
+            batch.map(() => 200), batch.map(() => 1), batch.map(() => 'ok')]);
+        }
+      }));
+    }
+  } finally {
+    await Promise.all([claimer!, ...completers].map((client) => client.end()));
+  }
+
+  // One head per scope per round: the six events of each scope took six rounds.
+  expect(rounds).toBe(6);
+  const { rows: done } = await db.pool.query<{ scope_key: string; in_order: boolean; handled: string; deliveries: string }>(
+    `SELECT q.scope_key,
+            array_agg(q.event_id ORDER BY q.handled_at, q.id) = array_agg(q.event_id ORDER BY q.event_id) AS in_order,
+            sum((SELECT count(*) FROM wharf.delivery_attempt h WHERE h.delivery_id = q.id AND h.ended = 'handled')) AS handled,
+            count(*) FILTER (WHERE q.state = 'DONE') AS deliveries
+       FROM wharf.destination_delivery q WHERE q.destination_id = $1 GROUP BY q.scope_key`, [batched]);
+  expect(done).toHaveLength(raceScopes.length);
+  for (const scope of done) expect(scope, scope.scope_key).toMatchObject({ in_order: true, handled: '6', deliveries: '6' });
 });
