@@ -348,7 +348,8 @@ END $$;
 -- sealed secrets, decrypted by the worker; the payload as stored text). A
 -- rate-limited destination's deliveries and a probe are only ever leased
 -- within p_max, to be sent at once, so that the bucket's rate is the rate
--- requests leave at. A delivery is handed out when its destination has
+-- requests leave at; send_now marks the rows within p_max. A delivery is
+-- handed out when its destination has
 -- a signing secret and is ACTIVE (or its breaker is open and its probe is
 -- due: one delivery, the probe), its workspace is ACTIVE, its event's
 -- connection is not PAUSED, it is due, and, for an ordered destination,
@@ -359,12 +360,12 @@ END $$;
 -- lasts the setting lease, or the destination's timeout and 5 s (to record
 -- the answer) when that is longer: nothing renews it, so a request still
 -- open never outlives its lease.
-DROP FUNCTION IF EXISTS wharf.claim_deliveries(text, integer);  -- 0.4.0's first form, before p_ahead
 CREATE OR REPLACE FUNCTION wharf.claim_deliveries(p_worker text, p_max integer DEFAULT 1, p_ahead integer DEFAULT 0)
 RETURNS TABLE (delivery_id bigint, epoch bigint, attempt integer, event_id bigint, destination_id bigint,
                url text, timeout_ms integer, signing_secret text, previous_signing_secret text,
                credentials text, extra_headers jsonb, provider text, event_type text, subject text,
-               delivery_key text, event_headers jsonb, payload text, received_at timestamptz, probe boolean)
+               delivery_key text, event_headers jsonb, payload text, received_at timestamptz, probe boolean,
+               send_now boolean)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_now      timestamptz := clock_timestamp();
@@ -447,7 +448,9 @@ BEGIN
            v_dest.signing_secret,
            CASE WHEN v_dest.previous_valid_until > v_now THEN v_dest.previous_signing_secret END,
            v_dest.credentials, v_dest.headers, e.provider, e.event_type, e.subject, e.delivery_key,
-           e.headers, e.payload::text, e.received_at, v_dest.state = 'BREAKER_OPEN'
+           e.headers, e.payload::text, e.received_at, v_dest.state = 'BREAKER_OPEN',
+           -- Within p_max: to be sent at once (all of a rate-limited destination's, and a probe).
+           row_number() OVER (ORDER BY l.event_id) <= v_left
       FROM leased l
       JOIN wharf.provider_event e ON e.id = l.event_id
      ORDER BY l.event_id;
@@ -529,7 +532,6 @@ RETURNS boolean[]
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   v_now       timestamptz := clock_timestamp();
-  v_done                 bigint[];
   v_dests                bigint[];
   v_ordered_destinations bigint[];
   v_ordered_scope_keys   text[];
@@ -552,7 +554,7 @@ BEGIN
        SET state = 'DONE', outcome = 'delivered', handled_at = v_now, last_status = a.status,
            leased_until = NULL, transient_since = NULL
       FROM locked l, answered a
-     WHERE q.id = l.id AND a.id = l.id
+     WHERE q.id = l.id AND a.id = l.id AND a.epoch = q.lease_epoch
     RETURNING q.id, q.lease_epoch, q.destination_id, q.attempt, q.leased_by, q.leased_at, q.ordered, q.scope_key,
               a.status, a.duration_ms, a.response
   ), recorded AS (
@@ -561,13 +563,11 @@ BEGIN
     SELECT d.id, d.lease_epoch, d.destination_id, d.attempt, d.leased_by, d.leased_at,
            v_now, 'handled', 'DONE', d.status, d.duration_ms, left(d.response, 1024)
       FROM done d
-    RETURNING delivery_id
   )
-  SELECT ARRAY(SELECT r.delivery_id FROM recorded r),
-         ARRAY(SELECT DISTINCT d.destination_id FROM done d),
+  SELECT ARRAY(SELECT DISTINCT d.destination_id FROM done d),
          ARRAY(SELECT d.destination_id FROM done d WHERE d.ordered ORDER BY d.id),
          ARRAY(SELECT d.scope_key FROM done d WHERE d.ordered ORDER BY d.id)
-    INTO v_done, v_dests, v_ordered_destinations, v_ordered_scope_keys;
+    INTO v_dests, v_ordered_destinations, v_ordered_scope_keys;
   UPDATE wharf.destination d
      SET consecutive_failures = 0, failing_since = NULL,
          state         = CASE WHEN d.state = 'BREAKER_OPEN' THEN 'ACTIVE' ELSE d.state END,
@@ -583,10 +583,10 @@ BEGIN
      FROM (SELECT DISTINCT o.destination_id, o.scope_key, wharf.delivery_scope_key(o.destination_id, o.scope_key) AS key
              FROM unnest(v_ordered_destinations, v_ordered_scope_keys) AS o(destination_id, scope_key)
             ORDER BY 3) k;
+  -- True where that lease ended handled: now, or by a completion before this one.
   RETURN ARRAY(
-    SELECT u.id = ANY (v_done)
-           OR EXISTS (SELECT FROM wharf.delivery_attempt h
-                       WHERE h.delivery_id = u.id AND h.lease_epoch = u.epoch AND h.ended = 'handled')
+    SELECT EXISTS (SELECT FROM wharf.delivery_attempt h
+                    WHERE h.delivery_id = u.id AND h.lease_epoch = u.epoch AND h.ended = 'handled')
       FROM unnest(p_ids, p_epochs) WITH ORDINALITY AS u(id, epoch, n)
      ORDER BY u.n);
 END $$;
@@ -874,9 +874,9 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- Destination d as the operator surface shows it: its settings, state and
--- figures (queued, leased, dead; over the last hour delivered, failed,
--- success rate, latency p50/p99; delivered in the last minute), never a
--- secret. Internal.
+-- figures (queued and dead, counted up to 10000; leased; over the last
+-- hour, or its latest 10000 attempts, delivered, failed, success rate,
+-- latency p50/p99; delivered in the last minute), never a secret. Internal.
 CREATE OR REPLACE FUNCTION wharf.destination_summary(d wharf.destination) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
@@ -891,24 +891,44 @@ LANGUAGE sql STABLE AS $$
     'secret_rotating_until', CASE WHEN d.previous_valid_until > now() THEN d.previous_valid_until END,
     'created_at', d.created_at, 'updated_at', d.updated_at,
     'stats', (
+      -- Bounded whatever the traffic: the deliveries waiting and dead are
+      -- counted up to 10000 (queued_capped, dead_capped), and the last hour's
+      -- figures read its latest 10000 attempts at most (ix_delivery_attempt_destination,
+      -- backwards; last_hour_sampled says when the hour held more).
+      WITH recent AS (
+        SELECT a.ended, a.ended_at, a.duration_ms FROM wharf.delivery_attempt a
+         WHERE a.destination_id = d.id AND a.ended_at > now() - interval '1 hour'
+         ORDER BY a.ended_at DESC
+         LIMIT 10000
+      ), waiting AS (
+        SELECT (SELECT count(*) FROM (SELECT FROM wharf.destination_delivery q
+                                       WHERE q.destination_id = d.id AND q.state = 'QUEUED' LIMIT 10000) x) AS queued,
+               (SELECT count(*) FROM (SELECT FROM wharf.destination_delivery q
+                                       WHERE q.destination_id = d.id AND q.state = 'DEAD' LIMIT 10000) x) AS dead
+      )
       SELECT jsonb_build_object(
-        'queued', (SELECT count(*) FROM wharf.destination_delivery q WHERE q.destination_id = d.id AND q.state = 'QUEUED'),
+        'queued', w.queued, 'queued_capped', w.queued >= 10000,
         'leased', (SELECT count(*) FROM wharf.destination_delivery q WHERE q.destination_id = d.id AND q.state = 'LEASED'),
-        'dead', (SELECT count(*) FROM wharf.destination_delivery q WHERE q.destination_id = d.id AND q.state = 'DEAD'),
-        'delivered_last_hour', count(*) FILTER (WHERE a.ended = 'handled'),
-        'failed_last_hour', count(*) FILTER (WHERE a.ended IN ('transient', 'permanent', 'gone', 'expired')),
-        'per_minute', count(*) FILTER (WHERE a.ended = 'handled' AND a.ended_at > now() - interval '1 minute'),
-        'success_rate', round(count(*) FILTER (WHERE a.ended = 'handled')::numeric
-                              / nullif(count(*) FILTER (WHERE a.ended <> 'released'), 0), 4),
-        'latency_p50_ms', percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms)
-                            FILTER (WHERE a.duration_ms IS NOT NULL),
-        'latency_p99_ms', percentile_cont(0.99) WITHIN GROUP (ORDER BY a.duration_ms)
-                            FILTER (WHERE a.duration_ms IS NOT NULL),
+        'dead', w.dead, 'dead_capped', w.dead >= 10000,
+        'delivered_last_hour', count(r.*) FILTER (WHERE r.ended = 'handled'),
+        'failed_last_hour', count(r.*) FILTER (WHERE r.ended IN ('transient', 'permanent', 'gone', 'expired')),
+        'last_hour_sampled', count(r.*) >= 10000,
+        -- The last minute's successes; when the sample spans less than that, its rate scaled to a minute.
+        'per_minute', CASE WHEN count(r.*) >= 10000 AND min(r.ended_at) > now() - interval '1 minute'
+                           THEN round(count(r.*) FILTER (WHERE r.ended = 'handled') * 60
+                                      / greatest(extract(epoch FROM now() - min(r.ended_at)), 0.001))::bigint
+                           ELSE count(r.*) FILTER (WHERE r.ended = 'handled' AND r.ended_at > now() - interval '1 minute') END,
+        'success_rate', round(count(r.*) FILTER (WHERE r.ended = 'handled')::numeric
+                              / nullif(count(r.*) FILTER (WHERE r.ended <> 'released'), 0), 4),
+        'latency_p50_ms', percentile_cont(0.5) WITHIN GROUP (ORDER BY r.duration_ms)
+                            FILTER (WHERE r.duration_ms IS NOT NULL),
+        'latency_p99_ms', percentile_cont(0.99) WITHIN GROUP (ORDER BY r.duration_ms)
+                            FILTER (WHERE r.duration_ms IS NOT NULL),
         'filtered_last_hour', (SELECT coalesce(sum(f.filtered), 0) FROM wharf.rule_filtered_minute f
-                                 JOIN wharf.destination_rule r ON r.id = f.rule_id
-                                WHERE r.destination_id = d.id AND f.minute > now() - interval '1 hour'))
-        FROM wharf.delivery_attempt a
-       WHERE a.destination_id = d.id AND a.ended_at > now() - interval '1 hour'))
+                                 JOIN wharf.destination_rule dr ON dr.id = f.rule_id
+                                WHERE dr.destination_id = d.id AND f.minute > now() - interval '1 hour'))
+        FROM waiting w LEFT JOIN recent r ON true
+       GROUP BY w.queued, w.dead))
 $$;
 
 -- Destination p_id of workspace p_workspace_id, locked for a change; raises

@@ -107,7 +107,8 @@ CREATE TRIGGER event_attempt_count_issues
   FOR EACH STATEMENT EXECUTE FUNCTION wharf.count_failures_into_issues();
 
 -- Trigger on wharf.issue, per row: charts what an issue's counts grew by
--- in the hour of its last failure (wharf.issue_failure_hour). It fires for
+-- in the hour (UTC) of its last failure (wharf.issue_failure_hour): a
+-- statement's failures all go to the hour of its latest. It fires for
 -- every path that counts into an issue, and not for a status change.
 CREATE OR REPLACE FUNCTION wharf.chart_issue_failures() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -116,7 +117,7 @@ DECLARE
   v_dead     bigint := NEW.dead - CASE WHEN TG_OP = 'UPDATE' THEN OLD.dead ELSE 0 END;
 BEGIN
   INSERT INTO wharf.issue_failure_hour AS h (issue_id, hour, failures, dead)
-  VALUES (NEW.id, date_trunc('hour', NEW.last_seen_at), v_failures, v_dead)
+  VALUES (NEW.id, date_trunc('hour', NEW.last_seen_at, 'UTC'), v_failures, v_dead)
   ON CONFLICT (issue_id, hour) DO UPDATE
      SET failures = h.failures + excluded.failures, dead = h.dead + excluded.dead;
   RETURN NULL;
@@ -364,10 +365,10 @@ BEGIN
   IF NOT EXISTS (SELECT FROM wharf.issue i WHERE i.id = p_id AND i.workspace_id = p_workspace_id) THEN
     RETURN NULL;
   END IF;
-  v_since := date_trunc('hour', now()) - make_interval(hours => p_hours - 1);
+  v_since := date_trunc('hour', now(), 'UTC') - make_interval(hours => p_hours - 1);
   RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('at', t.at, 'failures', coalesce(h.failures, 0), 'dead', coalesce(h.dead, 0))
                                     ORDER BY t.at), '[]')
-            FROM generate_series(v_since, date_trunc('hour', now()), interval '1 hour') AS t(at)
+            FROM generate_series(v_since, date_trunc('hour', now(), 'UTC'), interval '1 hour') AS t(at)
             LEFT JOIN wharf.issue_failure_hour h ON h.issue_id = p_id AND h.hour = t.at);
 END $$;
 

@@ -28,7 +28,7 @@ const destinationColumns = ['id', 'name', 'state', 'url', 'per_minute', 'success
 const destinationFields = ['id', 'name', 'url', 'state', 'paused_reason', 'consecutive_failures', 'failing_since', 'probe_at',
   'timeout_ms', 'rate_limit', 'rate_period', 'max_in_flight', 'ordered', 'headers', 'breaker_failures', 'breaker_minutes',
   'has_credentials', 'credentials_type', 'secret_rotating_until', 'created_at', 'updated_at',
-  'queued', 'leased', 'dead', 'per_minute', 'delivered_last_hour', 'failed_last_hour', 'success_rate', 'p50_ms', 'p99_ms'];
+  'queued', 'leased', 'dead', 'per_minute', 'delivered_last_hour', 'failed_last_hour', 'last_hour_sampled', 'success_rate', 'p50_ms', 'p99_ms'];
 const ruleColumns = ['id', 'destination_id', 'connection_id', 'provider', 'event_types', 'subject_prefix', 'filter', 'forward_only'];
 const deliveryColumns = ['id', 'event_id', 'state', 'attempt', 'failures', 'last_status', 'error_class', 'event_type', 'subject',
   'next_attempt_at', 'dead_at'];
@@ -76,9 +76,13 @@ function collect(value: string, previous: string[] | undefined): string[] {
 /** A destination as a table row or a record: its figures flattened beside it. */
 function flat(destination: Destination): Record<string, unknown> {
   const { stats, ...rest } = destination;
+  const { queued_capped: queuedCapped, dead_capped: deadCapped, ...figures } = stats;
   const rate = stats.success_rate;
   return {
-    ...rest, ...stats,
+    ...rest, ...figures,
+    // A count that stopped at its cap reads "10000+".
+    queued: queuedCapped ? `${stats.queued}+` : stats.queued,
+    dead: deadCapped ? `${stats.dead}+` : stats.dead,
     success_rate: rate === null ? null : `${Math.round(rate * 1000) / 10} %`,
     p50_ms: stats.latency_p50_ms, p99_ms: stats.latency_p99_ms,
   };

@@ -505,8 +505,11 @@ export const deliveryReplayResult = z.object({
 }).openapi('DeliveryReplayResult');
 
 export const destinationStats = z.object({
-  queued: z.number(), leased: z.number(), dead: z.number(),
+  queued: z.number().openapi({ description: 'counted up to 10000 (queued_capped)' }), queued_capped: z.boolean(),
+  leased: z.number(),
+  dead: z.number().openapi({ description: 'counted up to 10000 (dead_capped)' }), dead_capped: z.boolean(),
   delivered_last_hour: z.number(), failed_last_hour: z.number(),
+  last_hour_sampled: z.boolean().openapi({ description: "the hour held more than 10000 attempts: its figures are the latest 10000's" }),
   per_minute: z.number().openapi({ description: 'delivered in the last minute' }),
   success_rate: z.number().nullable().openapi({ description: "of the last hour's attempts; null when none" }),
   latency_p50_ms: z.number().nullable(), latency_p99_ms: z.number().nullable(),

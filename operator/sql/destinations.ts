@@ -44,11 +44,17 @@ export interface DestinationSpec {
 }
 
 export interface DestinationStats {
+  /** Counted up to 10000: queued_capped says the count stopped there. */
   queued: number;
+  queued_capped: boolean;
   leased: number;
+  /** Counted up to 10000, as queued. */
   dead: number;
+  dead_capped: boolean;
   delivered_last_hour: number;
   failed_last_hour: number;
+  /** The hour held more than 10000 attempts: its figures are those of the latest 10000. */
+  last_hour_sampled: boolean;
   /** Delivered in the last minute. */
   per_minute: number;
   /** Of the last hour's attempts; null when there were none. */

@@ -19,7 +19,7 @@ describe('wharf migrate', () => {
 
   it('--dry-run prints every pending migration and writes nothing', async () => {
     const result = await runWharf(['migrate', '--dry-run'], { DATABASE_URL: db.url });
-    expect(result.code).toBe(0);
+    expect(result.code, result.stderr).toBe(0);
     const files = await readMigrationFiles();
     for (const file of files) expect(result.stdout).toContain(`-- migrations/${file.file} (up)`);
     expect(result.stdout).toContain('CREATE TABLE wharf.provider_event');

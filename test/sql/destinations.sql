@@ -6,7 +6,7 @@
 -- retry, dead-letter, pause on 410 and open the breaker, which a probe
 -- closes; repeats answer as their first try; another workspace sees nothing.
 BEGIN;
-SELECT plan(119);
+SELECT plan(123);
 
 CREATE TEMP TABLE vars (name text PRIMARY KEY, value bigint);
 -- The suite runs through a plain client: what psql's; would keep, it keeps here.
@@ -314,6 +314,33 @@ SELECT pg_temp.put('q2e', (SELECT lease_epoch FROM wharf.destination_delivery WH
 SELECT is(wharf.fail_delivery(pg_temp.v('q2d'), pg_temp.v('q2e'), 'permanent', 'HTTP422', 422, 1, NULL), 'DEAD', 'a head dead-lettered');
 SELECT is((SELECT next_attempt_at = 'infinity' FROM wharf.destination_delivery
             WHERE destination_id = pg_temp.v('app') AND event_id = pg_temp.v('q3')), false, 'makes the next due');
+
+-- the operator's figures stay bounded: counts stop at 10000, the hour's figures read its latest 10000 attempts
+SELECT pg_temp.put('big', pg_temp.destination(1, 'big', '{"ordered": false}'));
+INSERT INTO wharf.provider_event (workspace_id, provider, delivery_key, event_type, subject, scope_key, source,
+                                  connection_id, payload, headers, state, outcome, handled_at)
+SELECT 1, 'generic', 'big' || g, 'thing', 's1', '1:generic:s1', 'https://hooks.example/1', 1, '{"n": 1}', '{}', 'DONE', 'forwarded', now()
+  FROM generate_series(1, 10050) g;
+INSERT INTO wharf.destination_delivery (event_id, destination_id, workspace_id, scope_key, ordered, next_attempt_at, state)
+SELECT e.id, pg_temp.v('big'), 1, e.scope_key, false, 'infinity', CASE WHEN e.id % 2 = 0 THEN 'QUEUED' ELSE 'DONE' END
+  FROM wharf.provider_event e WHERE e.delivery_key LIKE 'big%';
+INSERT INTO wharf.delivery_attempt (delivery_id, lease_epoch, destination_id, attempt, worker, started_at, ended_at, ended,
+                                    left_state, status, duration_ms)
+SELECT q.id, 1, q.destination_id, 1, 'w', now() - interval '1 second', now() - (n % 50) * interval '1 second', 'handled', 'DONE', 200, 7
+  FROM (SELECT q.*, row_number() OVER (ORDER BY q.id) AS n FROM wharf.destination_delivery q WHERE q.destination_id = pg_temp.v('big')) q;
+SELECT is((wharf.show_destination(1, pg_temp.v('big')) -> 'stats') - 'filtered_last_hour' - 'success_rate' - 'latency_p50_ms'
+            - 'latency_p99_ms' - 'leased' - 'per_minute',
+          '{"queued": 5025, "queued_capped": false, "dead": 0, "dead_capped": false, "delivered_last_hour": 10000,
+            "failed_last_hour": 0, "last_hour_sampled": true}'::jsonb,
+          'an hour of 10050 attempts: its figures are the latest 10000''s, and say so');
+SELECT ok((wharf.show_destination(1, pg_temp.v('big')) -> 'stats' ->> 'per_minute')::bigint >= 10000,
+          '... the last minute''s deliveries are all of them, not a sample''s');
+INSERT INTO wharf.destination_delivery (event_id, destination_id, workspace_id, scope_key, ordered, next_attempt_at, state)
+SELECT e.id, pg_temp.v('audit'), 1, e.scope_key, false, 'infinity', 'QUEUED'
+  FROM wharf.provider_event e WHERE e.delivery_key LIKE 'big%';
+SELECT is((SELECT wharf.show_destination(1, pg_temp.v('audit')) -> 'stats' -> 'queued_capped'), 'true'::jsonb,
+          '10050 queued: counted up to 10000, capped');
+SELECT is((SELECT (wharf.show_destination(1, pg_temp.v('audit')) -> 'stats' ->> 'queued')::integer), 10000, '... which it shows');
 
 SELECT * FROM finish();
 ROLLBACK;

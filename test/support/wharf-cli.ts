@@ -23,7 +23,8 @@ export function runWharf(args: string[], env: Record<string, string | undefined>
     else childEnv[key] = value;
   }
   return new Promise((resolve) => {
-    execFile(process.execPath, ['bin/wharf.js', ...args], { cwd: root, env: childEnv, timeout: 30_000 },
+    // `migrate --dry-run` prints every migration: megabytes, past execFile's default 1 MB, which would kill it.
+    execFile(process.execPath, ['bin/wharf.js', ...args], { cwd: root, env: childEnv, timeout: 30_000, maxBuffer: 64 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
         resolve({ code, stdout, stderr });

@@ -29,7 +29,10 @@ const pools: pg.Pool[] = [];
 /** Requests held open, and whether the receiver answers at once. */
 const held: ServerResponse[] = [];
 let hold = false;
+/** How long the receiver takes to answer, when it answers at once. */
+let answerAfterMs = 0;
 const received: string[] = [];
+const receivedPaths: string[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -39,7 +42,9 @@ beforeAll(async () => {
     req.resume();
     req.on('end', () => {
       received.push(String(req.headers['webhook-id']));
+      receivedPaths.push(String(req.url));
       if (hold) held.push(res);
+      else if (answerAfterMs > 0) setTimeout(() => res.writeHead(200).end(), answerAfterMs);
       else res.writeHead(200).end();
     });
   });
@@ -50,6 +55,8 @@ beforeAll(async () => {
 
 afterEach(async () => {
   hold = false;
+  answerAfterMs = 0;
+  receivedPaths.length = 0;
   for (const res of held.splice(0)) res.destroy();
   await Promise.all(workers.splice(0).map((worker) => worker.stop()));
   await Promise.all(pools.splice(0).map((pool) => pool.end()));
@@ -63,21 +70,21 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function destination(spec: Record<string, unknown> = {}): Promise<string> {
+async function destination(spec: Record<string, unknown> = {}, rule: Record<string, unknown> = {}): Promise<string> {
   const { rows } = await db.pool.query<{ d: { id: number } }>('SELECT wharf.create_destination($1, $2) AS d',
     [workspace, { name: `d${randomBytes(4).toString('hex')}`, url: `${base}/hook`, ...spec }]);
   const id = String(rows[0]!.d.id);
   await db.pool.query('SELECT wharf.set_destination_secret($1, $2, $3)',
     [workspace, id, await encryptSecret(ring, { destinationId: id }, `whsec_${randomBytes(24).toString('base64')}`)]);
-  await db.pool.query('SELECT wharf.create_destination_rule($1, $2)', [workspace, { destination_id: Number(id), forward_only: true }]);
+  await db.pool.query('SELECT wharf.create_destination_rule($1, $2)', [workspace, { destination_id: Number(id), forward_only: true, ...rule }]);
   return id;
 }
 
 let keys = 0;
-async function admit(count: number): Promise<void> {
+async function admit(count: number, eventType = 'test'): Promise<void> {
   for (let i = 0; i < count; i += 1) {
     await admitDelivery(db.pool, {
-      provider: 'generic', source, deliveryKey: `life-${process.pid}-${(keys += 1)}`, eventType: 'test',
+      provider: 'generic', source, deliveryKey: `life-${process.pid}-${(keys += 1)}`, eventType,
       route: { connection_id: connectionId }, subjects: ['s'], payload: { i },
     });
   }
@@ -158,6 +165,22 @@ it('gives back unsent a delivery it claimed ahead and kept past 2 s, attempt unc
   expect(received).toHaveLength(3);
   expect(new Set(received).size).toBe(3);
   expect(await deliveries(id)).toEqual([{ state: 'DONE', attempt: 1 }, { state: 'DONE', attempt: 1 }, { state: 'DONE', attempt: 1 }]);
+});
+
+it('while a backlog keeps every slot busy, a rate-limited destination still gets its turn', async () => {
+  // Two destinations by event type: one unlimited with a backlog that takes seconds, one limited to 60 a minute.
+  const busy = await destination({ ordered: false, url: `${base}/busy` }, { event_types: ['busy'] });
+  const limited = await destination({ ordered: false, url: `${base}/limited`, rate_limit: 60, rate_period: 'minute' }, { event_types: ['limited'] });
+  await admit(150, 'busy');
+  await admit(3, 'limited');
+  answerAfterMs = 40;
+  await forwarder({ secretKeys: ring, concurrency: 2 });
+  await waitFor(async () => (await deliveries(limited)).every((delivery) => delivery.state === 'DONE') || undefined, 20_000,
+    "the limited destination's three");
+  // Served beside the backlog, not after it: most of the busy destination's are still waiting.
+  const waiting = (await deliveries(busy)).filter((delivery) => delivery.state !== 'DONE').length;
+  expect(waiting).toBeGreaterThan(75);
+  expect(receivedPaths.filter((path) => path === '/limited')).toHaveLength(3);
 });
 
 it('without WHARF_SECRET_KEYS it sends nothing, spends no attempt, and names the variable; a host with the ring delivers', async () => {

@@ -106,6 +106,7 @@ function delivery(overrides: Partial<ClaimedDelivery> = {}): ClaimedDelivery {
     payload: '{"id":12345678901234567890123,"nested":{"b":1,"a":2}}',
     received_at: new Date(),
     probe: false,
+    send_now: true,
     ...overrides,
   };
 }

@@ -8,11 +8,14 @@
 //
 // One claim serves several requests: besides a delivery per idle slot it
 // leases up to `concurrency` more, kept here and started as requests end, and
-// claims again when half of those are gone. A delivery kept longer than
-// `maxAheadMs` is released unsent (its lease, at least its timeout and 5 s,
-// must cover its request); rate-limited destinations' deliveries and probes
-// are never kept ahead (the claim's rule), so a bucket's rate stays the rate
-// requests leave at.
+// claims again when half of those are gone. Kept deliveries not started
+// within `maxAheadMs` of their claim are released unsent, all at once (their
+// lease, at least the timeout and 5 s, must cover the request); while
+// requests take long on average nothing is kept ahead. A claim made while
+// every slot is busy still asks for one delivery to send at once, so that a
+// rate-limited destination's deliveries and probes, which are only ever
+// claimed that way (send_now), go first at the next free slot: a bucket's
+// rate stays the rate requests leave at.
 //
 // It holds no pooled connection while a request is open or while it waits:
 // each statement takes a connection from the pool and gives it back. It
@@ -96,6 +99,8 @@ const secretTroublePause = 60_000;
 const closingWriteGiveUp = 120_000;
 /** Longest a delivery claimed ahead may wait for a slot: its lease (at least timeout + 5 s) still covers its request and the answer's write. */
 const maxAheadMs = 2_000;
+/** Nothing is kept ahead while requests take longer than this on average: kept deliveries would mostly go stale. */
+const slowRequestMs = 500;
 
 interface KeptAhead {
   row: ClaimedDelivery;
@@ -106,8 +111,12 @@ export class Forwarder {
   private readonly wakeup = new Wakeup();
   private readonly opener: SecretOpener;
   private readonly running = new Set<Promise<void>>();
-  /** Claimed, not yet started, oldest first. */
+  /** Claimed, not yet started: those to send at once first, then the rest in claim order. */
   private readonly ahead: KeptAhead[] = [];
+  /** Releases of kept deliveries that went stale, in flight (stopping waits for them). */
+  private readonly releasing = new Set<Promise<void>>();
+  /** Requests' duration, a moving average (ms). */
+  private requestMs = 0;
   /** Aborts the requests still open when the drain ends. */
   private readonly abortRequests = new AbortController();
   /** Ends the retries of closing writes once shutdown stops waiting for them. */
@@ -154,7 +163,7 @@ export class Forwarder {
     this.stopping = true;
     this.wakeup.wake();
     await this.loop;
-    await Promise.all(this.ahead.splice(0).map((kept) => this.releaseUnsent(kept.row)));
+    await Promise.all([...this.ahead.splice(0).map((kept) => this.releaseUnsent(kept.row)), ...this.releasing]);
     if (this.running.size > 0) {
       const drained = Promise.all(this.running);
       let timer: NodeJS.Timeout | undefined;
@@ -196,18 +205,24 @@ export class Forwarder {
       }
       // Reset before looking: a request that ends from here on wakes the sleep below.
       wakeup.reset();
+      this.releaseStale();
       this.startKept();
       // Slots nothing kept will fill, and room to keep more: claim when a slot would idle or half the room is free.
       const idle = Math.max(0, options.concurrency - this.running.size - this.ahead.length);
-      const room = 2 * options.concurrency - this.running.size - this.ahead.length;
+      const room = this.requestMs > slowRequestMs ? idle
+        : 2 * options.concurrency - this.running.size - this.ahead.length;
       if (idle === 0 && room < Math.ceil(options.concurrency / 2)) {
-        await wakeup.sleep(options.pollEvery());
+        await wakeup.sleep(this.untilStale(options.pollEvery()));
         continue;
       }
-      const wanted = room;
+      // At least one to send at once: what may only be claimed that way (a rate limit's, a probe) is never starved.
+      const now = Math.max(idle, 1);
+      const wanted = Math.max(room, now);
       let rows: ClaimedDelivery[];
+      // The lease starts in the claim: the kept delivery's time is counted from before it.
+      const claimedAt = performance.now();
       try {
-        rows = await claimDeliveries(options.pool, options.workerId, idle, room - idle);
+        rows = await claimDeliveries(options.pool, options.workerId, now, wanted - now);
         errorBackoff = firstErrorBackoff;
         if (unavailable) options.logger.info('forwarding again: the database answers');
         unavailable = false;
@@ -223,13 +238,14 @@ export class Forwarder {
         errorBackoff = Math.min(options.pollEvery(), errorBackoff * 2);
         continue;
       }
-      const claimedAt = performance.now();
-      for (const row of rows) this.ahead.push({ row, claimedAt });
+      const sendNow = rows.filter((row) => row.send_now).map((row) => ({ row, claimedAt }));
+      this.ahead.unshift(...sendNow);
+      for (const row of rows) if (!row.send_now) this.ahead.push({ row, claimedAt });
       this.startKept();
       if (rows.length > 0) busyPause = firstBusyPause;
       if (rows.length === wanted || this.stopping) continue;
 
-      let sleepMs = options.pollEvery();
+      let sleepMs = this.untilStale(options.pollEvery());
       // Every slot busy: a request that ends wakes the loop, and what it claims then may be kept ahead.
       if (this.running.size >= options.concurrency) {
         await wakeup.sleep(sleepMs);
@@ -253,18 +269,32 @@ export class Forwarder {
     }
   }
 
-  /** Starts kept deliveries while slots are free; one kept too long goes back unsent. */
+  /** Starts kept deliveries while slots are free. */
   private startKept(): void {
+    this.releaseStale();
     while (!this.stopping && this.running.size < this.options.concurrency && this.ahead.length > 0) {
-      const kept = this.ahead.shift()!;
-      if (performance.now() - kept.claimedAt > maxAheadMs) {
-        const release = this.releaseUnsent(kept.row).finally(() => this.running.delete(release));
-        // Counted while it runs, so that stopping waits for it; it takes a slot for a moment.
-        this.running.add(release);
-        continue;
-      }
-      this.launch(kept.row);
+      this.launch(this.ahead.shift()!.row);
     }
+  }
+
+  /** Releases, unsent and all at once, the kept deliveries claimed more than maxAheadMs ago. */
+  private releaseStale(): void {
+    const now = performance.now();
+    if (!this.ahead.some((kept) => now - kept.claimedAt > maxAheadMs)) return;
+    const stale = this.ahead.filter((kept) => now - kept.claimedAt > maxAheadMs);
+    const fresh = this.ahead.filter((kept) => now - kept.claimedAt <= maxAheadMs);
+    this.ahead.splice(0, this.ahead.length, ...fresh);
+    for (const kept of stale) {
+      const release: Promise<void> = this.releaseUnsent(kept.row).finally(() => this.releasing.delete(release));
+      this.releasing.add(release);
+    }
+  }
+
+  /** `cap`, or less: until the oldest kept delivery goes stale. */
+  private untilStale(cap: number): number {
+    if (this.ahead.length === 0) return cap;
+    const oldest = Math.min(...this.ahead.map((kept) => kept.claimedAt));
+    return Math.max(0, Math.min(cap, oldest + maxAheadMs - performance.now() + 1));
   }
 
   private launch(row: ClaimedDelivery): void {
@@ -328,6 +358,7 @@ export class Forwarder {
         return;
       }
       destinationRequestSeconds.observe(destination, result.durationMs / 1000);
+      this.requestMs = this.requestMs * 0.9 + result.durationMs * 0.1;
       const outcome = outcomeOf(result);
       if (outcome.kind === 'handled') {
         const completed = await this.complete({

@@ -30,6 +30,8 @@ export interface ClaimedDelivery {
   received_at: Date;
   /** A delivery sent to find out whether a destination whose breaker is open answers again. */
   probe: boolean;
+  /** Claimed for a free slot, to be sent at once: every delivery of a rate-limited destination, and a probe. */
+  send_now: boolean;
 }
 
 /** The lease of one delivery: every write names both. */
@@ -41,5 +43,5 @@ export interface DeliveryLease {
 export const deliveryColumns = [
   'delivery_id', 'epoch', 'attempt', 'event_id', 'destination_id', 'url', 'timeout_ms', 'signing_secret',
   'previous_signing_secret', 'credentials', 'extra_headers', 'provider', 'event_type', 'subject', 'delivery_key',
-  'event_headers', 'payload', 'received_at', 'probe',
+  'event_headers', 'payload', 'received_at', 'probe', 'send_now',
 ].join(', ');

@@ -143,6 +143,11 @@ function ms(value: number | null): string {
   return value === null ? '—' : `${Math.round(value)} ms`;
 }
 
+/** A count that stopped at its cap, as "10000+". */
+function counted(value: number, capped: boolean): string {
+  return capped ? `${value}+` : String(value);
+}
+
 /** The state, with why it is paused and, for the breaker, how it stands. */
 function DestinationState(props: { destination: Destination }) {
   const d = props.destination;
@@ -196,8 +201,8 @@ export function registerDestinationPages(app: Hono<ConsoleEnv>, deps: RouteDeps)
                   <td class="num">{percent(d.stats.success_rate)}</td>
                   <td class="num">{ms(d.stats.latency_p50_ms)}</td>
                   <td class="num">{ms(d.stats.latency_p99_ms)}</td>
-                  <td class="num">{String(d.stats.queued)}</td>
-                  <td class="num">{d.stats.dead > 0 ? <a href={`${scope.base}/destinations/${d.id}#dead`}>{String(d.stats.dead)}</a> : '0'}</td>
+                  <td class="num">{counted(d.stats.queued, d.stats.queued_capped)}</td>
+                  <td class="num">{d.stats.dead > 0 ? <a href={`${scope.base}/destinations/${d.id}#dead`}>{counted(d.stats.dead, d.stats.dead_capped)}</a> : '0'}</td>
                 </tr>
               ))}
             </tbody>
@@ -299,8 +304,8 @@ export function registerDestinationPages(app: Hono<ConsoleEnv>, deps: RouteDeps)
           <dt>Extra headers</dt><dd>{Object.keys(d.headers).length === 0 ? '—' : Object.entries(d.headers).map(([name, value]) => `${name}: ${value}`).join(', ')}</dd>
           <dt>Credentials</dt><dd>{d.has_credentials ? `${d.credentials_type} (stored encrypted, not shown)` : 'none'}</dd>
           <dt>Signing secret</dt><dd>{d.secret_rotating_until ? <>rotated; the previous one signs too until <Time at={d.secret_rotating_until} /></> : 'set (not shown)'}</dd>
-          <dt>Last hour</dt><dd>{`${d.stats.delivered_last_hour} delivered, ${d.stats.failed_last_hour} failed, success ${percent(d.stats.success_rate)}, p50 ${ms(d.stats.latency_p50_ms)}, p99 ${ms(d.stats.latency_p99_ms)}, ${d.stats.filtered_last_hour} left out by filters`}</dd>
-          <dt>Now</dt><dd>{`${d.stats.per_minute} delivered in the last minute, ${d.stats.queued} queued, ${d.stats.leased} in flight, ${d.stats.dead} dead`}</dd>
+          <dt>{d.stats.last_hour_sampled ? 'Latest 10000 attempts' : 'Last hour'}</dt><dd>{`${d.stats.delivered_last_hour} delivered, ${d.stats.failed_last_hour} failed, success ${percent(d.stats.success_rate)}, p50 ${ms(d.stats.latency_p50_ms)}, p99 ${ms(d.stats.latency_p99_ms)}, ${d.stats.filtered_last_hour} left out by filters`}</dd>
+          <dt>Now</dt><dd>{`${d.stats.per_minute} delivered in the last minute, ${counted(d.stats.queued, d.stats.queued_capped)} queued, ${d.stats.leased} in flight, ${counted(d.stats.dead, d.stats.dead_capped)} dead`}</dd>
         </dl>
         <div class="actions">
           <a href={`${base}/edit`}>Edit</a>
