@@ -106,7 +106,9 @@ async function forwardWharf(
     const missing = await destinationSqlMissing(db.pool);
     if (missing) throw new ForwarderUnavailable(missing);
     await setupWharfInstallation(db.pool, shape.scopes);
-    await createBenchDestination(db.pool, { url: receiver.url, ordered, maxInFlight: shape.concurrency, signingSecret: secret });
+    // The destination's own bound does not bind, as the minimal forwarder has none: the host's
+    // concurrency bounds the requests open (a bound at it would also cap what a claim keeps ahead).
+    await createBenchDestination(db.pool, { url: receiver.url, ordered, maxInFlight: 1000, signingSecret: secret });
     await admitBacklog(db.pool, shape.events, shape.scopes);
     await db.pool.query('CHECKPOINT');
     const forwarderDb = withApplicationName(db, forwarderApplicationName);
