@@ -309,19 +309,29 @@ BEGIN
      AND q.state = 'QUEUED' AND q.next_attempt_at = 'infinity';
 END $$;
 
+-- promote_next_delivery for each distinct (destination, scope) of the
+-- parallel arrays, in the advisory locks' key order, so that two
+-- transactions ending turns in several scopes never wait on each other in a
+-- cycle. Internal.
+CREATE OR REPLACE FUNCTION wharf.promote_next_deliveries(p_destination_ids bigint[], p_scope_keys text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM wharf.promote_next_delivery(k.destination_id, k.scope_key)
+     FROM (SELECT DISTINCT o.destination_id, o.scope_key, wharf.delivery_scope_key(o.destination_id, o.scope_key) AS key
+             FROM unnest(p_destination_ids, p_scope_keys) AS o(destination_id, scope_key)
+            ORDER BY 3) k;
+END $$;
+
 -- Trigger on wharf.destination_delivery, per statement: a delivery deleted
 -- while QUEUED or LEASED (its event erased or deleted) ends its turn; the
 -- next of its (destination, scope) becomes due.
 CREATE OR REPLACE FUNCTION wharf.promote_after_deleted_deliveries() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM wharf.promote_next_delivery(k.destination_id, k.scope_key)
-     FROM (SELECT DISTINCT d.destination_id, d.scope_key,
-                  wharf.delivery_scope_key(d.destination_id, d.scope_key) AS key
-             FROM deliveries_deleted d
-            WHERE d.ordered AND d.state IN ('QUEUED', 'LEASED')
-              AND EXISTS (SELECT FROM wharf.destination x WHERE x.id = d.destination_id)
-            ORDER BY 3) k;
+  PERFORM wharf.promote_next_deliveries(array_agg(d.destination_id), array_agg(d.scope_key))
+     FROM deliveries_deleted d
+    WHERE d.ordered AND d.state IN ('QUEUED', 'LEASED')
+      AND EXISTS (SELECT FROM wharf.destination x WHERE x.id = d.destination_id);
   RETURN NULL;
 END $$;
 
@@ -531,7 +541,7 @@ CREATE OR REPLACE FUNCTION wharf.complete_deliveries(
 RETURNS boolean[]
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  v_now       timestamptz := clock_timestamp();
+  v_now                  timestamptz := clock_timestamp();
   v_dests                bigint[];
   v_ordered_destinations bigint[];
   v_ordered_scope_keys   text[];
@@ -578,11 +588,8 @@ BEGIN
                      AND (x.consecutive_failures <> 0 OR x.failing_since IS NOT NULL OR x.state = 'BREAKER_OPEN')
                    ORDER BY x.id
                      FOR NO KEY UPDATE);
-  -- Each ordered delivery's turn ended: the next of its scope is due, in the advisory locks' order.
-  PERFORM wharf.promote_next_delivery(k.destination_id, k.scope_key)
-     FROM (SELECT DISTINCT o.destination_id, o.scope_key, wharf.delivery_scope_key(o.destination_id, o.scope_key) AS key
-             FROM unnest(v_ordered_destinations, v_ordered_scope_keys) AS o(destination_id, scope_key)
-            ORDER BY 3) k;
+  -- Each ordered delivery's turn ended: the next of its scope is due.
+  PERFORM wharf.promote_next_deliveries(v_ordered_destinations, v_ordered_scope_keys);
   -- True where that lease ended handled: now, or by a completion before this one.
   RETURN ARRAY(
     SELECT EXISTS (SELECT FROM wharf.delivery_attempt h
@@ -782,10 +789,7 @@ BEGIN
          ARRAY(SELECT r.scope_key FROM reaped r WHERE r.state = 'DEAD' AND r.ordered ORDER BY r.id)
     INTO v_count, v_dead_destinations, v_dead_scope_keys;
   -- A head reaped into the dead letters ends its turn.
-  PERFORM wharf.promote_next_delivery(k.destination_id, k.scope_key)
-     FROM (SELECT DISTINCT d.destination_id, d.scope_key, wharf.delivery_scope_key(d.destination_id, d.scope_key) AS key
-             FROM unnest(v_dead_destinations, v_dead_scope_keys) AS d(destination_id, scope_key)
-            ORDER BY 3) k;
+  PERFORM wharf.promote_next_deliveries(v_dead_destinations, v_dead_scope_keys);
   IF v_count > 0 THEN
     PERFORM pg_notify('wharf_delivery', '');
   END IF;

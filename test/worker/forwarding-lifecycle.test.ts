@@ -177,9 +177,11 @@ it('while a backlog keeps every slot busy, a rate-limited destination still gets
   await forwarder({ secretKeys: ring, concurrency: 2 });
   await waitFor(async () => (await deliveries(limited)).every((delivery) => delivery.state === 'DONE') || undefined, 20_000,
     "the limited destination's three");
-  // Served beside the backlog, not after it: most of the busy destination's are still waiting.
+  // Served beside the backlog, not after it. Starved, it would be served only once the backlog is
+  // claimed, with at most the 2 open and 2 kept of it not yet done; alone this run leaves about 130,
+  // beside a loaded suite as few as 16 were seen.
   const waiting = (await deliveries(busy)).filter((delivery) => delivery.state !== 'DONE').length;
-  expect(waiting).toBeGreaterThan(75);
+  expect(waiting).toBeGreaterThan(10);
   expect(receivedPaths.filter((path) => path === '/limited')).toHaveLength(3);
 });
 

@@ -205,7 +205,6 @@ export class Forwarder {
       }
       // Reset before looking: a request that ends from here on wakes the sleep below.
       wakeup.reset();
-      this.releaseStale();
       this.startKept();
       // Slots nothing kept will fill, and room to keep more: claim when a slot would idle or half the room is free.
       const idle = Math.max(0, options.concurrency - this.running.size - this.ahead.length);
@@ -313,25 +312,21 @@ export class Forwarder {
 
   /** Gives back a delivery claimed ahead and never sent: attempt uncounted. */
   private async releaseUnsent(row: ClaimedDelivery): Promise<void> {
-    if (await this.release({ id: row.delivery_id, epoch: row.epoch })) {
-      destinationDeliveriesTotal.inc({ destination_id: row.destination_id, outcome: 'released' });
-      this.options.onSettled?.({
-        deliveryId: row.delivery_id, destinationId: row.destination_id, eventId: row.event_id, attempt: row.attempt,
-        outcome: 'released', status: null, errorClass: null,
-      });
-    }
+    if (await this.release({ id: row.delivery_id, epoch: row.epoch })) this.settle(row, 'released');
+  }
+
+  /** How a delivery's turn here ended: counted by destination, and told to onSettled. */
+  private settle(row: ClaimedDelivery, outcome: ForwardOutcome, status: number | null = null, errorClass: string | null = null): void {
+    destinationDeliveriesTotal.inc({ destination_id: row.destination_id, outcome });
+    this.options.onSettled?.({
+      deliveryId: row.delivery_id, destinationId: row.destination_id, eventId: row.event_id, attempt: row.attempt,
+      outcome, status, errorClass,
+    });
   }
 
   private async forward(row: ClaimedDelivery): Promise<void> {
     const lease: DeliveryLease = { id: row.delivery_id, epoch: row.epoch };
     const destination = { destination_id: row.destination_id };
-    const settled = (outcome: ForwardOutcome, status: number | null = null, errorClass: string | null = null): void => {
-      destinationDeliveriesTotal.inc({ ...destination, outcome });
-      this.options.onSettled?.({
-        deliveryId: row.delivery_id, destinationId: row.destination_id, eventId: row.event_id, attempt: row.attempt,
-        outcome, status, errorClass,
-      });
-    };
     destinationInFlight.inc(destination);
     try {
       let secrets: OpenedSecrets;
@@ -342,11 +337,11 @@ export class Forwarder {
       } catch (error) {
         if (error instanceof SecretKeyError) {
           this.secretTrouble(row, error);
-          if (await this.release(lease)) settled('released');
+          if (await this.release(lease)) this.settle(row, 'released');
           return;
         }
         // A secret that opened but cannot sign, a request that cannot be built: the breaker and an issue will say so.
-        await this.record(lease, row, { kind: 'transient', errorClass: classOf(error), status: null, durationMs: 0, response: null, retryAfterMs: null }, settled);
+        await this.record(lease, row, { kind: 'transient', errorClass: classOf(error), status: null, durationMs: 0, response: null, retryAfterMs: null });
         return;
       }
       const result = await sendDelivery(request, {
@@ -354,7 +349,7 @@ export class Forwarder {
         ...(this.options.lookup ? { lookup: this.options.lookup } : {}),
       });
       if (result.type === 'stopped') {
-        if (await this.release(lease)) settled('released');
+        if (await this.release(lease)) this.settle(row, 'released');
         return;
       }
       destinationRequestSeconds.observe(destination, result.durationMs / 1000);
@@ -365,11 +360,11 @@ export class Forwarder {
           id: lease.id, epoch: lease.epoch, status: outcome.status, durationMs: outcome.durationMs, response: outcome.response,
         });
         if (completed === undefined) return;
-        settled(completed ? 'handled' : 'lease_lost', outcome.status);
+        this.settle(row, completed ? 'handled' : 'lease_lost', outcome.status);
         if (!completed) this.options.logger.warn({ delivery_id: row.delivery_id, destination_id: row.destination_id }, 'delivery lease gone before its success was recorded');
         return;
       }
-      await this.record(lease, row, outcome, settled);
+      await this.record(lease, row, outcome);
     } finally {
       destinationInFlight.dec(destination);
     }
@@ -378,13 +373,12 @@ export class Forwarder {
   private async record(
     lease: DeliveryLease, row: ClaimedDelivery,
     failure: { kind: 'transient' | 'permanent' | 'gone'; errorClass: string; status: number | null; durationMs: number; response: string | null; retryAfterMs: number | null },
-    settled: (outcome: ForwardOutcome, status?: number | null, errorClass?: string | null) => void,
   ): Promise<void> {
     const state = await this.closingWrite(() => failDelivery(this.options.pool, lease, failure));
     if (state === undefined) return;
     const outcome: ForwardOutcome = state === null ? 'lease_lost'
       : failure.kind === 'gone' ? 'gone' : state === 'DEAD' ? 'dead' : 'retried';
-    settled(outcome, failure.status, failure.errorClass);
+    this.settle(row, outcome, failure.status, failure.errorClass);
     const log = outcome === 'dead' || outcome === 'gone' ? 'warn' : 'info';
     // The class, the status and where: never the URL's path or query, a header or the answer.
     this.options.logger[log]({
