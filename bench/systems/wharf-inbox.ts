@@ -53,11 +53,12 @@ export async function admitPush(
  * drain workloads time only the drain.
  */
 export async function loadWharfBacklog(
-  pool: pg.Pool,
+  pool: pg.Pool | pg.PoolClient,
   connectionId: number,
   events: number,
   scopes: number,
   firstSeq = 0,
+  analyze = true,
 ): Promise<void> {
   const batch = 50_000;
   for (let start = firstSeq; start < firstSeq + events; start += batch) {
@@ -73,7 +74,7 @@ export async function loadWharfBacklog(
       [githubSource, connectionId, payloadTemplate, start, end, scopes],
     );
   }
-  await pool.query('ANALYZE wharf.provider_event, wharf.scope');
+  if (analyze) await pool.query('ANALYZE wharf.provider_event, wharf.scope');
 }
 
 export interface RelationSize {
