@@ -2,16 +2,20 @@
 // resolves to, a loopback, private, link-local, unique-local or metadata
 // address is refused (a permanent outcome, no request made) unless the
 // operator allows it.
+import { execFileSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
+import { createSecureContext } from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AddressRefusedError, addressPolicy, checkDestinationAddress, parseAllowNetworks, parseAllowPrivate, publicOnly, type Lookup,
 } from '../../worker/forwarding/address-guard.js';
 import { outcomeOf } from '../../worker/forwarding/delivery-outcome.js';
+import { guardedAgent } from '../../worker/forwarding/guarded-agent.js';
 import { sendDelivery } from '../../worker/forwarding/send-delivery.js';
 
-const check = (url: string, policy = publicOnly, lookup?: Lookup) => checkDestinationAddress(new URL(url), policy, lookup);
+const check = (url: string, policy = publicOnly, lookup?: Lookup) => checkDestinationAddress(new URL(url).hostname, policy, lookup);
 const resolvesTo = (...addresses: string[]): Lookup => async () =>
   addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
 
@@ -109,9 +113,19 @@ describe('at send time', () => {
 
   const request = (url: string) => ({ url, headers: { 'content-type': 'application/json' }, body: '{}', timeoutMs: 5_000 });
 
+  /** Sends through an agent of its own (no connection kept from an earlier test), closed after. */
+  const sendWith = async (url: string, policy = publicOnly, lookup?: Lookup) => {
+    const agent = guardedAgent(policy, lookup);
+    try {
+      return await sendDelivery(request(url), { dispatcher: agent });
+    } finally {
+      await agent.close();
+    }
+  };
+
   it('a refused address is a permanent AddressRefused, and no request is made', async () => {
     for (const host of ['127.0.0.1', 'localhost']) {
-      const result = await sendDelivery(request(`http://${host}:${port}/`), { policy: publicOnly });
+      const result = await sendWith(`http://${host}:${port}/`);
       expect(result.type).toBe('error');
       if (result.type !== 'error') continue;
       expect(outcomeOf(result)).toMatchObject({ kind: 'permanent', errorClass: 'AddressRefused', status: null });
@@ -120,16 +134,71 @@ describe('at send time', () => {
   });
 
   it('the same address is called when the setting allows it', async () => {
-    const result = await sendDelivery(request(`http://localhost:${port}/`), { policy: addressPolicy({ allowPrivate: true }) });
+    const result = await sendWith(`http://localhost:${port}/`, addressPolicy({ allowPrivate: true }));
     expect(result.type === 'error' ? undefined : result).toMatchObject({ type: 'response', status: 200 });
     expect(requests).toBe(1);
   });
 
   it('a name that does not resolve is transient', async () => {
     const notFound = Object.assign(new Error('getaddrinfo ENOTFOUND nowhere.invalid'), { code: 'ENOTFOUND' });
-    const result = await sendDelivery(request('https://nowhere.invalid/'), {
-      policy: publicOnly, lookup: async () => { throw notFound; },
-    });
+    const result = await sendWith('https://nowhere.invalid/', publicOnly, async () => { throw notFound; });
     expect(result.type === 'error' && outcomeOf(result)).toMatchObject({ kind: 'transient', errorClass: 'DnsNotFound' });
+  });
+
+  it('a name is resolved once per connection, by the guard, and the connection goes to the address it checked (no rebinding)', async () => {
+    // The resolver answers the allowed address once, then the metadata service's: a rebinding resolver.
+    const answers: string[] = [];
+    const rebinding: Lookup = async () => {
+      const address = answers.length === 0 ? '127.0.0.1' : '169.254.169.254';
+      answers.push(address);
+      return [{ address, family: 4 }];
+    };
+    const policy = addressPolicy({ allowNetworks: '127.0.0.1/32' });
+    const agent = guardedAgent(policy, rebinding);
+    const before = requests;
+    try {
+      // `.test` names resolve nowhere else: the request can reach the server only at the address the guard returned.
+      const first = await sendDelivery(request(`http://app.rebind.test:${port}/`), { dispatcher: agent });
+      expect(first.type === 'error' ? first.error : first).toMatchObject({ type: 'response', status: 200 });
+      expect(answers).toEqual(['127.0.0.1']);
+      // A new connection asks again, and the new answer is checked before anything is sent.
+      server.closeAllConnections();
+      const second = await sendDelivery(request(`http://app.rebind.test:${port}/`), { dispatcher: agent });
+      expect(second.type === 'error' && outcomeOf(second)).toMatchObject({ kind: 'permanent', errorClass: 'AddressRefused' });
+      expect(answers).toEqual(['127.0.0.1', '169.254.169.254']);
+      expect(requests - before).toBe(1);
+    } finally {
+      await agent.close();
+    }
+  });
+});
+
+describe('over TLS', () => {
+  it('the connection goes to the checked address and TLS still names the host (SNI, the certificate check)', async () => {
+    // A certificate for app.tls.test that no CA signed: the client refuses it, after sending the name in its hello.
+    const pem = execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+      '-subj', '/CN=app.tls.test', '-days', '1', '-keyout', '-', '-out', '-'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    // The name the client's hello carries (SNI), as the server reads it.
+    const names: string[] = [];
+    const server = createTlsServer({
+      key: pem, cert: pem,
+      SNICallback: (servername, callback) => {
+        names.push(servername);
+        callback(null, createSecureContext({ key: pem, cert: pem }));
+      },
+    }, (_req, res) => res.end('ok'));
+    server.on('tlsClientError', () => {});
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const agent = guardedAgent(addressPolicy({ allowNetworks: '127.0.0.1/32' }), async () => [{ address: '127.0.0.1', family: 4 }]);
+    try {
+      const result = await sendDelivery({ url: `https://app.tls.test:${port}/`, headers: {}, body: '{}', timeoutMs: 5_000 }, { dispatcher: agent });
+      expect(result.type === 'error' && outcomeOf(result)).toMatchObject({ kind: 'transient', errorClass: 'TlsError' });
+      expect(names).toEqual(['app.tls.test']);
+    } finally {
+      await agent.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

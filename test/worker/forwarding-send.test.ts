@@ -9,13 +9,14 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { addressPolicy } from '../../worker/forwarding/address-guard.js';
 import { buildDeliveryRequest } from '../../worker/forwarding/delivery-request.js';
 import { outcomeOf, parseRetryAfter } from '../../worker/forwarding/delivery-outcome.js';
+import { guardedAgent } from '../../worker/forwarding/guarded-agent.js';
 import { secretTexts, type OpenedSecrets } from '../../worker/forwarding/open-secrets.js';
 import { sendDelivery, type SendResult } from '../../worker/forwarding/send-delivery.js';
 import type { ClaimedDelivery } from '../../worker/sql/delivery-row.js';
 
 const secret = `whsec_${Buffer.from('a'.repeat(32)).toString('base64')}`;
 const previousSecret = `whsec_${Buffer.from('b'.repeat(32)).toString('base64')}`;
-const allowLocal = addressPolicy({ allowPrivate: true });
+const agent = guardedAgent(addressPolicy({ allowPrivate: true }));
 
 interface Received {
   method: string;
@@ -77,6 +78,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await agent.close();
   server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
 });
@@ -114,7 +116,7 @@ function delivery(overrides: Partial<ClaimedDelivery> = {}): ClaimedDelivery {
 const opened: OpenedSecrets = { signingSecrets: [secret], credentials: null };
 
 async function send(row: ClaimedDelivery, secrets: OpenedSecrets = opened): Promise<Exclude<SendResult, { type: 'stopped' }>> {
-  const result = await sendDelivery(buildDeliveryRequest(row, secrets, new Date()), { policy: allowLocal, secrets: secretTexts(secrets) });
+  const result = await sendDelivery(buildDeliveryRequest(row, secrets, new Date()), { dispatcher: agent, secrets: secretTexts(secrets) });
   if (result.type === 'stopped') throw new Error('stopped');
   return result;
 }

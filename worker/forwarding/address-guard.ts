@@ -8,9 +8,8 @@
 // (WHARF_FORWARD_ALLOW_NETWORKS, CIDRs). Metadata addresses pass only when a
 // named network holds them, never by the private setting alone.
 //
-// Limit: fetch resolves the name again when it connects, so a resolver that
-// answers differently within that moment (DNS rebinding) is not caught here;
-// closing it needs a dispatcher whose connect checks the address it got.
+// The check runs when a connection opens, and the connection goes to the
+// address checked (guarded-agent.ts): the name is resolved once.
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { promisify } from 'node:util';
 import ipaddr from 'ipaddr.js';
@@ -111,18 +110,19 @@ const lookupAll = promisify(dnsLookup);
 export const systemLookup: Lookup = (host) => lookupAll(host, { all: true, verbatim: true });
 
 /**
- * Resolves the URL's host and checks every address: the addresses when all
- * may be called; AddressRefusedError naming the first refused one's range
- * otherwise. A name that does not resolve throws the resolver's error
- * (ENOTFOUND, EAI_AGAIN: transient).
+ * Resolves a URL's host (`example.com`, `10.0.0.1`, `[::1]`) and checks every
+ * address: the addresses when all may be called; AddressRefusedError naming
+ * the first refused one's range otherwise. A name that does not resolve
+ * throws the resolver's error (ENOTFOUND, EAI_AGAIN: transient).
  */
-export async function checkDestinationAddress(url: URL, policy: AddressPolicy, lookup: Lookup = systemLookup): Promise<LookupAddress[]> {
+export async function checkDestinationAddress(hostname: string, policy: AddressPolicy, lookup: Lookup = systemLookup): Promise<LookupAddress[]> {
   // `[::1]` in a URL is `::1` to the resolver.
-  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const host = hostname.replace(/^\[(.*)\]$/, '$1');
   const addresses = ipaddr.isValid(host) ? [{ address: host, family: ipaddr.parse(host).kind() === 'ipv4' ? 4 : 6 }] : await lookup(host);
+  if (addresses.length === 0) throw Object.assign(new Error(`${hostname} has no address`), { code: 'ENODATA' });
   for (const { address } of addresses) {
     const why = refusal(address, policy);
-    if (why !== undefined) throw new AddressRefusedError(url.hostname, why);
+    if (why !== undefined) throw new AddressRefusedError(hostname, why);
   }
   return addresses;
 }

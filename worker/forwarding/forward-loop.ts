@@ -34,6 +34,7 @@
 // sent again under the same webhook-id.
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import type { Agent } from 'undici';
 import { spread } from '../../db/backoff.js';
 import { SecretKeyError, type KeyRing } from '../../db/secret-box.js';
 import { classOf } from '../classify.js';
@@ -55,6 +56,7 @@ import type { AddressPolicy, Lookup } from './address-guard.js';
 import { buildDeliveryRequest } from './delivery-request.js';
 import { outcomeOf } from './delivery-outcome.js';
 import { SecretOpener, secretTexts, type OpenedSecrets } from './open-secrets.js';
+import { guardedAgent } from './guarded-agent.js';
 import { sendDelivery } from './send-delivery.js';
 
 export type ForwardOutcome = 'handled' | 'retried' | 'dead' | 'gone' | 'released' | 'lease_lost';
@@ -110,6 +112,8 @@ interface KeptAhead {
 export class Forwarder {
   private readonly wakeup = new Wakeup();
   private readonly opener: SecretOpener;
+  /** Every request's connections, kept alive per origin, each opened to an address the guard checked. */
+  private readonly agent: Agent;
   private readonly running = new Set<Promise<void>>();
   /** Claimed, not yet started: those to send at once first, then the rest in claim order. */
   private readonly ahead: KeptAhead[] = [];
@@ -134,6 +138,7 @@ export class Forwarder {
       throw new RangeError('forwarding concurrency must be a positive integer');
     }
     this.opener = new SecretOpener(options.keyRing);
+    this.agent = guardedAgent(options.policy, options.lookup);
     this.completions = new CompletionBatcher(options.pool, completeDeliveries, options.logger, this.abortClosing.signal, closingWriteGiveUp);
   }
 
@@ -178,6 +183,7 @@ export class Forwarder {
       clearTimeout(giveUp);
     }
     await this.reaper?.stop();
+    await this.agent.close();
   }
 
   private async reap(): Promise<void> {
@@ -345,8 +351,7 @@ export class Forwarder {
         return;
       }
       const result = await sendDelivery(request, {
-        policy: this.options.policy, signal: this.abortRequests.signal, secrets: secretTexts(secrets),
-        ...(this.options.lookup ? { lookup: this.options.lookup } : {}),
+        dispatcher: this.agent, signal: this.abortRequests.signal, secrets: secretTexts(secrets),
       });
       if (result.type === 'stopped') {
         if (await this.release(lease)) this.settle(row, 'released');

@@ -1,11 +1,11 @@
-// Sends one delivery request with Node's fetch (undici): the address checked
-// first (address-guard.ts), redirects never followed, the whole exchange
+// Sends one delivery request with undici's fetch through the guarded agent
+// (guarded-agent.ts: a connection opens only to an address the guard
+// checked), redirects never followed, the whole exchange
 // bounded by the destination's timeout, and at most 1 KB of the answer read:
 // the body's reader stops there and cancels the rest. An answer read to its
 // end leaves its connection in undici's pool, so requests to one origin
-// reuse a kept-alive connection (fetch's global dispatcher keeps them per
-// origin); one cut short costs its connection, never more than 1 KB of reading.
-import { checkDestinationAddress, type AddressPolicy, type Lookup, systemLookup } from './address-guard.js';
+// reuse a kept-alive connection (the agent keeps them per origin); one cut short costs its connection, never more than 1 KB of reading.
+import { fetch, type Dispatcher, type Response } from 'undici';
 import type { DeliveryRequest } from './delivery-request.js';
 
 /** The most of an answer that is read, and recorded. */
@@ -18,8 +18,8 @@ export type SendResult =
   | { type: 'stopped'; durationMs: number };
 
 export interface SendOptions {
-  policy: AddressPolicy;
-  lookup?: Lookup;
+  /** The guarded agent (guarded-agent.ts), one per forwarder, whose connections are kept alive. */
+  dispatcher: Dispatcher;
   /** Aborts the request when the forwarder stops. */
   signal?: AbortSignal;
   /** Texts scrubbed from the recorded answer (a receiver may echo the request's credentials). */
@@ -32,10 +32,8 @@ export async function sendDelivery(request: DeliveryRequest, options: SendOption
   const timeout = AbortSignal.timeout(request.timeoutMs);
   const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
   try {
-    await checkDestinationAddress(new URL(request.url), options.policy, options.lookup ?? systemLookup);
-    signal.throwIfAborted();
     const response = await fetch(request.url, {
-      method: 'POST', headers: request.headers, body: request.body, redirect: 'manual', signal,
+      method: 'POST', headers: request.headers, body: request.body, redirect: 'manual', signal, dispatcher: options.dispatcher,
     });
     const text = await readLimited(response);
     return {
