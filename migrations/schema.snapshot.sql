@@ -2046,23 +2046,11 @@ $$;
 CREATE FUNCTION wharf.count_delivery_issue(p_destination_id bigint, p_event_id bigint, p_error_class text, p_at timestamp with time zone, p_dead boolean) RETURNS void
     LANGUAGE sql
     AS $$
-  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, fingerprint, frames,
-                                first_seen_at, last_seen_at, failures, dead, sample_event_id, status_at)
-  SELECT e.workspace_id, e.provider, e.event_type, p_error_class, 'destination:' || p_destination_id,
-         ARRAY['destination ' || p_destination_id || ' ' || d.name], p_at, p_at, 1,
-         CASE WHEN p_dead THEN 1 ELSE 0 END, e.id, p_at
+  SELECT wharf.count_into_issue(e.workspace_id, e.provider, e.event_type, p_error_class, 'destination:' || p_destination_id,
+                                ARRAY['destination ' || p_destination_id || ' ' || d.name], p_at, p_at, 1,
+                                CASE WHEN p_dead THEN 1 ELSE 0 END, e.id)
     FROM wharf.provider_event e, wharf.destination d
    WHERE e.id = p_event_id AND d.id = p_destination_id
-  ON CONFLICT (workspace_id, provider, event_type, error_class, fingerprint) DO UPDATE
-     SET last_seen_at    = greatest(i.last_seen_at, excluded.last_seen_at),
-         failures        = i.failures + 1,
-         dead            = i.dead + excluded.dead,
-         sample_event_id = excluded.sample_event_id,
-         status          = CASE WHEN i.status = 'resolved' THEN 'open' ELSE i.status END,
-         status_by       = CASE WHEN i.status = 'resolved' THEN NULL ELSE i.status_by END,
-         status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
-         reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
-         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END
 $$;
 
 --
@@ -2074,7 +2062,9 @@ CREATE FUNCTION wharf.count_failures_into_issues() RETURNS trigger
     AS $$
 DECLARE
   v_limit integer := wharf.setting_integer('issue_limit');
+  v_group record;
 BEGIN
+  FOR v_group IN
   WITH failed AS (
     SELECT e.workspace_id, e.provider, e.event_type, coalesce(a.error_class, a.ended) AS error_class,
            wharf.frames_fingerprint(a.frames) AS fingerprint, nullif(a.frames[1:3], '{}') AS frames,
@@ -2109,24 +2099,17 @@ BEGIN
            CASE WHEN k.issue_type = '*' THEN NULL ELSE k.frames END AS issue_frames
       FROM keyed k
   )
-  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, fingerprint, frames,
-                                first_seen_at, last_seen_at, failures, dead, sample_event_id, status_at)
   SELECT k.workspace_id, k.provider, k.issue_type, k.error_class, k.issue_fingerprint, k.issue_frames,
-         min(k.first_seen_at), max(k.last_seen_at),
-         sum(k.failures), sum(k.dead), max(k.sample_event_id), min(k.first_seen_at)
+         min(k.first_seen_at) AS first_seen_at, max(k.last_seen_at) AS last_seen_at,
+         sum(k.failures)::bigint AS failures, sum(k.dead)::bigint AS dead, max(k.sample_event_id) AS sample_event_id
     FROM placed k
    GROUP BY k.workspace_id, k.provider, k.issue_type, k.error_class, k.issue_fingerprint, k.issue_frames
    ORDER BY k.workspace_id, k.provider, k.issue_type, k.error_class, k.issue_fingerprint
-  ON CONFLICT (workspace_id, provider, event_type, error_class, fingerprint) DO UPDATE
-     SET last_seen_at    = greatest(i.last_seen_at, excluded.last_seen_at),
-         failures        = i.failures + excluded.failures,
-         dead            = i.dead + excluded.dead,
-         sample_event_id = excluded.sample_event_id,
-         status          = CASE WHEN i.status = 'resolved' THEN 'open' ELSE i.status END,
-         status_by       = CASE WHEN i.status = 'resolved' THEN NULL ELSE i.status_by END,
-         status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
-         reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
-         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END;
+  LOOP
+    PERFORM wharf.count_into_issue(v_group.workspace_id, v_group.provider, v_group.issue_type, v_group.error_class,
+                                   v_group.issue_fingerprint, v_group.issue_frames, v_group.first_seen_at,
+                                   v_group.last_seen_at, v_group.failures, v_group.dead, v_group.sample_event_id);
+  END LOOP;
 
   -- The same failures per workspace and minute (alert rates, metrics).
   INSERT INTO wharf.failure_minute AS m (workspace_id, minute, failed, dead)
@@ -2140,6 +2123,29 @@ BEGIN
      SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead;
   RETURN NULL;
 END $$;
+
+--
+-- Name: count_into_issue(bigint, text, text, text, text, text[], timestamp with time zone, timestamp with time zone, bigint, bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.count_into_issue(p_workspace_id bigint, p_provider text, p_event_type text, p_error_class text, p_fingerprint text, p_frames text[], p_first_seen_at timestamp with time zone, p_last_seen_at timestamp with time zone, p_failures bigint, p_dead bigint, p_sample_event_id bigint) RETURNS void
+    LANGUAGE sql
+    AS $$
+  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, fingerprint, frames,
+                                first_seen_at, last_seen_at, failures, dead, sample_event_id, status_at)
+  VALUES (p_workspace_id, p_provider, p_event_type, p_error_class, p_fingerprint, p_frames,
+          p_first_seen_at, p_last_seen_at, p_failures, p_dead, p_sample_event_id, p_first_seen_at)
+  ON CONFLICT (workspace_id, provider, event_type, error_class, fingerprint) DO UPDATE
+     SET last_seen_at    = greatest(i.last_seen_at, excluded.last_seen_at),
+         failures        = i.failures + excluded.failures,
+         dead            = i.dead + excluded.dead,
+         sample_event_id = excluded.sample_event_id,
+         status          = CASE WHEN i.status = 'resolved' THEN 'open' ELSE i.status END,
+         status_by       = CASE WHEN i.status = 'resolved' THEN NULL ELSE i.status_by END,
+         status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
+         reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
+         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END
+$$;
 
 --
 -- Name: create_alert_rule(bigint, text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -
@@ -3573,19 +3579,34 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*) INTO v_events, v_count
-    FROM (SELECT * FROM wharf.provider_event x
-           WHERE x.workspace_id = p_workspace_id
-             AND (p_before_id IS NULL OR x.id < p_before_id)
-             AND x.provider = v_issue.provider
-             AND (v_issue.event_type = '*' OR x.event_type = v_issue.event_type)
-             AND x.error_class = v_issue.error_class
-             AND (v_issue.event_type = '*'
-                  OR wharf.frames_fingerprint((SELECT h.frames FROM wharf.event_attempt h
-                                                WHERE h.event_id = x.id  -- by primary key
-                                                ORDER BY h.lease_epoch DESC LIMIT 1)) = v_issue.fingerprint)
-           ORDER BY x.id DESC
-           LIMIT p_limit + 1) e;
+  IF v_issue.fingerprint LIKE 'destination:%' THEN
+    SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*) INTO v_events, v_count
+      FROM (SELECT x.* FROM wharf.destination_delivery q
+              JOIN wharf.provider_event x ON x.id = q.event_id  -- by primary key
+             WHERE q.destination_id = substr(v_issue.fingerprint, length('destination:') + 1)::bigint
+               AND q.state IN ('QUEUED', 'LEASED', 'DEAD')  -- ix_destination_delivery_listing
+               AND q.error_class = v_issue.error_class
+               AND (p_before_id IS NULL OR q.event_id < p_before_id)
+               AND x.workspace_id = p_workspace_id
+               AND x.provider = v_issue.provider
+               AND (v_issue.event_type = '*' OR x.event_type = v_issue.event_type)
+             ORDER BY q.event_id DESC
+             LIMIT p_limit + 1) e;
+  ELSE
+    SELECT coalesce(jsonb_agg(wharf.event_summary(e) ORDER BY e.id DESC), '[]'), count(*) INTO v_events, v_count
+      FROM (SELECT * FROM wharf.provider_event x
+             WHERE x.workspace_id = p_workspace_id
+               AND (p_before_id IS NULL OR x.id < p_before_id)
+               AND x.provider = v_issue.provider
+               AND (v_issue.event_type = '*' OR x.event_type = v_issue.event_type)
+               AND x.error_class = v_issue.error_class
+               AND (v_issue.event_type = '*'
+                    OR wharf.frames_fingerprint((SELECT h.frames FROM wharf.event_attempt h
+                                                  WHERE h.event_id = x.id  -- by primary key
+                                                  ORDER BY h.lease_epoch DESC LIMIT 1)) = v_issue.fingerprint)
+             ORDER BY x.id DESC
+             LIMIT p_limit + 1) e;
+  END IF;
   IF v_count <= p_limit THEN
     RETURN jsonb_build_object('events', v_events, 'next_cursor', NULL);
   END IF;

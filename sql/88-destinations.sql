@@ -500,33 +500,6 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
    WHERE d.signing_secret IS NOT NULL AND d.state <> 'PAUSED' AND q.due IS NOT NULL
 $$;
 
--- Counts a failure of a delivery to destination p_destination_id into the
--- issues of its workspace (sql/97), grouped per destination (the fingerprint
--- 'destination:<id>') and class, opening or reopening the issue, so that the
--- alert rules on issues fire. Internal.
-CREATE OR REPLACE FUNCTION wharf.count_delivery_issue(
-  p_destination_id bigint, p_event_id bigint, p_error_class text, p_at timestamptz, p_dead boolean)
-RETURNS void
-LANGUAGE sql AS $$
-  INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, fingerprint, frames,
-                                first_seen_at, last_seen_at, failures, dead, sample_event_id, status_at)
-  SELECT e.workspace_id, e.provider, e.event_type, p_error_class, 'destination:' || p_destination_id,
-         ARRAY['destination ' || p_destination_id || ' ' || d.name], p_at, p_at, 1,
-         CASE WHEN p_dead THEN 1 ELSE 0 END, e.id, p_at
-    FROM wharf.provider_event e, wharf.destination d
-   WHERE e.id = p_event_id AND d.id = p_destination_id
-  ON CONFLICT (workspace_id, provider, event_type, error_class, fingerprint) DO UPDATE
-     SET last_seen_at    = greatest(i.last_seen_at, excluded.last_seen_at),
-         failures        = i.failures + 1,
-         dead            = i.dead + excluded.dead,
-         sample_event_id = excluded.sample_event_id,
-         status          = CASE WHEN i.status = 'resolved' THEN 'open' ELSE i.status END,
-         status_by       = CASE WHEN i.status = 'resolved' THEN NULL ELSE i.status_by END,
-         status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
-         reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
-         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END
-$$;
-
 -- Deliveries p_ids (LEASED under p_epochs) were answered 2xx, with
 -- p_statuses, in p_durations_ms, with p_responses: each DONE, recorded with
 -- its status, duration and (at most 1 KB of) body; their destinations'

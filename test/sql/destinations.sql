@@ -6,7 +6,7 @@
 -- retry, dead-letter, pause on 410 and open the breaker, which a probe
 -- closes; repeats answer as their first try; another workspace sees nothing.
 BEGIN;
-SELECT plan(123);
+SELECT plan(125);
 
 CREATE TEMP TABLE vars (name text PRIMARY KEY, value bigint);
 -- The suite runs through a plain client: what psql's; would keep, it keeps here.
@@ -187,6 +187,14 @@ SELECT ok((SELECT next_attempt_at BETWEEN now() + wharf.setting_interval('max_de
           'Retry-After is honoured up to max_delay');
 SELECT is((SELECT count(*) FROM pg_temp.claimed() c WHERE c.destination_id = pg_temp.v('app')), 0::bigint, 'a waiting head holds back its scope: nothing of s1 is handed out');
 SELECT is((SELECT failures FROM wharf.issue WHERE fingerprint = 'destination:' || pg_temp.v('app') AND error_class = 'HTTP503'), 1::bigint, 'the failure counts into an issue of its destination');
+SELECT is((SELECT array_agg((x ->> 'id')::bigint) FROM jsonb_array_elements(wharf.issue_events(1,
+             (SELECT id FROM wharf.issue WHERE fingerprint = 'destination:' || pg_temp.v('app') AND error_class = 'HTTP503')) -> 'events') x),
+          ARRAY[(SELECT event_id FROM wharf.destination_delivery WHERE id = pg_temp.v('k3'))],
+          'the destination''s issue lists the event whose delivery failed so, and no other');
+UPDATE wharf.issue SET status = 'resolved' WHERE fingerprint = 'destination:' || pg_temp.v('app') AND error_class = 'HTTP503';
+SELECT wharf.count_delivery_issue(pg_temp.v('app'), (SELECT event_id FROM wharf.destination_delivery WHERE id = pg_temp.v('k3')), 'HTTP503', clock_timestamp(), false);
+SELECT is((SELECT status || ' ' || failures || ' ' || reopened FROM wharf.issue WHERE fingerprint = 'destination:' || pg_temp.v('app') AND error_class = 'HTTP503'),
+          'open 2 1', 'a failure after the issue was resolved reopens it, as a handler''s does');
 SELECT is((SELECT status || ' ' || duration_ms || ' ' || response FROM wharf.delivery_attempt WHERE delivery_id = pg_temp.v('k3')), '503 40 busy', 'the attempt records status, duration and answer');
 
 -- a permanent failure is dead, replayed with its id
