@@ -2,7 +2,7 @@
 // opened before the fault (so that a full server or a held lock cannot keep
 // the injector out): a held snapshot, terminated backends, every free
 // connection slot taken, and an ACCESS EXCLUSIVE lock held as a careless
-// migration would.
+// migration would. The snapshot a pg_dump holds is in pg-dump.ts.
 import pg from 'pg';
 import type { FailoverPair } from './failover.js';
 import { sleep } from './load.js';
@@ -24,6 +24,8 @@ export const appNames = {
   producer: 'scenario_producer',
   monitor: 'scenario_monitor',
   fault: 'scenario_fault',
+  /** The pg_dump cell's dumps (pg-dump.ts): how the injector finds their backends. */
+  dump: 'scenario_dump',
 } as const;
 
 export function withApplicationName(url: string, name: string): string {
@@ -61,18 +63,28 @@ export interface Fault {
   title: string;
   /** Runs on a primary and synchronous standby of the cell's own (bench/scenarios/failover.ts), not on the shared server. */
   needsPair?: boolean;
+  /**
+   * Checks, before the run measures anything, what the fault needs of the
+   * machine (a pg_dump that can dump the server), so that a long run does
+   * not fail at its last cell.
+   */
+  preflight?(serverUrl: string): Promise<void>;
   /** Opens its sessions; nothing happens to the system yet. */
   prepare(context: FaultContext): Promise<{ begin(): Promise<RunningFault> }>;
 }
 
-async function session(url: string): Promise<pg.Client> {
+/** A session of the injector's: its application_name keeps it out of the backends the kills pick from. */
+export async function session(url: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: withApplicationName(url, appNames.fault) });
   client.on('error', () => {});
   await client.connect();
   return client;
 }
 
-export type SnapshotKind = 'idle-in-transaction' | 'repeatable-read';
+/** The snapshots a session of the injector's holds itself. */
+export type SessionSnapshotKind = 'idle-in-transaction' | 'repeatable-read';
+/** `pg-dump`: a real pg_dump of the system's database runs through the hold (pg-dump.ts). */
+export type SnapshotKind = SessionSnapshotKind | 'pg-dump';
 
 /**
  * A snapshot held for the whole fault. `idle-in-transaction`: a session that
@@ -82,7 +94,7 @@ export type SnapshotKind = 'idle-in-transaction' | 'repeatable-read';
  * transaction. Either keeps VACUUM from removing any row version that died
  * after it began, in that database.
  */
-export function heldSnapshot(kind: SnapshotKind): Fault {
+export function heldSnapshot(kind: SessionSnapshotKind): Fault {
   return {
     id: kind === 'idle-in-transaction' ? 'snapshot-idle' : 'snapshot-rr',
     title: kind === 'idle-in-transaction' ? 'a session idle in transaction' : 'a REPEATABLE READ reader',

@@ -5,6 +5,7 @@ import type { Environment } from '../environment.js';
 import { graphileLocalQueuePreset } from '../systems/graphile.js';
 import type { CellFigures } from './figures.js';
 import { totalDead } from './monitor.js';
+import { pgDumpArguments, pgDumpFaultId } from './pg-dump.js';
 import type { Cell, ScenarioRun } from './run-scenarios.js';
 import type { CellRun } from './rig.js';
 import type { ScenarioName, ScenarioSettings } from './settings.js';
@@ -14,6 +15,8 @@ const colors: Record<string, string> = { wharf: '#1f5fb4', graphile: '#e07b00' }
 const titles: Record<CellRun['scenario'], string> = {
   capacity: 'Capacity probe',
   snapshot: 'Held snapshot',
+  // Its cells are scenario `snapshot` (plans.ts): this names the family in types only.
+  'pg-dump': 'Held snapshot',
   kills: 'Killed backends',
   slots: 'Connection slots full',
   lock: 'A long lock',
@@ -229,8 +232,9 @@ function figureRows(cells: Cell[], settings: ScenarioSettings, naptimeS: number)
   return out;
 }
 
-function describeScale(settings: ScenarioSettings): string {
-  return `snapshot held ${seconds(settings.snapshotHoldMs)} (${settings.snapshotKinds.join(', ')}), ` +
+function describeScale(settings: ScenarioSettings, dumped: boolean): string {
+  return `snapshot held ${seconds(settings.snapshotHoldMs)} (${settings.snapshotKinds.join(', ')})` +
+    `${dumped ? `, a pg_dump through the hold of a database of ${num(settings.dumpRows)} handled rows` : ''}, ` +
     `kills every ${seconds(settings.killEveryMs)} for ${seconds(settings.killForMs)}, slots full ${seconds(settings.slotsForMs)}, ` +
     `lock held ${seconds(settings.lockForMs)}, load after a failover ${seconds(settings.failoverForMs)}; warm-up ${seconds(settings.warmupMs)}, baseline ${seconds(settings.baselineMs)}, ` +
     `recovery ${seconds(settings.afterMs)} (after a snapshot: until dead tuples are back, at most ${seconds(Math.max(settings.afterMs, settings.snapshotAfterMs))})`;
@@ -245,10 +249,11 @@ export function renderMarkdown(
 ): string {
   const { settings } = run;
   const naptimeS = Number.parseFloat(server.settings.autovacuum_naptime ?? '60') || 60;
+  const dumped = run.cells.some((cell) => cell.run.faultId === pgDumpFaultId);
   const out: string[] = [];
   out.push('# Wharf under database faults, beside graphile-worker', '');
   out.push(`Run ${run.startedAt.toISOString()} → ${run.finishedAt.toISOString()} with \`${command}\`.`, '');
-  out.push(`**Scale: ${settings.scale}** — ${describeScale(settings)}.` +
+  out.push(`**Scale: ${settings.scale}** — ${describeScale(settings, dumped)}.` +
     (settings.scale === 'full' ? '' : ' The issue\'s full scale (snapshot held 10 min, kills every 2 s for 5 min, slots full 60 s, ' +
       'lock 30 s) is `npm run scenarios -- --scale full`; figures at this scale are not the full run\'s.'), '');
 
@@ -287,6 +292,20 @@ export function renderMarkdown(
       'The time to the first event handled on the new primary is from the fault to the first last-step row written after the old ' +
       'primary was down; the promotion\'s own time is in it, and is shown beside it.');
   }
+  if (dumped) {
+    out.push(`- The pg_dump cell (a held snapshot as a nightly backup holds one): before it, each system's database is given ` +
+      `${num(settings.dumpRows)} handled deliveries of the run's scopes with the run's payload, set-based (INSERT … SELECT over ` +
+      'generate_series), then VACUUM (ANALYZE) and a CHECKPOINT. Wharf keeps them as it keeps what it handled, DONE rows of ' +
+      '`wharf.provider_event` within the replay window (its retention purges none during the run); graphile-worker deletes a job ' +
+      'once done, so its history is where an application keeps one, a table of its own beside graphile-worker\'s schema ' +
+      '(`public.scenario_job_history`, one row per completed job, the same payload): the two databases dump about the same bytes ' +
+      '(the dumps\' sizes are in the fault row; the databases\' sizes beside them count indexes too, which a dump does not read). ' +
+      'The table sizes and dead tuples below are of each system\'s own schema: Wharf\'s include its history, graphile-worker\'s ' +
+      `do not. Through the hold runs \`pg_dump ${pgDumpArguments.join(' ')}\` of the system's whole database, its archive ` +
+      'counted (`wc -c`) and thrown away (uncompressed, so that zlib in the client, which shares these cores, is not part of the ' +
+      'fault); a dump that ends before the hold does is followed at once by another (the fault row counts them, the horizon ' +
+      'moving forward at each), and the one running when the hold ends is killed.');
+  }
   out.push('- Claim time: each worker process times its system\'s claim statement from the call to the answer ' +
     '(`wharf.claim`; graphile-worker\'s `get_job` batch, `FOR UPDATE SKIP LOCKED`), lock waits included. ' +
     'Dead tuples and sizes: `pg_stat_user_tables.n_dead_tup` and `pg_total_relation_size` of the system\'s schema, once a second.');
@@ -319,10 +338,13 @@ export function renderMarkdown(
 
   out.push('## How to run', '');
   out.push('```');
-  out.push('npm run scenarios                          # the issue\'s full scale (about 80 minutes for both systems)');
+  out.push('npm run scenarios                          # the issue\'s full scale (about 80 minutes for both systems, and about ' +
+    'half an hour more for the pg_dump cell)');
   out.push('npm run scenarios -- --scale reduced       # the same faults, shorter (about 30 minutes)');
   out.push('npm run scenarios -- --scale short         # seconds each: what the CI test runs');
   out.push('npm run scenarios -- --only snapshot --snapshot-hold 10m --systems wharf');
+  out.push('npm run scenarios -- --only snapshot,pg-dump            # the three held snapshots, a pg_dump through the hold among them');
+  out.push('npm run scenarios -- --only pg-dump --dump-rows 20000   # the pg_dump cell on a small database');
   out.push('npm run scenarios -- --only switchover,crash   # each cell on a primary and synchronous standby of its own');
   out.push('npm run scenarios -- --server-url postgres://…   # run on that server (its every free slot gets taken)');
   out.push('```');

@@ -29,6 +29,8 @@ export interface CellPlan {
   untilDeadTuplesBack: boolean;
   /** Every scope sends back to back instead of at the settings' rate (the capacity probe). */
   saturate?: boolean;
+  /** Handled rows the system's database is given before its processes start (the pg_dump cell: history.ts). */
+  historyRows?: number;
 }
 
 export interface Checks {
@@ -101,6 +103,11 @@ export async function runCell(
   try {
     await createEffectTable(db.pool);
     await system.setup(db, settings);
+    if (plan.historyRows !== undefined && plan.historyRows > 0) {
+      const began = Date.now();
+      await system.loadHistory(db, plan.historyRows, settings);
+      log(`  ${system.label}: ${plan.historyRows.toLocaleString('en-US')} handled rows of history loaded in ${((Date.now() - began) / 1000).toFixed(0)} s`);
+    }
 
     const claims: Array<[number, number]> = [];
     // Set when the load starts: claims made before it (the workers' first) are not kept.

@@ -45,6 +45,8 @@ export async function runScenarios(
   const startedAt = new Date();
   const loadAtStart = loadavg()[0] ?? Number.NaN;
   const cells: Cell[] = [];
+  const planned = settings.scenarios.flatMap((scenario) => plansOf(scenario, settings));
+  for (const fault of new Map(planned.map((plan) => [plan.fault.id, plan.fault])).values()) await fault.preflight?.(serverUrl);
   let capacity: CapacityProbe[] | undefined;
   if (settings.loadShare !== undefined) {
     capacity = [];
@@ -59,8 +61,12 @@ export async function runScenarios(
     settings = { ...settings, rate: Math.max(1, Math.round(settings.loadShare * slowest)) };
     log(`offering ${settings.rate} deliveries/s: ${settings.loadShare} × the slower capacity, ${slowest.toFixed(0)}/s`);
   }
+  // `--only snapshot,pg-dump --snapshot-kinds pg-dump` names the pg_dump cell twice: it runs once.
+  const ran = new Set<string>();
   for (const scenario of settings.scenarios) {
     for (const plan of plansOf(scenario, settings)) {
+      if (ran.has(plan.fault.id)) continue;
+      ran.add(plan.fault.id);
       log(`${scenario}: ${plan.fault.title}`);
       for (const name of settings.systems) {
         const run = await runCell(plan, systems[name], settings, serverUrl, log);

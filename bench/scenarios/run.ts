@@ -4,6 +4,8 @@
 //   npm run scenarios                                the issue's full scale
 //   npm run scenarios -- --scale reduced             the same, shorter
 //   npm run scenarios -- --only kills,lock --systems wharf --kill-for 2m
+//   npm run scenarios -- --only snapshot,pg-dump     the three held snapshots, a pg_dump's among them
+//   npm run scenarios -- --only pg-dump --dump-rows 20000 --snapshot-hold 20s   a small pg_dump cell
 //   npm run scenarios -- --save run.json       keep what was measured; --render run.json writes the report again from it
 import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -36,12 +38,14 @@ const durations: Record<string, DurationKey> = {
   'failover-for': 'failoverForMs', 'capacity-probe': 'capacityProbeMs',
   'receiver-deadline': 'receiverDeadlineMs', 'retry-cap': 'retryCapMs', 'drain-timeout': 'drainTimeoutMs', hang: 'hangMs',
 };
-const integers = { rate: 'rate', scopes: 'scopes', workers: 'workers', concurrency: 'concurrency', 'local-queue': 'localQueue' } as const;
-const snapshotKinds: readonly SnapshotKind[] = ['idle-in-transaction', 'repeatable-read'];
+const integers = {
+  rate: 'rate', scopes: 'scopes', workers: 'workers', concurrency: 'concurrency', 'local-queue': 'localQueue', 'dump-rows': 'dumpRows',
+} as const;
+const snapshotKinds: readonly SnapshotKind[] = ['idle-in-transaction', 'repeatable-read', 'pg-dump'];
 
 const program = new Command('scenarios')
-  .description('Wharf beside graphile-worker under database faults: a held snapshot, killed backends, full connection slots, a long lock, ' +
-    'a planned switchover and a crash failover to a synchronous standby')
+  .description('Wharf beside graphile-worker under database faults: a held snapshot (a pg_dump\'s among them), killed backends, ' +
+    'full connection slots, a long lock, a planned switchover and a crash failover to a synchronous standby')
   .addOption(new Option('--scale <scale>', 'sizes to start from').choices(Object.keys(scales)).default('full'))
   .option('--only <scenarios>', `comma-separated subset of ${scenarioNames.join(',')}`, listOf(scenarioNames, 'scenario'))
   .option('--systems <systems>', `comma-separated subset of ${systemNames.join(',')}`, listOf(systemNames, 'system'))
@@ -62,7 +66,9 @@ for (const [flag, key] of Object.entries(durations)) {
   program.addOption(new Option(`--${flag} <duration>`, `override ${key} (e.g. 500ms, 30s, 10m)`).argParser(parseDuration));
 }
 for (const [flag, key] of Object.entries(integers)) {
-  program.addOption(new Option(`--${flag} <n>`, `override ${key}`).argParser(key === 'localQueue'
+  const description = key === 'dumpRows'
+    ? `handled rows each system's database holds before the pg_dump cell (${scales.full.dumpRows} at full scale)` : `override ${key}`;
+  program.addOption(new Option(`--${flag} <n>`, description).argParser(key === 'localQueue'
     ? (value: string) => (value === '0' ? 0 : positiveInteger(value)) : positiveInteger));
 }
 program.parse();

@@ -10,6 +10,7 @@ import type { ScratchDatabase } from '../../cli/scratch-database.js';
 import { migrateGraphile } from '../systems/graphile.js';
 import { setupWharfInstallation, subjectOf } from '../systems/wharf-inbox.js';
 import { startScript, type ScenarioProcess } from './child-process.js';
+import { loadGraphileHistory, loadWharfHistory } from './history.js';
 import { appNames, withApplicationName, type SystemSurface } from './faults.js';
 import { graphileSender, receiverSender, type Acknowledged, type Send } from './load.js';
 import type { ScenarioSettings, SystemName } from './settings.js';
@@ -30,6 +31,8 @@ export interface ScenarioSystem {
   schemas: string[];
   surface: SystemSurface;
   setup(db: ScratchDatabase, settings: ScenarioSettings): Promise<void>;
+  /** `rows` handled deliveries of history, as the system keeps them (history.ts). */
+  loadHistory(db: ScratchDatabase, rows: number, settings: ScenarioSettings): Promise<void>;
   startAdmission(db: ScratchDatabase, settings: ScenarioSettings): Promise<Admission>;
   /** Acknowledged deliveries without their row (graphile-worker: without their job or their business row). */
   missingRows(db: ScratchDatabase, acknowledged: readonly Acknowledged[]): Promise<number | undefined>;
@@ -52,6 +55,9 @@ export const wharfSystem: ScenarioSystem = {
   },
   async setup(db, settings) {
     await setupWharfInstallation(db.pool, settings.scopes);
+  },
+  async loadHistory(db, rows, settings) {
+    await loadWharfHistory(db.pool, rows, settings.scopes);
   },
   async startAdmission(db, settings) {
     const secret = randomBytes(16).toString('hex');
@@ -97,6 +103,9 @@ export const graphileSystem: ScenarioSystem = {
   },
   async setup(db) {
     await migrateGraphile(db.url);
+  },
+  async loadHistory(db, rows, settings) {
+    await loadGraphileHistory(db.pool, rows, settings.scopes);
   },
   async startAdmission(db) {
     const pool = new pg.Pool({ connectionString: withApplicationName(db.url, appNames.producer), max: 16 });
