@@ -2061,8 +2061,9 @@ CREATE FUNCTION wharf.count_failures_into_issues() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 DECLARE
-  v_limit integer := wharf.setting_integer('issue_limit');
-  v_group record;
+  v_limit  integer := wharf.setting_integer('issue_limit');
+  v_group  record;
+  v_minute record;
 BEGIN
   FOR v_group IN
   WITH failed AS (
@@ -2112,17 +2113,32 @@ BEGIN
   END LOOP;
 
   -- The same failures per workspace and minute (alert rates, metrics).
-  INSERT INTO wharf.failure_minute AS m (workspace_id, minute, failed, dead)
-  SELECT e.workspace_id, date_trunc('minute', a.ended_at), count(*), count(*) FILTER (WHERE e.state = 'DEAD')
-    FROM attempts_added a
-    JOIN wharf.provider_event e ON e.id = a.event_id
-   WHERE a.ended <> 'released'
-   GROUP BY 1, 2
-   ORDER BY 1, 2
-  ON CONFLICT (workspace_id, minute) DO UPDATE
-     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead;
+  FOR v_minute IN
+    SELECT e.workspace_id, date_trunc('minute', a.ended_at) AS minute, count(*) AS failed,
+           count(*) FILTER (WHERE e.state = 'DEAD') AS dead
+      FROM attempts_added a
+      JOIN wharf.provider_event e ON e.id = a.event_id
+     WHERE a.ended <> 'released'
+     GROUP BY 1, 2
+     ORDER BY 1, 2
+  LOOP
+    PERFORM wharf.count_into_failure_minute(v_minute.workspace_id, v_minute.minute, v_minute.failed, v_minute.dead);
+  END LOOP;
   RETURN NULL;
 END $$;
+
+--
+-- Name: count_into_failure_minute(bigint, timestamp with time zone, bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
+--
+
+CREATE FUNCTION wharf.count_into_failure_minute(p_workspace_id bigint, p_minute timestamp with time zone, p_failed bigint, p_dead bigint) RETURNS void
+    LANGUAGE sql
+    AS $$
+  INSERT INTO wharf.failure_minute AS m (workspace_id, minute, failed, dead)
+  VALUES (p_workspace_id, p_minute, p_failed, p_dead)
+  ON CONFLICT (workspace_id, minute) DO UPDATE
+     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead
+$$;
 
 --
 -- Name: count_into_issue(bigint, text, text, text, text, text[], timestamp with time zone, timestamp with time zone, bigint, bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
@@ -3113,7 +3129,7 @@ BEGIN
     RAISE EXCEPTION 'wharf.fail_delivery: error_class must be a class name, not free text' USING ERRCODE = '22023';
   END IF;
 
-  SELECT q.destination_id, q.event_id, q.attempt, q.leased_by, q.leased_at, q.transient_since, q.ordered, q.scope_key
+  SELECT q.destination_id, q.event_id, q.workspace_id, q.attempt, q.leased_by, q.leased_at, q.transient_since, q.ordered, q.scope_key
     INTO v_row
     FROM wharf.destination_delivery q
    WHERE q.id = p_id AND q.lease_epoch = p_epoch AND q.state = 'LEASED'
@@ -3178,6 +3194,8 @@ BEGIN
   IF p_kind <> 'gone' THEN
     PERFORM wharf.count_delivery_issue(v_row.destination_id, v_row.event_id, p_error_class, v_now, v_dead);
   END IF;
+  -- A dead delivery is a dead letter as a handler's is: the dead-letter rate counts it (sql/97).
+  PERFORM wharf.count_into_failure_minute(v_row.workspace_id, date_trunc('minute', v_now), 1, CASE WHEN v_dead THEN 1 ELSE 0 END);
   IF v_dead AND v_row.ordered THEN
     PERFORM wharf.promote_next_delivery(v_row.destination_id, v_row.scope_key);
   END IF;

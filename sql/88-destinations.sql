@@ -623,7 +623,7 @@ BEGIN
     RAISE EXCEPTION 'wharf.fail_delivery: error_class must be a class name, not free text' USING ERRCODE = '22023';
   END IF;
 
-  SELECT q.destination_id, q.event_id, q.attempt, q.leased_by, q.leased_at, q.transient_since, q.ordered, q.scope_key
+  SELECT q.destination_id, q.event_id, q.workspace_id, q.attempt, q.leased_by, q.leased_at, q.transient_since, q.ordered, q.scope_key
     INTO v_row
     FROM wharf.destination_delivery q
    WHERE q.id = p_id AND q.lease_epoch = p_epoch AND q.state = 'LEASED'
@@ -688,6 +688,8 @@ BEGIN
   IF p_kind <> 'gone' THEN
     PERFORM wharf.count_delivery_issue(v_row.destination_id, v_row.event_id, p_error_class, v_now, v_dead);
   END IF;
+  -- A dead delivery is a dead letter as a handler's is: the dead-letter rate counts it (sql/97).
+  PERFORM wharf.count_into_failure_minute(v_row.workspace_id, date_trunc('minute', v_now), 1, CASE WHEN v_dead THEN 1 ELSE 0 END);
   IF v_dead AND v_row.ordered THEN
     PERFORM wharf.promote_next_delivery(v_row.destination_id, v_row.scope_key);
   END IF;

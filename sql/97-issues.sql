@@ -53,6 +53,21 @@ LANGUAGE sql AS $$
          reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END
 $$;
 
+-- Counts p_failed failures, p_dead of them dead letters, into workspace
+-- p_workspace_id's minute p_minute (wharf.failure_minute: the dead-letter
+-- rate's alerts, the failure chart, the metrics): a handler's failed or
+-- expired lease (below) and a failed delivery to a destination (sql/88)
+-- alike. Internal.
+CREATE OR REPLACE FUNCTION wharf.count_into_failure_minute(
+  p_workspace_id bigint, p_minute timestamptz, p_failed bigint, p_dead bigint)
+RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO wharf.failure_minute AS m (workspace_id, minute, failed, dead)
+  VALUES (p_workspace_id, p_minute, p_failed, p_dead)
+  ON CONFLICT (workspace_id, minute) DO UPDATE
+     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead
+$$;
+
 -- Counts a failure of a delivery to destination p_destination_id into the
 -- issues of its workspace, grouped per destination (the fingerprint
 -- 'destination:<id>') and class, opening or reopening the issue, so that the
@@ -74,8 +89,9 @@ $$;
 CREATE OR REPLACE FUNCTION wharf.count_failures_into_issues() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_limit integer := wharf.setting_integer('issue_limit');
-  v_group record;
+  v_limit  integer := wharf.setting_integer('issue_limit');
+  v_group  record;
+  v_minute record;
 BEGIN
   FOR v_group IN
   WITH failed AS (
@@ -125,15 +141,17 @@ BEGIN
   END LOOP;
 
   -- The same failures per workspace and minute (alert rates, metrics).
-  INSERT INTO wharf.failure_minute AS m (workspace_id, minute, failed, dead)
-  SELECT e.workspace_id, date_trunc('minute', a.ended_at), count(*), count(*) FILTER (WHERE e.state = 'DEAD')
-    FROM attempts_added a
-    JOIN wharf.provider_event e ON e.id = a.event_id
-   WHERE a.ended <> 'released'
-   GROUP BY 1, 2
-   ORDER BY 1, 2
-  ON CONFLICT (workspace_id, minute) DO UPDATE
-     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead;
+  FOR v_minute IN
+    SELECT e.workspace_id, date_trunc('minute', a.ended_at) AS minute, count(*) AS failed,
+           count(*) FILTER (WHERE e.state = 'DEAD') AS dead
+      FROM attempts_added a
+      JOIN wharf.provider_event e ON e.id = a.event_id
+     WHERE a.ended <> 'released'
+     GROUP BY 1, 2
+     ORDER BY 1, 2
+  LOOP
+    PERFORM wharf.count_into_failure_minute(v_minute.workspace_id, v_minute.minute, v_minute.failed, v_minute.dead);
+  END LOOP;
   RETURN NULL;
 END $$;
 

@@ -6,7 +6,7 @@
 -- retry, dead-letter, pause on 410 and open the breaker, which a probe
 -- closes; repeats answer as their first try; another workspace sees nothing.
 BEGIN;
-SELECT plan(125);
+SELECT plan(126);
 
 CREATE TEMP TABLE vars (name text PRIMARY KEY, value bigint);
 -- The suite runs through a plain client: what psql's; would keep, it keeps here.
@@ -200,7 +200,10 @@ SELECT is((SELECT status || ' ' || duration_ms || ' ' || response FROM wharf.del
 -- a permanent failure is dead, replayed with its id
 SELECT pg_temp.put('k4', q.id), pg_temp.put('k4_epoch', q.lease_epoch) FROM wharf.destination_delivery q JOIN wharf.provider_event e ON e.id = q.event_id
  WHERE q.destination_id = pg_temp.v('app') AND e.delivery_key = 'k4';
+SELECT pg_temp.put('minute_dead', coalesce((SELECT sum(dead) FROM wharf.failure_minute WHERE workspace_id = 1), 0)::bigint);
 SELECT is(wharf.fail_delivery(pg_temp.v('k4'), pg_temp.v('k4_epoch'), 'permanent', 'HTTP400', 400, 3, NULL), 'DEAD', 'a permanent failure is a dead letter');
+SELECT is((SELECT sum(dead) FROM wharf.failure_minute WHERE workspace_id = 1)::bigint, pg_temp.v('minute_dead') + 1,
+          '... counted in its workspace''s minute, so the dead-letter rate''s alerts see it');
 SELECT is(wharf.count_dead_deliveries(1, pg_temp.v('app'), '{"error_class": "HTTP400"}'), 1::bigint, 'counted for a bulk replay');
 SELECT ok(NOT wharf.replay_delivery(2, pg_temp.v('k4'), 'eve'), 'another workspace cannot replay it');
 SELECT ok(wharf.replay_delivery(1, pg_temp.v('k4'), 'ops'), 'the workspace replays it');
