@@ -25,9 +25,9 @@
 // into a table no one updates.
 import pg from 'pg';
 import { withBenchDatabase, type BenchDatabase } from './databases.js';
+import { explained, medianCost, type Cost } from './explained.js';
 import { makePayload } from './payload.js';
 import { githubSource, installationRoute, loadWharfBacklog, setupWharfInstallation, subjectOf } from './systems/wharf-inbox.js';
-import { summarize } from './stats.js';
 
 const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const steps = (process.argv[2] ?? '10000,100000').split(',').map(Number);
@@ -35,29 +35,6 @@ const scopes = 200;
 const backlog = 20_000;
 const calls = 15;
 const claimSize = 8;
-
-interface Cost {
-  ms: number;
-  buffers: number;
-}
-
-interface ExplainNode {
-  'Shared Hit Blocks': number;
-  'Shared Read Blocks': number;
-}
-
-/** One statement's execution time and the buffers it touched, from EXPLAIN (ANALYZE, BUFFERS). */
-async function explained(client: pg.PoolClient, sql: string): Promise<Cost> {
-  const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: ExplainNode; 'Execution Time': number }] }>(
-    `EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, COSTS OFF, FORMAT JSON) ${sql}`);
-  const [plan] = rows[0]!['QUERY PLAN'];
-  return { ms: plan['Execution Time'], buffers: plan.Plan['Shared Hit Blocks'] + plan.Plan['Shared Read Blocks'] };
-}
-
-const median = (costs: Cost[]): Cost => ({
-  ms: summarize(costs.map((cost) => cost.ms)).median,
-  buffers: summarize(costs.map((cost) => cost.buffers)).median,
-});
 
 /**
  * Medians over `calls` transactions, each rolled back, of `sql` run twice in
@@ -76,7 +53,7 @@ async function measure(db: BenchDatabase, sql: string): Promise<{ first: Cost; s
       second.push(await explained(client, sql));
       await client.query('ROLLBACK');
     }
-    return { first: median(first), second: median(second) };
+    return { first: medianCost(first), second: medianCost(second) };
   } finally {
     // Its claim line must not outlive the measurement (the next starts afresh).
     client.release(true);

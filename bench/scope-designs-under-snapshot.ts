@@ -29,7 +29,7 @@
 // transaction rolled back; medians of 15.
 import type pg from 'pg';
 import { withBenchDatabase, type BenchDatabase } from './databases.js';
-import { summarize } from './stats.js';
+import { explained, medianCost, type Cost } from './explained.js';
 
 const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const steps = (process.argv[2] ?? '10000,100000').split(',').map(Number);
@@ -175,23 +175,6 @@ const schemaOf: Record<Design, string> = {
     END $f$;`,
 };
 
-interface Cost {
-  ms: number;
-  buffers: number;
-}
-
-interface ExplainNode {
-  'Shared Hit Blocks': number;
-  'Shared Read Blocks': number;
-}
-
-async function explained(client: pg.PoolClient, sql: string): Promise<Cost> {
-  const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: ExplainNode; 'Execution Time': number }] }>(
-    `EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, COSTS OFF, FORMAT JSON) ${sql}`);
-  const [plan] = rows[0]!['QUERY PLAN'];
-  return { ms: plan['Execution Time'], buffers: plan.Plan['Shared Hit Blocks'] + plan.Plan['Shared Read Blocks'] };
-}
-
 /** Medians over `calls` transactions, each rolled back, so that every call sees the same state. */
 async function measure(db: BenchDatabase, sql: string): Promise<Cost> {
   const client = await db.pool.connect();
@@ -202,7 +185,7 @@ async function measure(db: BenchDatabase, sql: string): Promise<Cost> {
       costs.push(await explained(client, sql));
       await client.query('ROLLBACK');
     }
-    return { ms: summarize(costs.map((c) => c.ms)).median, buffers: summarize(costs.map((c) => c.buffers)).median };
+    return medianCost(costs);
   } finally {
     client.release();
   }
