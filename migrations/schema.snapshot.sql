@@ -1452,11 +1452,16 @@ DECLARE
   v_lease      interval := wharf.setting_interval('lease');
   v_window     integer;
   v_candidates text[];
+  v_candidate_rows tid[];
   v_parked     integer;
   v_ids        bigint[];
   v_scopes     text[];
+  v_rows       tid[];
   v_all_ids    bigint[] := ARRAY[]::bigint[];
   v_all_scopes text[] := ARRAY[]::text[];
+  v_all_rows   tid[] := ARRAY[]::tid[];
+  v_marked     text[];
+  v_index_scans text := current_setting('enable_indexscan');
   v_handles    text := md5(coalesce(p_handles::text, '*'));
   v_line       text[] := string_to_array(current_setting('wharf.claim_line', true), '/');
   v_floor      timestamptz := '-infinity'::timestamptz;
@@ -1496,11 +1501,13 @@ BEGIN
   END IF;
 
   FOR v_round IN 1..4 LOOP
-    SELECT array_agg(c.scope_key ORDER BY c.ready_at, c.head_id), min(c.ready_at) INTO v_candidates, v_oldest
-      FROM (SELECT c.scope_key, c.ready_at, c.head_id
+    SELECT array_agg(c.scope_key ORDER BY c.ready_at, c.head_id), array_agg(c.row_id ORDER BY c.ready_at, c.head_id),
+           min(c.ready_at)
+      INTO v_candidates, v_candidate_rows, v_oldest
+      FROM (SELECT c.scope_key, c.ready_at, c.head_id, c.row_id
               FROM wharf.claimable_kinds_since(v_floor) k(kind)
               CROSS JOIN LATERAL (
-                SELECT s.scope_key, s.ready_at, s.head_id FROM wharf.scope s
+                SELECT s.scope_key, s.ready_at, s.head_id, s.ctid AS row_id FROM wharf.scope s
                  WHERE s.head_id IS NOT NULL AND s.leased_id IS NULL AND s.active
                    AND s.head_kind = k.kind
                    AND s.ready_at >= v_floor
@@ -1519,20 +1526,24 @@ BEGIN
     END IF;
     EXIT WHEN v_candidates IS NULL;
 
-    -- Each candidate is looked up by its key in a subquery of its own (LIMIT 1
-    -- keeps the planner from flattening it): a plan over stale statistics
-    -- (an empty scope table analyzed) must never scan the scopes per
-    -- candidate. The nested loop runs the candidates in their order and the
-    -- LIMIT stops it after p_max locked heads, so no more rows are locked
-    -- than are leased.
-    SELECT array_agg(h.id ORDER BY h.n), array_agg(h.scope_key ORDER BY h.n) INTO v_ids, v_scopes
-      FROM (SELECT l.id, l.scope_key, c.n
-              FROM unnest(v_candidates) WITH ORDINALITY AS c(scope_key, n)
+    -- Each candidate is fetched at the row version the line showed (its
+    -- ctid), in a subquery of its own (LIMIT 1 keeps the planner from
+    -- flattening it), not looked up by its key: under a snapshot held open,
+    -- the key's index entries lead to every version of the row the snapshot
+    -- keeps, two per event served (bench/RESULTS.md §7b). A row changed
+    -- since the line was read is followed to its newest version by the lock
+    -- and checked again, or passed over as a locked one is. The nested loop
+    -- runs the candidates in their order and the LIMIT stops it after p_max
+    -- locked heads, so no more rows are locked than are leased.
+    SELECT array_agg(h.id ORDER BY h.n), array_agg(h.scope_key ORDER BY h.n), array_agg(h.row_id ORDER BY h.n)
+      INTO v_ids, v_scopes, v_rows
+      FROM (SELECT l.id, l.scope_key, l.row_id, c.n
+              FROM unnest(v_candidates, v_candidate_rows) WITH ORDINALITY AS c(scope_key, row_id, n)
               CROSS JOIN LATERAL (
-                SELECT e.id, s.scope_key
+                SELECT e.id, s.scope_key, s.ctid AS row_id
                   FROM wharf.scope s
                   JOIN wharf.provider_event e ON e.id = s.head_id
-                 WHERE s.scope_key = c.scope_key
+                 WHERE s.ctid = c.row_id AND s.scope_key = c.scope_key
                    -- `IS NOT FALSE`: as in the parking below.
                    AND s.leased_id IS NULL AND s.active IS NOT FALSE AND s.ready_at <= v_now
                    AND NOT s.scope_key = ANY (v_all_scopes)  -- locked by an earlier round
@@ -1569,7 +1580,8 @@ BEGIN
                      FROM wharf.scope p
                      JOIN wharf.provider_event e ON e.id = p.head_id
                      JOIN wharf.connection x ON x.id = e.connection_id
-                    WHERE p.scope_key = c.scope_key AND NOT p.scope_key = ANY (v_all_scopes)
+                    -- Not a scope this round locked to lease: its row must stay where statement three finds it.
+                    WHERE p.scope_key = c.scope_key AND NOT p.scope_key = ANY (v_all_scopes || coalesce(v_scopes, '{}'))
                       -- `IS NOT FALSE` (active is NOT NULL): ix_scope_claim's whole predicate
                       -- would offer the planner that index, which has no scope_key.
                       AND p.active IS NOT FALSE AND p.leased_id IS NULL AND x.state = 'PAUSED'
@@ -1583,6 +1595,7 @@ BEGIN
     END IF;
     v_all_ids := v_all_ids || coalesce(v_ids, '{}');
     v_all_scopes := v_all_scopes || coalesce(v_scopes, '{}');
+    v_all_rows := v_all_rows || coalesce(v_rows, '{}');
     -- Short because of what it parked: look again (what it locked stays locked).
     EXIT WHEN v_parked = 0 OR cardinality(v_all_ids) >= p_max;
   END LOOP;
@@ -1592,12 +1605,32 @@ BEGIN
   v_ids := v_all_ids;
   v_scopes := v_all_scopes;
 
-  UPDATE wharf.scope s
-     SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at, head_kind = n.kind
-    FROM unnest(v_ids, v_scopes) AS h(id, scope_key)
-    LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
-   WHERE s.scope_key = h.scope_key
-     AND s.scope_key = ANY (v_scopes);  -- by key, whatever the statistics say of wharf.scope
+  -- The scope rows locked above, at the versions locked (no one else can
+  -- have moved them since). By key only should one have moved after all,
+  -- so that no event is leased without its scope's mark. Index scans are
+  -- off for this statement alone: over statistics of an empty scope table
+  -- (analyzed while empty) the planner prices a walk of the whole primary
+  -- key below the TID scan of the rows it is given (the plan is cached with
+  -- it; next_in_scope's index has no alternative, so it keeps its index).
+  PERFORM set_config('enable_indexscan', 'off', true);
+  WITH marked AS (
+    UPDATE wharf.scope s
+       SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at, head_kind = n.kind
+      FROM unnest(v_ids, v_scopes, v_all_rows) AS h(id, scope_key, row_id)
+      LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
+     WHERE s.ctid = h.row_id AND s.scope_key = h.scope_key
+    RETURNING s.scope_key)
+  SELECT array_agg(scope_key) INTO v_marked FROM marked;
+  PERFORM set_config('enable_indexscan', v_index_scans, true);
+  IF cardinality(v_marked) IS DISTINCT FROM cardinality(v_scopes) THEN
+    UPDATE wharf.scope s
+       SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at, head_kind = n.kind
+      FROM unnest(v_ids, v_scopes) AS h(id, scope_key)
+      LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
+     WHERE s.scope_key = h.scope_key
+       AND s.scope_key = ANY (v_scopes) AND NOT s.scope_key = ANY (coalesce(v_marked, '{}'))  -- by key
+       AND s.leased_id IS NULL;
+  END IF;
 
   PERFORM set_config('wharf.keeping_scopes', 'on', true);
   RETURN QUERY

@@ -1,7 +1,8 @@
 // The claim line's floor (sql/30-claim-lease.sql): a claim starts where its
 // session's last claim with the same handles saw the oldest due head, so that
 // under a held snapshot it passes over the dead index entries of served heads
-// inside the index; a head that becomes claimable below the floor is served
+// inside the index (and it fetches its candidates' scope rows at the versions
+// the line showed, not by key); a head that becomes claimable below the floor is served
 // at the next read of the line from its start, at most ten seconds later.
 // Time is pinned by writing the session's line (wharf.claim_line) directly,
 // never waited for; the index walk is judged by the index entries it read,
@@ -155,5 +156,26 @@ describe('the claim line\'s floor', () => {
     // the line); from the floor only the second's worth below the oldest head.
     expect(fromTheStart).toBeGreaterThanOrEqual(scopes * rounds);
     expect(fromTheFloor).toBeLessThan(fromTheStart / 10);
+  });
+
+  it('locks and marks its candidates\' scope rows at the versions the line showed, never walking by key the versions a held snapshot keeps', async () => {
+    const ids = await admitEvents(db.pool, Array.from({ length: 20 }, (_, n) => ({ scope: `floor:versions-${n}` })));
+    await db.pool.query(`UPDATE wharf.scope SET ready_at = ready_at - interval '1 hour' WHERE head_id = ANY ($1::bigint[])`, [ids]);
+    const holder = await session();
+    await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    await holder.query('SELECT count(*) FROM wharf.scope');
+    // 100 versions of each scope row, none heap-only (ready_at is in the claim
+    // line), each with its entry in the primary key: a lookup by key visits them all.
+    for (let round = 0; round < 100; round += 1) {
+      await db.pool.query(`UPDATE wharf.scope SET ready_at = ready_at + interval '1 millisecond' WHERE head_id = ANY ($1::bigint[])`, [ids]);
+    }
+    const client = await session();
+    const { result, reads } = await readsOfOwnTransaction(client, 'wharf.scope', () => claim(client, 8));
+    expect(result).toEqual(ids.slice(0, 8));
+    // By key, the 8 locks and the 8 marks would read 1,600 entries and more.
+    expect(reads.indexes.get('scope_pkey')!.entriesRead).toBeLessThan(100);
+    const { rows } = await db.pool.query<{ marked: number }>(
+      'SELECT count(*)::int AS marked FROM wharf.scope WHERE leased_id = ANY ($1::bigint[])', [ids.slice(0, 8)]);
+    expect(rows[0]!.marked).toBe(8);
   });
 });
