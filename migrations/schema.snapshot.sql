@@ -2165,21 +2165,23 @@ END $$;
 --
 
 CREATE FUNCTION wharf.count_into_failure_minute(p_workspace_id bigint, p_minute timestamp with time zone, p_failed bigint, p_dead bigint) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$
+BEGIN
   INSERT INTO wharf.failure_minute AS m (workspace_id, minute, failed, dead)
   VALUES (p_workspace_id, p_minute, p_failed, p_dead)
   ON CONFLICT (workspace_id, minute) DO UPDATE
-     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead
-$$;
+     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead;
+END $$;
 
 --
 -- Name: count_into_issue(bigint, text, text, text, text, text[], timestamp with time zone, timestamp with time zone, bigint, bigint, bigint); Type: FUNCTION; Schema: wharf; Owner: -
 --
 
 CREATE FUNCTION wharf.count_into_issue(p_workspace_id bigint, p_provider text, p_event_type text, p_error_class text, p_fingerprint text, p_frames text[], p_first_seen_at timestamp with time zone, p_last_seen_at timestamp with time zone, p_failures bigint, p_dead bigint, p_sample_event_id bigint) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$
+BEGIN
   INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, fingerprint, frames,
                                 first_seen_at, last_seen_at, failures, dead, sample_event_id, status_at)
   VALUES (p_workspace_id, p_provider, p_event_type, p_error_class, p_fingerprint, p_frames,
@@ -2193,8 +2195,8 @@ CREATE FUNCTION wharf.count_into_issue(p_workspace_id bigint, p_provider text, p
          status_by       = CASE WHEN i.status = 'resolved' THEN NULL ELSE i.status_by END,
          status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
          reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
-         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END
-$$;
+         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END;
+END $$;
 
 --
 -- Name: create_alert_rule(bigint, text, text, integer, integer, text, text, text, text); Type: FUNCTION; Schema: wharf; Owner: -

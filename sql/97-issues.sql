@@ -31,12 +31,14 @@ $$;
 -- when resolved; an acknowledged or ignored issue keeps its status. The one
 -- upsert of wharf.issue: the handlers' attempts (below) and the
 -- destinations' deliveries (count_delivery_issue, below) count through it.
--- Internal.
+-- PL/pgSQL for the plan it keeps per session: the trigger calls it once per
+-- group. Internal.
 CREATE OR REPLACE FUNCTION wharf.count_into_issue(
   p_workspace_id bigint, p_provider text, p_event_type text, p_error_class text, p_fingerprint text, p_frames text[],
   p_first_seen_at timestamptz, p_last_seen_at timestamptz, p_failures bigint, p_dead bigint, p_sample_event_id bigint)
 RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
   INSERT INTO wharf.issue AS i (workspace_id, provider, event_type, error_class, fingerprint, frames,
                                 first_seen_at, last_seen_at, failures, dead, sample_event_id, status_at)
   VALUES (p_workspace_id, p_provider, p_event_type, p_error_class, p_fingerprint, p_frames,
@@ -50,8 +52,8 @@ LANGUAGE sql AS $$
          status_by       = CASE WHEN i.status = 'resolved' THEN NULL ELSE i.status_by END,
          status_at       = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.status_at END,
          reopened        = i.reopened + CASE WHEN i.status = 'resolved' THEN 1 ELSE 0 END,
-         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END
-$$;
+         reopened_at     = CASE WHEN i.status = 'resolved' THEN excluded.last_seen_at ELSE i.reopened_at END;
+END $$;
 
 -- Counts p_failed failures, p_dead of them dead letters, into workspace
 -- p_workspace_id's minute p_minute (wharf.failure_minute: the dead-letter
@@ -61,12 +63,13 @@ $$;
 CREATE OR REPLACE FUNCTION wharf.count_into_failure_minute(
   p_workspace_id bigint, p_minute timestamptz, p_failed bigint, p_dead bigint)
 RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
   INSERT INTO wharf.failure_minute AS m (workspace_id, minute, failed, dead)
   VALUES (p_workspace_id, p_minute, p_failed, p_dead)
   ON CONFLICT (workspace_id, minute) DO UPDATE
-     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead
-$$;
+     SET failed = m.failed + excluded.failed, dead = m.dead + excluded.dead;
+END $$;
 
 -- Counts a failure of a delivery to destination p_destination_id into the
 -- issues of its workspace, grouped per destination (the fingerprint
