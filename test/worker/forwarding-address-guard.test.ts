@@ -145,6 +145,22 @@ describe('at send time', () => {
     expect(result.type === 'error' && outcomeOf(result)).toMatchObject({ kind: 'transient', errorClass: 'DnsNotFound' });
   });
 
+  it('a name with several addresses: every one is checked, and the next is tried when one does not answer', async () => {
+    // Nothing listens on 127.0.0.2 (the server is on 127.0.0.1): its connection is refused, and the second address serves.
+    const agent = guardedAgent(addressPolicy({ allowNetworks: '127.0.0.0/8' }), resolvesTo('127.0.0.2', '127.0.0.1'));
+    const before = requests;
+    try {
+      const result = await sendDelivery(request(`http://two.addresses.test:${port}/`), { dispatcher: agent });
+      expect(result.type === 'error' ? result.error : result).toMatchObject({ type: 'response', status: 200 });
+      expect(requests - before).toBe(1);
+    } finally {
+      await agent.close();
+    }
+    // One refused address among them refuses the name.
+    const refused = await sendWith(`http://two.addresses.test:${port}/`, addressPolicy({ allowNetworks: '127.0.0.1/32' }), resolvesTo('127.0.0.1', '10.0.0.1'));
+    expect(refused.type === 'error' && outcomeOf(refused)).toMatchObject({ kind: 'permanent', errorClass: 'AddressRefused' });
+  });
+
   it('a name is resolved once per connection, by the guard, and the connection goes to the address it checked (no rebinding)', async () => {
     // The resolver answers the allowed address once, then the metadata service's: a rebinding resolver.
     const answers: string[] = [];

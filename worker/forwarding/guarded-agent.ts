@@ -1,22 +1,57 @@
 // The dispatcher every forwarded request goes through: an undici Agent, which
 // keeps connections alive per origin, whose connections open only to an
-// address the guard has checked (address-guard.ts). The host is resolved
-// once, when a connection opens, and the socket goes to the address that was
-// checked: a resolver that answers differently a moment later (DNS
-// rebinding) cannot steer a request to another address. TLS still checks the
-// certificate against the name in the URL (its servername).
+// address the guard has checked (address-guard.ts). A name is resolved once,
+// when a connection opens, by the connection's own lookup, which checks every
+// address before handing them over: a resolver that answers differently a
+// moment later (DNS rebinding) cannot steer a request elsewhere. Node then
+// tries the checked addresses as it would any (both families, the next when
+// one does not answer), and TLS checks the certificate against the name in
+// the URL. An address written in the URL is checked before connecting, since
+// Node looks nothing up for it.
+import type { LookupAddress, LookupOptions } from 'node:dns';
+import { isIP } from 'node:net';
 import { Agent, buildConnector } from 'undici';
 import { checkDestinationAddress, systemLookup, type AddressPolicy, type Lookup } from './address-guard.js';
 
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/** net.connect's `lookup`, answering only addresses the policy lets Wharf call. */
+export function guardedLookup(policy: AddressPolicy, lookup: Lookup = systemLookup) {
+  return (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
+    checkDestinationAddress(hostname, policy, lookup).then((checked) => {
+      const family = options.family === 4 || options.family === 6 ? options.family : undefined;
+      const addresses = family === undefined ? checked : checked.filter((address) => address.family === family);
+      if (options.all) {
+        callback(null, addresses);
+        return;
+      }
+      const [first] = addresses;
+      if (first === undefined) {
+        callback(Object.assign(new Error(`${hostname} has no IPv${family} address`), { code: 'ENODATA' }), '');
+        return;
+      }
+      callback(null, first.address, first.family);
+    }, (error: NodeJS.ErrnoException) => callback(error, ''));
+  };
+}
+
 export function guardedAgent(policy: AddressPolicy, lookup: Lookup = systemLookup): Agent {
-  const open = buildConnector({});
+  const open = buildConnector({ lookup: guardedLookup(policy, lookup), autoSelectFamily: true });
   return new Agent({
     connect: (options, callback) => {
-      checkDestinationAddress(options.hostname, policy, lookup).then(
-        // Every address passed; the first is the one called (no fallback to the others).
-        ([first]) => open({ ...options, hostname: first!.address }, callback),
-        (error: Error) => callback(error, null),
-      );
+      const literal = options.hostname.replace(/^\[(.*)\]$/, '$1');
+      if (isIP(literal) === 0) {
+        open(options, callback);
+        return;
+      }
+      checkDestinationAddress(literal, policy, lookup).then(() => {
+        // Inside a promise a throw would go unhandled: it fails this connection instead.
+        try {
+          open(options, callback);
+        } catch (error) {
+          callback(error as Error, null);
+        }
+      }, (error: Error) => callback(error, null));
     },
   });
 }
