@@ -1446,6 +1446,7 @@ CREATE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p_handles te
     SET enable_hashjoin TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
     SET jit TO 'off'
+    SET enable_indexscan TO 'on'
     AS $$
 DECLARE
   v_now        timestamptz := clock_timestamp();
@@ -1460,8 +1461,7 @@ DECLARE
   v_all_ids    bigint[] := ARRAY[]::bigint[];
   v_all_scopes text[] := ARRAY[]::text[];
   v_all_rows   tid[] := ARRAY[]::tid[];
-  v_marked     text[];
-  v_index_scans text := current_setting('enable_indexscan');
+  v_marked     bigint;
   v_handles    text := md5(coalesce(p_handles::text, '*'));
   v_line       text[] := string_to_array(current_setting('wharf.claim_line', true), '/');
   v_floor      timestamptz := '-infinity'::timestamptz;
@@ -1530,9 +1530,12 @@ BEGIN
     -- ctid), in a subquery of its own (LIMIT 1 keeps the planner from
     -- flattening it), not looked up by its key: under a snapshot held open,
     -- the key's index entries lead to every version of the row the snapshot
-    -- keeps, two per event served (bench/RESULTS.md §7b). A row changed
-    -- since the line was read is followed to its newest version by the lock
-    -- and checked again, or passed over as a locked one is. The nested loop
+    -- keeps, two per event served (bench/RESULTS.md §7b). A row another
+    -- session changed since the line was read is passed over, as a locked
+    -- one is (its old version is not this statement's to see, or, changed
+    -- after this statement began, it fails the recheck of its ctid): the
+    -- claim may come back short, and the next claim reads the line again.
+    -- What it returns is the version it locked. The nested loop
     -- runs the candidates in their order and the LIMIT stops it after p_max
     -- locked heads, so no more rows are locked than are leased.
     SELECT array_agg(h.id ORDER BY h.n), array_agg(h.scope_key ORDER BY h.n), array_agg(h.row_id ORDER BY h.n)
@@ -1605,13 +1608,15 @@ BEGIN
   v_ids := v_all_ids;
   v_scopes := v_all_scopes;
 
-  -- The scope rows locked above, at the versions locked (no one else can
-  -- have moved them since). By key only should one have moved after all,
-  -- so that no event is leased without its scope's mark. Index scans are
-  -- off for this statement alone: over statistics of an empty scope table
-  -- (analyzed while empty) the planner prices a walk of the whole primary
-  -- key below the TID scan of the rows it is given (the plan is cached with
-  -- it; next_in_scope's index has no alternative, so it keeps its index).
+  -- The scope rows locked above, at the versions locked: no other session
+  -- can move them, and nothing of this claim's does (parking leaves them
+  -- alone), so each is found, or the claim fails rather than lease an event
+  -- without its scope's mark. Index scans are off for this statement alone
+  -- (the function's SET puts them back on its way out): over statistics of
+  -- an empty scope table (analyzed while empty) the planner prices a walk of
+  -- the whole primary key below the TID scan of the rows it is given (the
+  -- plan is cached with it; next_in_scope's index has no alternative, so it
+  -- keeps its index).
   PERFORM set_config('enable_indexscan', 'off', true);
   WITH marked AS (
     UPDATE wharf.scope s
@@ -1620,16 +1625,11 @@ BEGIN
       LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
      WHERE s.ctid = h.row_id AND s.scope_key = h.scope_key
     RETURNING s.scope_key)
-  SELECT array_agg(scope_key) INTO v_marked FROM marked;
-  PERFORM set_config('enable_indexscan', v_index_scans, true);
-  IF cardinality(v_marked) IS DISTINCT FROM cardinality(v_scopes) THEN
-    UPDATE wharf.scope s
-       SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at, head_kind = n.kind
-      FROM unnest(v_ids, v_scopes) AS h(id, scope_key)
-      LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
-     WHERE s.scope_key = h.scope_key
-       AND s.scope_key = ANY (v_scopes) AND NOT s.scope_key = ANY (coalesce(v_marked, '{}'))  -- by key
-       AND s.leased_id IS NULL;
+  SELECT count(*) INTO v_marked FROM marked;
+  PERFORM set_config('enable_indexscan', 'on', true);
+  IF v_marked <> cardinality(v_scopes) THEN
+    RAISE EXCEPTION 'wharf.claim: % of % locked scope rows moved before they were marked', cardinality(v_scopes) - v_marked, cardinality(v_scopes)
+      USING ERRCODE = 'XX000';
   END IF;
 
   PERFORM set_config('wharf.keeping_scopes', 'on', true);
@@ -3637,8 +3637,9 @@ BEGIN
       FROM (SELECT x.* FROM wharf.destination_delivery q
               JOIN wharf.provider_event x ON x.id = q.event_id  -- by primary key
              WHERE q.destination_id = substr(v_issue.fingerprint, length('destination:') + 1)::bigint
-               AND q.state IN ('QUEUED', 'LEASED', 'DEAD')  -- ix_destination_delivery_listing
-               AND q.error_class = v_issue.error_class
+               AND q.state <> 'DONE' AND q.error_class IS NOT NULL  -- ix_destination_delivery_failing
+               -- A paused or broken destination's issue: every failure it holds.
+               AND (v_issue.error_class IN ('DestinationGone', 'DestinationBreakerOpen') OR q.error_class = v_issue.error_class)
                AND (p_before_id IS NULL OR q.event_id < p_before_id)
                AND x.workspace_id = p_workspace_id
                AND x.provider = v_issue.provider
@@ -7425,6 +7426,12 @@ CREATE INDEX ix_delivery_attempt_destination ON wharf.delivery_attempt USING btr
 --
 
 CREATE INDEX ix_destination_delivery_due ON wharf.destination_delivery USING btree (destination_id, next_attempt_at) WHERE (state = 'QUEUED'::text);
+
+--
+-- Name: ix_destination_delivery_failing; Type: INDEX; Schema: wharf; Owner: -
+--
+
+CREATE INDEX ix_destination_delivery_failing ON wharf.destination_delivery USING btree (destination_id, event_id DESC) WHERE ((state <> 'DONE'::text) AND (error_class IS NOT NULL));
 
 --
 -- Name: ix_destination_delivery_leased; Type: INDEX; Schema: wharf; Owner: -

@@ -128,7 +128,7 @@ CREATE OR REPLACE FUNCTION wharf.claim(p_worker text, p_max integer DEFAULT 1, p
 RETURNS SETOF wharf.provider_event
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off SET enable_bitmapscan = off SET enable_mergejoin = off SET enable_hashjoin = off
-SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+SET plan_cache_mode = force_generic_plan SET jit = off SET enable_indexscan = on AS $$
 DECLARE
   v_now        timestamptz := clock_timestamp();
   v_lease      interval := wharf.setting_interval('lease');
@@ -142,8 +142,7 @@ DECLARE
   v_all_ids    bigint[] := ARRAY[]::bigint[];
   v_all_scopes text[] := ARRAY[]::text[];
   v_all_rows   tid[] := ARRAY[]::tid[];
-  v_marked     text[];
-  v_index_scans text := current_setting('enable_indexscan');
+  v_marked     bigint;
   v_handles    text := md5(coalesce(p_handles::text, '*'));
   v_line       text[] := string_to_array(current_setting('wharf.claim_line', true), '/');
   v_floor      timestamptz := '-infinity'::timestamptz;
@@ -212,9 +211,12 @@ BEGIN
     -- ctid), in a subquery of its own (LIMIT 1 keeps the planner from
     -- flattening it), not looked up by its key: under a snapshot held open,
     -- the key's index entries lead to every version of the row the snapshot
-    -- keeps, two per event served (bench/RESULTS.md §7b). A row changed
-    -- since the line was read is followed to its newest version by the lock
-    -- and checked again, or passed over as a locked one is. The nested loop
+    -- keeps, two per event served (bench/RESULTS.md §7b). A row another
+    -- session changed since the line was read is passed over, as a locked
+    -- one is (its old version is not this statement's to see, or, changed
+    -- after this statement began, it fails the recheck of its ctid): the
+    -- claim may come back short, and the next claim reads the line again.
+    -- What it returns is the version it locked. The nested loop
     -- runs the candidates in their order and the LIMIT stops it after p_max
     -- locked heads, so no more rows are locked than are leased.
     SELECT array_agg(h.id ORDER BY h.n), array_agg(h.scope_key ORDER BY h.n), array_agg(h.row_id ORDER BY h.n)
@@ -287,13 +289,15 @@ BEGIN
   v_ids := v_all_ids;
   v_scopes := v_all_scopes;
 
-  -- The scope rows locked above, at the versions locked (no one else can
-  -- have moved them since). By key only should one have moved after all,
-  -- so that no event is leased without its scope's mark. Index scans are
-  -- off for this statement alone: over statistics of an empty scope table
-  -- (analyzed while empty) the planner prices a walk of the whole primary
-  -- key below the TID scan of the rows it is given (the plan is cached with
-  -- it; next_in_scope's index has no alternative, so it keeps its index).
+  -- The scope rows locked above, at the versions locked: no other session
+  -- can move them, and nothing of this claim's does (parking leaves them
+  -- alone), so each is found, or the claim fails rather than lease an event
+  -- without its scope's mark. Index scans are off for this statement alone
+  -- (the function's SET puts them back on its way out): over statistics of
+  -- an empty scope table (analyzed while empty) the planner prices a walk of
+  -- the whole primary key below the TID scan of the rows it is given (the
+  -- plan is cached with it; next_in_scope's index has no alternative, so it
+  -- keeps its index).
   PERFORM set_config('enable_indexscan', 'off', true);
   WITH marked AS (
     UPDATE wharf.scope s
@@ -302,16 +306,11 @@ BEGIN
       LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
      WHERE s.ctid = h.row_id AND s.scope_key = h.scope_key
     RETURNING s.scope_key)
-  SELECT array_agg(scope_key) INTO v_marked FROM marked;
-  PERFORM set_config('enable_indexscan', v_index_scans, true);
-  IF cardinality(v_marked) IS DISTINCT FROM cardinality(v_scopes) THEN
-    UPDATE wharf.scope s
-       SET leased_id = h.id, head_id = n.id, head_due_at = n.due_at, head_kind = n.kind
-      FROM unnest(v_ids, v_scopes) AS h(id, scope_key)
-      LEFT JOIN LATERAL wharf.next_in_scope(h.scope_key, h.id) n ON true
-     WHERE s.scope_key = h.scope_key
-       AND s.scope_key = ANY (v_scopes) AND NOT s.scope_key = ANY (coalesce(v_marked, '{}'))  -- by key
-       AND s.leased_id IS NULL;
+  SELECT count(*) INTO v_marked FROM marked;
+  PERFORM set_config('enable_indexscan', 'on', true);
+  IF v_marked <> cardinality(v_scopes) THEN
+    RAISE EXCEPTION 'wharf.claim: % of % locked scope rows moved before they were marked', cardinality(v_scopes) - v_marked, cardinality(v_scopes)
+      USING ERRCODE = 'XX000';
   END IF;
 
   PERFORM set_config('wharf.keeping_scopes', 'on', true);

@@ -302,7 +302,8 @@ $$;
 -- workspace has no such issue. An issue of event type '*' matches every
 -- event type. For a destination's issue (fingerprint 'destination:<id>',
 -- sql/88): the events whose delivery to it last failed with the class and
--- has not succeeded since (waiting for its retry, leased, or dead).
+-- has not succeeded since (waiting for its retry, leased, or dead); for its
+-- breaker's or its 410's issue, every such failure of any class.
 CREATE OR REPLACE FUNCTION wharf.issue_events(
   p_workspace_id bigint, p_id bigint, p_limit integer DEFAULT 50, p_before_id bigint DEFAULT NULL)
 RETURNS jsonb
@@ -327,8 +328,9 @@ BEGIN
       FROM (SELECT x.* FROM wharf.destination_delivery q
               JOIN wharf.provider_event x ON x.id = q.event_id  -- by primary key
              WHERE q.destination_id = substr(v_issue.fingerprint, length('destination:') + 1)::bigint
-               AND q.state IN ('QUEUED', 'LEASED', 'DEAD')  -- ix_destination_delivery_listing
-               AND q.error_class = v_issue.error_class
+               AND q.state <> 'DONE' AND q.error_class IS NOT NULL  -- ix_destination_delivery_failing
+               -- A paused or broken destination's issue: every failure it holds.
+               AND (v_issue.error_class IN ('DestinationGone', 'DestinationBreakerOpen') OR q.error_class = v_issue.error_class)
                AND (p_before_id IS NULL OR q.event_id < p_before_id)
                AND x.workspace_id = p_workspace_id
                AND x.provider = v_issue.provider

@@ -6,7 +6,7 @@
 -- retry, dead-letter, pause on 410 and open the breaker, which a probe
 -- closes; repeats answer as their first try; another workspace sees nothing.
 BEGIN;
-SELECT plan(126);
+SELECT plan(127);
 
 CREATE TEMP TABLE vars (name text PRIMARY KEY, value bigint);
 -- The suite runs through a plain client: what psql's; would keep, it keeps here.
@@ -264,6 +264,12 @@ SELECT pg_temp.put('b2', q.id), pg_temp.put('b2_epoch', q.lease_epoch) FROM whar
 SELECT is(wharf.fail_delivery(pg_temp.v('b2'), pg_temp.v('b2_epoch'), 'transient', 'ConnectionRefused', NULL, 1, NULL), 'QUEUED', 'second failure');
 SELECT is((SELECT state || ' ' || paused_reason FROM wharf.destination WHERE id = pg_temp.v('audit')), 'BREAKER_OPEN breaker', 'the breaker opens');
 SELECT is((SELECT status FROM wharf.issue WHERE fingerprint = 'destination:' || pg_temp.v('audit') AND error_class = 'DestinationBreakerOpen'), 'open', 'an issue opens');
+SELECT is((SELECT array_agg((x ->> 'id')::bigint ORDER BY (x ->> 'id')::bigint) FROM jsonb_array_elements(wharf.issue_events(1,
+             (SELECT id FROM wharf.issue WHERE fingerprint = 'destination:' || pg_temp.v('audit') AND error_class = 'DestinationBreakerOpen')) -> 'events') x),
+          (SELECT array_agg(q.event_id ORDER BY q.event_id) FROM wharf.destination_delivery q JOIN wharf.provider_event e ON e.id = q.event_id
+            WHERE q.id IN (pg_temp.v('b1'), pg_temp.v('b2'))
+              AND e.event_type = (SELECT event_type FROM wharf.issue WHERE fingerprint = 'destination:' || pg_temp.v('audit') AND error_class = 'DestinationBreakerOpen')),
+          '... and lists the failures the destination holds, whatever their class');
 UPDATE wharf.destination_delivery SET state = 'QUEUED', leased_until = NULL, next_attempt_at = now() WHERE destination_id = pg_temp.v('audit');
 SELECT is((SELECT count(*) FROM pg_temp.claimed() WHERE destination_id = pg_temp.v('audit')), 0::bigint, 'an open breaker holds its deliveries');
 SELECT is((SELECT count(*) FROM wharf.destination_delivery WHERE destination_id = pg_temp.v('audit') AND state = 'DEAD'), 0::bigint, 'and dead-letters none');

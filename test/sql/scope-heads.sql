@@ -181,6 +181,7 @@ SELECT set_eq($$SELECT p.proname::text, c.setting
                        ('free_scopes', 'enable_seqscan=off'), ('free_scopes', 'enable_hashjoin=off'), ('free_scopes', 'enable_mergejoin=off'),
                        ('claim', 'enable_seqscan=off'), ('claim', 'enable_bitmapscan=off'), ('claim', 'enable_mergejoin=off'),
                        ('claim', 'enable_hashjoin=off'), ('claim', 'plan_cache_mode=force_generic_plan'), ('claim', 'jit=off'),
+                       ('claim', 'enable_indexscan=on'),
                        ('complete_many', 'enable_seqscan=off'), ('complete_many', 'enable_mergejoin=off'),
                        ('complete_many', 'enable_hashjoin=off'), ('reap', 'enable_hashjoin=off'), ('reap', 'enable_mergejoin=off'),
                        ('admission_recipients', 'enable_seqscan=off'), ('admission_recipients', 'enable_bitmapscan=off'),
