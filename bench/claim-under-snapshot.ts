@@ -146,7 +146,8 @@ await withBenchDatabase(serverUrl, 'claim_snapshot', { wharf: true, poolSize: 3 
     }
     await holder.query('COMMIT');
   } finally {
-    server.release();
+    // Its claim line is a session setting: the session goes, not back to the pool.
+    server.release(true);
     holder.release();
   }
   await db.pool.query('VACUUM wharf.scope, wharf.provider_event');

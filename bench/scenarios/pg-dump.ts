@@ -4,10 +4,11 @@
 // version that died after it began, as with the other held snapshots; unlike
 // them it also reads the whole database meanwhile, as a backup does. The
 // database holds a history of handled rows (history.ts) so that a dump has
-// something to read; a dump that ends before the hold does is followed at once by
-// another, and the one running when the hold ends is killed, so that the
-// snapshot is held (but for the moments between two dumps) for the whole
-// hold, as the other cells hold theirs.
+// something to read. A dump of it here lasts a minute or two, not the hold:
+// so a session exports one snapshot when the hold begins and every dump runs
+// in it (--snapshot), a dump that ends before the hold does followed at once
+// by another and the one running when the hold ends killed. The horizon then
+// stays where the hold began, as under one dump lasting the whole hold.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
@@ -129,14 +130,15 @@ interface Dump {
   stderr(): string;
 }
 
-function startDump(dump: PgDump, connection: { dbname: string; env: Record<string, string> }): Dump {
+/** A dump of the database as of `snapshot` (pg_export_snapshot's id, its exporting transaction still open). */
+function startDump(dump: PgDump, connection: { dbname: string; env: Record<string, string> }, snapshot: string): Dump {
   // The archive goes straight from pg_dump to wc through a pipe of their
   // own, never through this process: it also drives the load, and a whole
   // dump is gigabytes. Spawned first, so that pg_dump's stdout is wc's
   // stdin; this process's end of it is closed at once, so that wc sees the
   // end of the archive when pg_dump exits.
   const counter = spawn('wc', ['-c'], { stdio: ['pipe', 'pipe', 'ignore'] });
-  const child = spawn(dump.path, [...pgDumpArguments, `--dbname=${connection.dbname}`], {
+  const child = spawn(dump.path, [...pgDumpArguments, `--snapshot=${snapshot}`, `--dbname=${connection.dbname}`], {
     env: { ...process.env, ...connection.env },
     stdio: ['ignore', counter.stdin!, 'pipe'],
   });
@@ -206,44 +208,52 @@ export function pgDumpHold(historyRows: number): Fault {
       return {
         async begin() {
           const { rows: [size] } = await client.query<{ bytes: string }>('SELECT pg_database_size(current_database()) AS bytes');
-          let current = startDump(dump, connection);
+          // The hold's one snapshot, exported by a session of its own (the
+          // other one reads pg_stat_activity, which a transaction would cache).
+          const exporter = await session(context.databaseUrl);
+          await exporter.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+          const { rows: [exported] } = await exporter.query<{ id: string; xmin: string }>(
+            'SELECT pg_export_snapshot() AS id, txid_snapshot_xmin(txid_current_snapshot())::text AS xmin');
+          const snapshot = exported!.id;
+          const horizon = exported!.xmin;
+          let current = startDump(dump, connection, snapshot);
           // Were the rig to fail before end(), no dump goes on reading after the run.
           const killOnExit = () => current.child.kill('SIGKILL');
           process.once('exit', killOnExit);
           let begun = 1;
           /** Whole dumps: how long each took and its archive's bytes. */
           const completed: Array<{ ms: number; bytes: number | undefined }> = [];
-          let horizon: string | undefined;
-          // Until the first dump holds its snapshot (its backend shows an xmin).
+          // Until the first dump is reading (its backend shows an xmin).
           // A dump quicker than the look is followed by another, as in the hold.
           const deadline = Date.now() + 30_000;
           for (;;) {
-            horizon = (await dumpBackends()).find((backend) => backend.xmin !== null)?.xmin ?? undefined;
-            if (horizon !== undefined) break;
+            if ((await dumpBackends()).some((backend) => backend.xmin !== null)) break;
             if (current.done) {
               const exit = await current.exited;
               if (exit.code !== 0) {
                 process.removeListener('exit', killOnExit);
+                await exporter.end();
                 await client.end();
                 throw new Error(`pg_dump of ${context.database} failed at its start (${dump.path}, ${describeExit(exit, current.stderr())})`);
               }
               completed.push({ ms: Date.now() - current.began, bytes: await current.bytes });
-              current = startDump(dump, connection);
+              current = startDump(dump, connection, snapshot);
               begun += 1;
             }
             if (Date.now() > deadline) {
               current.child.kill('SIGKILL');
               process.removeListener('exit', killOnExit);
+              await exporter.end();
               await client.end();
               throw new Error(`pg_dump of ${context.database} showed no snapshot within 30 s`);
             }
             await sleep(20);
           }
-          context.mark('pg_dump began: snapshot taken');
+          context.mark('pg_dump began in the hold\'s snapshot');
 
           let stopped = false;
           const failures: string[] = [];
-          /** ms from a dump's end to the next one's start: the horizon was free to move. */
+          /** ms from a dump's end to the next one's start (the snapshot stays held meanwhile). */
           let between = 0;
           const loop = (async () => {
             while (!stopped) {
@@ -260,10 +270,10 @@ export function pgDumpHold(historyRows: number): Fault {
                 await sleep(1_000);
                 if (stopped) break;
               }
-              current = startDump(dump, connection);
+              current = startDump(dump, connection, snapshot);
               begun += 1;
               between += Date.now() - ended;
-              // Counted once the next dump is under way: wc's answer is no reason to leave the horizon free.
+              // Counted once the next dump is under way: wc's answer is no reason to leave the database unread.
               if (exit.code === 0) completed.push({ ms: ended - finished.began, bytes: await finished.bytes });
             }
           })();
@@ -300,6 +310,8 @@ export function pgDumpHold(historyRows: number): Fault {
                 }
                 await sleep(20);
               }
+              await exporter.query('COMMIT');
+              await exporter.end();
               await client.end();
               context.mark(runningAtEnd ? 'pg_dump killed: snapshot released' : 'snapshot released');
               const longest = completed.reduce<{ ms: number; bytes: number | undefined } | undefined>(
@@ -310,11 +322,11 @@ export function pgDumpHold(historyRows: number): Fault {
                 'database size when the hold began (MiB)': Math.round(Number(size?.bytes ?? Number.NaN) / 2 ** 20),
                 'horizon held at xid': horizon,
                 'dumps begun': begun,
-                // A dump shorter than the hold: the one after it began at once (the horizon moved forward to it).
+                // A dump shorter than the hold: the one after it began at once, in the same snapshot.
                 'dumps that ended within the hold, another beginning at once': completed.length,
                 ...(longest ? {
                   'longest dump that ended': `${secondsText(longest.ms)}, ${mibText(longest.bytes)}`,
-                  // From a dump's exit to the next one's spawn; the horizon is free a little longer, until it connects.
+                  // From a dump's exit to the next one's spawn: the database was not being read.
                   'time between dumps, summed': `${between} ms`,
                 } : {}),
                 'the dump running when the hold ended': runningAtEnd

@@ -303,8 +303,9 @@ export function renderMarkdown(
       'The table sizes and dead tuples below are of each system\'s own schema: Wharf\'s include its history, graphile-worker\'s ' +
       `do not. Through the hold runs \`pg_dump ${pgDumpArguments.join(' ')}\` of the system's whole database, its archive ` +
       'counted (`wc -c`) and thrown away (uncompressed, so that zlib in the client, which shares these cores, is not part of the ' +
-      'fault); a dump that ends before the hold does is followed at once by another (the fault row counts them, the horizon ' +
-      'moving forward at each), and the one running when the hold ends is killed.');
+      'fault). A session exports one snapshot when the hold begins and every dump runs in it (`--snapshot`): a dump that ends ' +
+      'before the hold does is followed at once by another in the same snapshot (the fault row counts them), and the one running ' +
+      'when the hold ends is killed, so the horizon stays where the hold began, as under one dump lasting the whole hold.');
   }
   out.push('- Claim time: each worker process times its system\'s claim statement from the call to the answer ' +
     '(`wharf.claim`; graphile-worker\'s `get_job` batch, `FOR UPDATE SKIP LOCKED`), lock waits included. ' +
