@@ -109,6 +109,13 @@ export type Lookup = (host: string) => Promise<LookupAddress[]>;
 const lookupAll = promisify(dnsLookup);
 export const systemLookup: Lookup = (host) => lookupAll(host, { all: true, verbatim: true });
 
+/** The address a URL's host is written as (`10.0.0.1`, `[::1]`); undefined for a name. */
+export function addressLiteral(hostname: string): LookupAddress | undefined {
+  // `[::1]` in a URL is `::1` to the resolver.
+  const host = hostname.replace(/^\[(.*)\]$/, '$1');
+  return ipaddr.isValid(host) ? { address: host, family: ipaddr.parse(host).kind() === 'ipv4' ? 4 : 6 } : undefined;
+}
+
 /**
  * Resolves a URL's host (`example.com`, `10.0.0.1`, `[::1]`) and checks every
  * address: the addresses when all may be called; AddressRefusedError naming
@@ -116,9 +123,8 @@ export const systemLookup: Lookup = (host) => lookupAll(host, { all: true, verba
  * throws the resolver's error (ENOTFOUND, EAI_AGAIN: transient).
  */
 export async function checkDestinationAddress(hostname: string, policy: AddressPolicy, lookup: Lookup = systemLookup): Promise<LookupAddress[]> {
-  // `[::1]` in a URL is `::1` to the resolver.
-  const host = hostname.replace(/^\[(.*)\]$/, '$1');
-  const addresses = ipaddr.isValid(host) ? [{ address: host, family: ipaddr.parse(host).kind() === 'ipv4' ? 4 : 6 }] : await lookup(host);
+  const literal = addressLiteral(hostname);
+  const addresses = literal ? [literal] : await lookup(hostname);
   if (addresses.length === 0) throw Object.assign(new Error(`${hostname} has no address`), { code: 'ENODATA' });
   for (const { address } of addresses) {
     const why = refusal(address, policy);

@@ -9,14 +9,13 @@
 // the URL. An address written in the URL is checked before connecting, since
 // Node looks nothing up for it.
 import type { LookupAddress, LookupOptions } from 'node:dns';
-import { isIP } from 'node:net';
 import { Agent, buildConnector } from 'undici';
-import { checkDestinationAddress, systemLookup, type AddressPolicy, type Lookup } from './address-guard.js';
+import { addressLiteral, checkDestinationAddress, systemLookup, type AddressPolicy, type Lookup } from './address-guard.js';
 
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 /** net.connect's `lookup`, answering only addresses the policy lets Wharf call. */
-export function guardedLookup(policy: AddressPolicy, lookup: Lookup = systemLookup) {
+function guardedLookup(policy: AddressPolicy, lookup: Lookup = systemLookup) {
   return (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
     checkDestinationAddress(hostname, policy, lookup).then((checked) => {
       const family = options.family === 4 || options.family === 6 ? options.family : undefined;
@@ -39,12 +38,11 @@ export function guardedAgent(policy: AddressPolicy, lookup: Lookup = systemLooku
   const open = buildConnector({ lookup: guardedLookup(policy, lookup), autoSelectFamily: true });
   return new Agent({
     connect: (options, callback) => {
-      const literal = options.hostname.replace(/^\[(.*)\]$/, '$1');
-      if (isIP(literal) === 0) {
+      if (addressLiteral(options.hostname) === undefined) {
         open(options, callback);
         return;
       }
-      checkDestinationAddress(literal, policy, lookup).then(() => {
+      checkDestinationAddress(options.hostname, policy, lookup).then(() => {
         // Inside a promise a throw would go unhandled: it fails this connection instead.
         try {
           open(options, callback);
